@@ -1,0 +1,76 @@
+// Command octlm is the headless front door to the octlm packages: parity, generation,
+// inspection, benchmarks and checkpoint tools. Flags in, library calls, exit codes out.
+//
+// Exit codes: 0 success, 1 a check failed (parity), 2 bad input or usage.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+)
+
+// command is one subcommand of octlm.
+type command struct {
+	summary string
+	run     func(args []string) error
+}
+
+// commands is filled by the init functions of the files beside this one.
+var commands = map[string]command{}
+
+// register adds a subcommand; each cmd_*.go file calls it from init.
+func register(name, summary string, run func(args []string) error) {
+	commands[name] = command{summary: summary, run: run}
+}
+
+// errCheckFailed marks a check that ran and failed (exit status 1), as opposed to bad input (2).
+var errCheckFailed = errors.New("check failed")
+
+// usageError marks bad flags or arguments (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage()
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "octlm: unknown command %q\n\n", args[0])
+		printUsage()
+		return 2
+	}
+	warnWithoutSIMD()
+	if err := cmd.run(args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "octlm %s: %v\n", args[0], err)
+		if errors.Is(err, errCheckFailed) {
+			return 1
+		}
+		return 2
+	}
+	return 0
+}
+
+func printUsage() {
+	fmt.Fprintln(os.Stderr, "usage: octlm <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
+	}
+	fmt.Fprintln(os.Stderr, "\nRun 'octlm <command> -h' for a command's flags.")
+}

@@ -1,0 +1,11 @@
+module github.com/octlm/octlm
+
+go 1.26.8
+
+require (
+	github.com/gomlx/compute v0.1.2 // indirect
+	github.com/gomlx/go-xla v0.4.1 // indirect
+	github.com/gomlx/gomlx v0.28.2 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
+)
