@@ -1,0 +1,136 @@
+// Package octlm is octlm's own decoder: its configuration (with the five switches that let it
+// run Qwen3), the map from Hugging Face tensor names to its parameters, the GoMLX graph, the KV
+// cache, the full and cached forward paths, and generation.
+//
+// It reads checkpoints only through package loader and runs graphs on whatever compute.Backend
+// it is given (package xla chooses one); it knows nothing of files' byte layout or of PJRT.
+package octlm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// Config describes a decoder. The first block is the classic octlm decoder; the five switches
+// below it (HeadDim, FFHidden, RopeBase, RopeSplit, QKNorm) are all off at their zero value, so a
+// Config without them means exactly the decoder octlm had before it learnt to run Qwen3.
+type Config struct {
+	VocabSize     int     `json:"vocab_size"`
+	ContextLength int     `json:"context_length"`
+	DModel        int     `json:"d_model"`
+	NHeads        int     `json:"n_heads"`
+	NLayers       int     `json:"n_layers"`
+	KVHeads       int     `json:"kv_heads"`
+	NormEps       float64 `json:"norm_eps,omitempty"` // RMSNorm epsilon; 0 means DefaultNormEps.
+
+	// HeadDim is the width of one attention head; 0 means DModel / NHeads.
+	HeadDim int `json:"head_dim,omitempty"`
+	// FFHidden is the SwiGLU hidden width; 0 means the two-thirds rule (see FFWidth).
+	FFHidden int `json:"ff_hidden,omitempty"`
+	// RopeBase is RoPE's base; 0 means 10,000.
+	RopeBase float64 `json:"rope_base,omitempty"`
+	// RopeSplit pairs channel i with i+HeadDim/2 (Hugging Face's rotate_half) instead of
+	// neighbouring channels 2i and 2i+1.
+	RopeSplit bool `json:"rope_split,omitempty"`
+	// QKNorm applies an RMSNorm to every query and key head before RoPE (Qwen3).
+	QKNorm bool `json:"qk_norm,omitempty"`
+}
+
+// Defaults of the classic decoder, used where a switch is off.
+const (
+	DefaultRopeBase = 10_000.0
+	DefaultNormEps  = 1e-5
+)
+
+// HeadWidth is the width of one attention head.
+func (c Config) HeadWidth() int {
+	if c.HeadDim != 0 {
+		return c.HeadDim
+	}
+	return c.DModel / c.NHeads
+}
+
+// FFWidth is the SwiGLU hidden width: FFHidden, or by the two-thirds rule 2/3 · 4 · DModel,
+// rounded up to a multiple of 64.
+func (c Config) FFWidth() int {
+	if c.FFHidden != 0 {
+		return c.FFHidden
+	}
+	w := 8 * c.DModel / 3
+	return (w + 63) / 64 * 64
+}
+
+// Base is RoPE's base.
+func (c Config) Base() float64 {
+	if c.RopeBase != 0 {
+		return c.RopeBase
+	}
+	return DefaultRopeBase
+}
+
+// Eps is the RMSNorm epsilon.
+func (c Config) Eps() float64 {
+	if c.NormEps != 0 {
+		return c.NormEps
+	}
+	return DefaultNormEps
+}
+
+// Validate reports the first field that makes c unusable, by its JSON name.
+func (c Config) Validate() error {
+	positive := []struct {
+		name  string
+		value int
+	}{
+		{"vocab_size", c.VocabSize}, {"context_length", c.ContextLength}, {"d_model", c.DModel},
+		{"n_heads", c.NHeads}, {"n_layers", c.NLayers}, {"kv_heads", c.KVHeads},
+	}
+	for _, p := range positive {
+		if p.value <= 0 {
+			return fmt.Errorf("octlm: config: %s must be positive, got %d", p.name, p.value)
+		}
+	}
+	switch {
+	case c.HeadDim < 0:
+		return fmt.Errorf("octlm: config: head_dim must be positive, got %d", c.HeadDim)
+	case c.HeadDim == 0 && c.DModel%c.NHeads != 0:
+		return fmt.Errorf("octlm: config: d_model %d is not divisible by n_heads %d (set head_dim)", c.DModel, c.NHeads)
+	case c.HeadWidth()%2 != 0:
+		return fmt.Errorf("octlm: config: head width %d must be even for RoPE", c.HeadWidth())
+	case c.NHeads%c.KVHeads != 0:
+		return fmt.Errorf("octlm: config: n_heads %d is not divisible by kv_heads %d", c.NHeads, c.KVHeads)
+	case c.FFHidden < 0:
+		return fmt.Errorf("octlm: config: ff_hidden must be positive, got %d", c.FFHidden)
+	case c.RopeBase < 0 || math.IsNaN(c.RopeBase) || math.IsInf(c.RopeBase, 0) || (c.RopeBase != 0 && c.RopeBase <= 1):
+		return fmt.Errorf("octlm: config: rope_base must be greater than 1, got %v", c.RopeBase)
+	case c.NormEps < 0 || math.IsNaN(c.NormEps) || math.IsInf(c.NormEps, 0):
+		return fmt.Errorf("octlm: config: norm_eps must be a small positive number, got %v", c.NormEps)
+	}
+	return nil
+}
+
+// Fingerprint is a stable hash of the configuration. Switches at their default are left out of
+// the hashed form, so adding the switches changed no earlier config's fingerprint.
+func (c Config) Fingerprint() string {
+	// encoding/json writes struct fields in declaration order and omits empty switches.
+	data, err := json.Marshal(c)
+	if err != nil {
+		panic(err) // unreachable: Config holds only numbers and booleans
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}
+
+// Parameters is the number of unique parameters (the tied output head counted once).
+func (c Config) Parameters() int64 {
+	d, hd, ff := int64(c.DModel), int64(c.HeadWidth()), int64(c.FFWidth())
+	q, kv := int64(c.NHeads)*hd, int64(c.KVHeads)*hd
+	layer := d + d*q + 2*d*kv + q*d + d + 3*d*ff
+	if c.QKNorm {
+		layer += 2 * hd
+	}
+	return int64(c.VocabSize)*d + int64(c.NLayers)*layer + d
+}

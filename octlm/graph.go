@@ -1,0 +1,205 @@
+package octlm
+
+// The decoder as one GoMLX graph, written to be read beside transformers'
+// models/qwen3/modeling_qwen3.py: the names (input_layernorm, q_proj, q_norm, rotate_half,
+// o_proj, post_attention_layernorm, gate_proj, up_proj, down_proj, norm, lm_head) are theirs.
+//
+// One graph serves the full path and the cached path: it takes a chunk of S token IDs (padded to
+// a length bucket; only the first `valid` are real) that start at cache position `start`, writes
+// their keys and values into a KV cache of fixed capacity, attends over the first Lb cache slots
+// (Lb is a bucket ≥ start+S), and returns logits for the rows listed in logitRows only.
+
+import (
+	"math"
+
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+)
+
+// stepInputs are the non-weight inputs of the step graph, in order.
+const (
+	inIDs       = iota // int32 [S]: token IDs, padded
+	inStart            // int32 []: cache position of ids[0]
+	inValid            // int32 []: how many of the S ids are real
+	inKeyPos           // int32 [Lb]: 0..Lb-1, the cache slots attended to (its length sets Lb)
+	inLogitRows        // int32 [P]: rows of the chunk whose logits are returned
+	numStepInputs
+)
+
+// stepGraph builds the decoder step. inputs: the step inputs above, then the weights in
+// weightOrder, then the KV cache (k, v for each layer, each [kvHeads, capacity, headDim]).
+// Outputs: logits [P, vocab] in float32, then the updated caches in the same order.
+func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
+	c := m.Config
+	ids, start, valid := inputs[inIDs], inputs[inStart], inputs[inValid]
+	keyPos, logitRows := inputs[inKeyPos], inputs[inLogitRows]
+	w := m.unflattenWeights(inputs[numStepInputs : numStepInputs+m.numWeights()])
+	caches := inputs[numStepInputs+m.numWeights():]
+
+	// Position of each token in the sequence and the mask of real (non-padding) tokens.
+	offsets := Iota(g, ids.Shape(), 0)                                      // [S]: 0..S-1
+	positions := Add(start, offsets)                                        // [S]
+	real := LessThan(offsets, valid)                                        // [S] bool
+	cos, sin := m.rotaryEmbedding(positions)                                // [S, headDim/2] each, float32
+	causal := LessOrEqual(InsertAxes(keyPos, 0), InsertAxes(positions, -1)) // [S, Lb]
+
+	// embed_tokens
+	hidden := Gather(w.embed, InsertAxes(ids, -1)) // [S, d]
+
+	newCaches := make([]*Node, 0, len(caches))
+	for i, layer := range w.layers {
+		// Self-attention block with a residual connection.
+		residual := hidden
+		x := rmsNorm(hidden, layer.inputLayernorm, c.Eps())
+		attn, k, v := m.attention(x, layer, cos, sin, causal, caches[2*i], caches[2*i+1], start, real)
+		hidden = Add(residual, attn)
+		newCaches = append(newCaches, k, v)
+
+		// Feed-forward block with a residual connection.
+		residual = hidden
+		x = rmsNorm(hidden, layer.postAttentionLayernorm, c.Eps())
+		hidden = Add(residual, mlp(x, layer))
+	}
+
+	// Only the rows that need logits go through the final norm and the vocabulary projection.
+	hidden = Gather(hidden, InsertAxes(logitRows, -1)) // [P, d]
+	hidden = rmsNorm(hidden, w.norm, c.Eps())
+	// lm_head is tied to embed_tokens: logits = hidden · embed_tokensᵀ.
+	logits := DotGeneral(hidden, []int{1}, nil, w.embed, []int{1}, nil) // [P, vocab]
+	logits = ConvertDType(logits, dtypes.Float32)
+	return append([]*Node{logits}, newCaches...)
+}
+
+// rmsNorm is Qwen3RMSNorm: statistics in float32, then weight * normalized (no 1+w).
+func rmsNorm(x, weight *Node, eps float64) *Node {
+	dtype := x.DType()
+	x32 := ConvertDType(x, dtypes.Float32)
+	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
+	x32 = Mul(x32, Rsqrt(AddScalar(variance, eps)))
+	for weight.Rank() < x.Rank() {
+		weight = InsertAxes(weight, 0)
+	}
+	return Mul(weight, ConvertDType(x32, dtype))
+}
+
+// linear applies a weight stored as [in, out] to the last axis of x.
+func linear(x, weight *Node) *Node {
+	return DotGeneral(x, []int{x.Rank() - 1}, nil, weight, []int{0}, nil)
+}
+
+// mlp is Qwen3MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
+func mlp(x *Node, layer layerNodes) *Node {
+	gate := linear(x, layer.gateProj)
+	up := linear(x, layer.upProj)
+	return linear(Mul(Mul(gate, Sigmoid(gate)), up), layer.downProj)
+}
+
+// rotaryEmbedding is Qwen3RotaryEmbedding: inv_freq = 1 / base^(2i/d) in float32 (computed on
+// the host exactly as torch does), freqs = position × inv_freq in float32, then cos and sin.
+// It returns the half-width tables [S, headDim/2]; applyRotary lays them out per pairing.
+func (m *Model) rotaryEmbedding(positions *Node) (cos, sin *Node) {
+	g := positions.Graph()
+	invFreq := Const(g, InvFreq(m.Config.HeadWidth(), m.Config.Base())) // [headDim/2]
+	freqs := Mul(InsertAxes(ConvertDType(positions, dtypes.Float32), -1), InsertAxes(invFreq, 0))
+	return Cos(freqs), Sin(freqs)
+}
+
+// InvFreq returns RoPE's inverse frequencies 1 / base^(2i/dim) for i < dim/2, rounded at each
+// step to float32 as transformers' _compute_default_rope_parameters computes them.
+func InvFreq(dim int, base float64) []float32 {
+	out := make([]float32, dim/2)
+	for i := range out {
+		exponent := float32(2*i) / float32(dim)
+		p := float32(math.Pow(float64(float32(base)), float64(exponent)))
+		out[i] = 1 / p
+	}
+	return out
+}
+
+// applyRotary rotates x [..., S, heads, headDim] by the angles of cos/sin [S, headDim/2].
+// Split pairing (rope_split, Hugging Face's rotate_half): channel i rotates with i+headDim/2.
+// Neighbour pairing (classic octlm): channel 2i rotates with 2i+1.
+func applyRotary(x, cos, sin *Node, split bool) *Node {
+	dtype := x.DType()
+	headDim := x.Shape().Dimensions[x.Rank()-1]
+	half := headDim / 2
+	// cos/sin broadcast over heads: [S, 1, half].
+	cos = ConvertDType(InsertAxes(cos, 1), dtype)
+	sin = ConvertDType(InsertAxes(sin, 1), dtype)
+	if split {
+		// emb = cat(freqs, freqs); q_embed = q*cos + rotate_half(q)*sin,
+		// rotate_half(x) = cat(-x[..., half:], x[..., :half]).
+		x1 := SliceAxis(x, -1, AxisRange(0, half))
+		x2 := SliceAxis(x, -1, AxisRange(half, headDim))
+		cosFull := Concatenate([]*Node{cos, cos}, -1)
+		sinFull := Concatenate([]*Node{sin, sin}, -1)
+		rotated := Concatenate([]*Node{Neg(x2), x1}, -1)
+		return Add(Mul(x, cosFull), Mul(rotated, sinFull))
+	}
+	dims := x.Shape().Dimensions
+	pairs := Reshape(x, append(append([]int{}, dims[:len(dims)-1]...), half, 2)...)
+	even := Reshape(SliceAxis(pairs, -1, AxisRange(0, 1)), append(append([]int{}, dims[:len(dims)-1]...), half)...)
+	odd := Reshape(SliceAxis(pairs, -1, AxisRange(1, 2)), append(append([]int{}, dims[:len(dims)-1]...), half)...)
+	outEven := Sub(Mul(even, cos), Mul(odd, sin))
+	outOdd := Add(Mul(odd, cos), Mul(even, sin))
+	return Reshape(Stack([]*Node{outEven, outOdd}, -1), dims...)
+}
+
+// attention is Qwen3Attention with a KV cache. x: [S, d]. It writes this chunk's keys and
+// values into the caches (zeroed slots, so a scatter-add writes them; padding rows add zeros)
+// and attends over the first Lb slots with the causal mask. Returns o_proj's output and the
+// updated caches.
+func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, vCache, start, real *Node) (out, newK, newV *Node) {
+	c := m.Config
+	g := x.Graph()
+	seqLen := x.Shape().Dimensions[0]
+	heads, kvHeads, headDim := c.NHeads, c.KVHeads, c.HeadWidth()
+	group := heads / kvHeads
+	capacity := kCache.Shape().Dimensions[1]
+	attendLen := causal.Shape().Dimensions[1]
+
+	q := Reshape(linear(x, layer.qProj), seqLen, heads, headDim)
+	k := Reshape(linear(x, layer.kProj), seqLen, kvHeads, headDim)
+	v := Reshape(linear(x, layer.vProj), seqLen, kvHeads, headDim)
+	if c.QKNorm {
+		q = rmsNorm(q, layer.qNorm, c.Eps())
+		k = rmsNorm(k, layer.kNorm, c.Eps())
+	}
+	q = applyRotary(q, cos, sin, c.RopeSplit)
+	k = applyRotary(k, cos, sin, c.RopeSplit)
+
+	// Write k and v at cache slots start..start+S-1 of every kv head; padding rows write zeros.
+	keep := ConvertDType(Reshape(real, seqLen, 1, 1), k.DType())
+	k = Transpose(Mul(k, keep), 0, 1) // [kvHeads, S, headDim]
+	v = Transpose(Mul(v, keep), 0, 1)
+	headIdx := Iota(g, shapesOf(dtypes.Int32, kvHeads, seqLen, 1), 0)
+	slotIdx := BroadcastToDims(Reshape(Add(start, Iota(g, shapesOf(dtypes.Int32, seqLen), 0)), 1, seqLen, 1), kvHeads, seqLen, 1)
+	indices := Concatenate([]*Node{headIdx, slotIdx}, -1) // [kvHeads, S, 2]
+	newK = ScatterSum(kCache, indices, k, true, true)
+	newV = ScatterSum(vCache, indices, v, true, true)
+
+	// Attend over the first Lb slots.
+	keys, values := newK, newV
+	if attendLen < capacity {
+		keys = SliceAxis(newK, 1, AxisRange(0, attendLen))
+		values = SliceAxis(newV, 1, AxisRange(0, attendLen))
+	}
+	// Grouped-query attention without copying K/V per query head: query head h uses kv head
+	// h / group, so q is laid out [kvHeads, group·S, headDim] and kv heads are the batch axis.
+	q = TransposeAllAxes(Reshape(q, seqLen, kvHeads, group, headDim), 1, 2, 0, 3) // [kvHeads, group, S, headDim]
+	q = Reshape(q, kvHeads, group*seqLen, headDim)
+	scores := DotGeneral(q, []int{2}, []int{0}, keys, []int{2}, []int{0}) // [kvHeads, group·S, Lb]
+	scores = MulScalar(scores, 1/math.Sqrt(float64(headDim)))
+	scores = ConvertDType(scores, dtypes.Float32)
+	mask := BroadcastToDims(Reshape(causal, 1, 1, seqLen, attendLen), kvHeads, group, seqLen, attendLen)
+	mask = Reshape(mask, kvHeads, group*seqLen, attendLen)
+	scores = Where(mask, scores, BroadcastToDims(Infinity(g, dtypes.Float32, -1), scores.Shape().Dimensions...))
+	probs := ConvertDType(Softmax(scores, -1), values.DType())
+	ctx := DotGeneral(probs, []int{2}, []int{0}, values, []int{1}, []int{0})          // [kvHeads, group·S, headDim]
+	ctx = TransposeAllAxes(Reshape(ctx, kvHeads, group, seqLen, headDim), 2, 0, 1, 3) // [S, kvHeads, group, headDim]
+	ctx = Reshape(ctx, seqLen, heads*headDim)
+	return linear(ctx, layer.oProj), newK, newV
+}
+
+func shapesOf(dtype dtypes.DType, dims ...int) shapes.Shape { return shapes.Make(dtype, dims...) }

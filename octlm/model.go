@@ -1,0 +1,258 @@
+package octlm
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+)
+
+// DType is the dtype of resident weights and activations.
+type DType string
+
+// The dtypes a model can run in. Float32 is the parity dtype.
+const (
+	Float32  DType = "f32"
+	BFloat16 DType = "bf16"
+	Float16  DType = "f16"
+)
+
+// ParseDType accepts f32/float32, bf16/bfloat16 and f16/float16.
+func ParseDType(s string) (DType, error) {
+	switch s {
+	case "f32", "float32", "":
+		return Float32, nil
+	case "bf16", "bfloat16":
+		return BFloat16, nil
+	case "f16", "float16":
+		return Float16, nil
+	}
+	return "", fmt.Errorf("octlm: unknown dtype %q (want f32, bf16 or f16)", s)
+}
+
+func (d DType) gomlx() dtypes.DType {
+	switch d {
+	case BFloat16:
+		return dtypes.BFloat16
+	case Float16:
+		return dtypes.Float16
+	}
+	return dtypes.Float32
+}
+
+// Model is a decoder with its weights resident on a backend, ready to run.
+type Model struct {
+	Config  Config
+	DType   DType
+	Backend compute.Backend
+
+	weights []*tensors.Tensor // in weightOrder
+	specs   []weightSpec
+
+	mu   sync.Mutex // guards step compilation and runs
+	step *graph.Exec
+}
+
+// layerNodes are one layer's weights inside a graph.
+type layerNodes struct {
+	inputLayernorm, postAttentionLayernorm *graph.Node
+	qProj, kProj, vProj, oProj             *graph.Node // [in, out]
+	qNorm, kNorm                           *graph.Node // nil without qk_norm
+	gateProj, upProj, downProj             *graph.Node // [in, out]
+}
+
+type weightNodes struct {
+	embed, norm *graph.Node
+	layers      []layerNodes
+}
+
+func (m *Model) numWeights() int { return len(m.specs) }
+
+// unflattenWeights names the weight inputs of a graph, in the order of weightSpecs.
+func (m *Model) unflattenWeights(nodes []*graph.Node) weightNodes {
+	w := weightNodes{embed: nodes[0], norm: nodes[1]}
+	i := 2
+	next := func() *graph.Node { i++; return nodes[i-1] }
+	for range m.Config.NLayers {
+		var l layerNodes
+		l.inputLayernorm = next()
+		l.qProj, l.kProj, l.vProj, l.oProj = next(), next(), next(), next()
+		if m.Config.QKNorm {
+			l.qNorm, l.kNorm = next(), next()
+		}
+		l.postAttentionLayernorm = next()
+		l.gateProj, l.upProj, l.downProj = next(), next(), next()
+		w.layers = append(w.layers, l)
+	}
+	return w
+}
+
+// Close frees the model's resident weights and compiled graphs.
+func (m *Model) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.step != nil {
+		m.step.Finalize()
+		m.step = nil
+	}
+	for _, t := range m.weights {
+		if t != nil {
+			_ = t.FinalizeAll()
+		}
+	}
+	m.weights = nil
+}
+
+// WeightBytes is the size of the resident weights.
+func (m *Model) WeightBytes() int64 {
+	var n int64
+	for _, t := range m.weights {
+		n += int64(t.Shape().ByteSize())
+	}
+	return n
+}
+
+// Logits holds float32 logits, row-major [Rows, Vocab].
+type Logits struct {
+	Rows, Vocab int
+	Data        []float32
+}
+
+// Row returns the logits of row i.
+func (l Logits) Row(i int) []float32 { return l.Data[i*l.Vocab : (i+1)*l.Vocab] }
+
+// Forward is the full path: the whole prompt in one call, logits for every position.
+func (m *Model) Forward(ids []int) (Logits, error) {
+	cache, err := m.NewCache(len(ids))
+	if err != nil {
+		return Logits{}, err
+	}
+	defer cache.Close()
+	return m.ForwardCached(ids, cache)
+}
+
+// ForwardCached is the cached path: it runs ids on top of what cache holds, appends their keys
+// and values to it, and returns logits for every position of ids.
+func (m *Model) ForwardCached(ids []int, cache *Cache) (Logits, error) {
+	rows := make([]int, len(ids))
+	for i := range rows {
+		rows[i] = i
+	}
+	return m.run(ids, cache, rows)
+}
+
+// Next runs ids on top of cache and returns the logits of the last position only: the step
+// generation uses, which skips the vocabulary projection for every other row.
+func (m *Model) Next(ids []int, cache *Cache) ([]float32, error) {
+	l, err := m.run(ids, cache, []int{len(ids) - 1})
+	if err != nil {
+		return nil, err
+	}
+	return l.Data, nil
+}
+
+// ErrBadInput marks token IDs or lengths the model cannot take.
+var ErrBadInput = errors.New("bad input")
+
+func (m *Model) checkIDs(ids []int, cache *Cache) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("octlm: empty token sequence: %w", ErrBadInput)
+	}
+	for i, id := range ids {
+		if id < 0 || id >= m.Config.VocabSize {
+			return fmt.Errorf("octlm: token %d at position %d is outside the vocabulary [0, %d): %w",
+				id, i, m.Config.VocabSize, ErrBadInput)
+		}
+	}
+	if total := cache.Len() + len(ids); total > m.Config.ContextLength {
+		return fmt.Errorf("octlm: %d positions exceed the context length %d: %w", total, m.Config.ContextLength, ErrBadInput)
+	}
+	return nil
+}
+
+// run executes the step graph for ids on top of cache and returns the logits of the given rows.
+func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
+	if cache == nil || cache.model != m {
+		return Logits{}, fmt.Errorf("octlm: the cache does not belong to this model: %w", ErrBadInput)
+	}
+	if err := m.checkIDs(ids, cache); err != nil {
+		return Logits{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.weights == nil {
+		return Logits{}, errors.New("octlm: model is closed")
+	}
+	start := cache.Len()
+	end := start + len(ids)
+	if err := cache.reserve(end); err != nil {
+		return Logits{}, err
+	}
+	seqLen := lengthBucket(len(ids))
+	attend := min(lengthBucket(end), cache.capacity)
+
+	padded := make([]int32, seqLen)
+	for i, id := range ids {
+		padded[i] = int32(id)
+	}
+	keyPos := make([]int32, attend)
+	for i := range keyPos {
+		keyPos[i] = int32(i)
+	}
+	logitRows := make([]int32, len(rows))
+	for i, r := range rows {
+		logitRows[i] = int32(r)
+	}
+	args := make([]any, 0, numStepInputs+len(m.weights)+len(cache.kv))
+	args = append(args, padded, int32(start), int32(len(ids)), keyPos, logitRows)
+	for _, w := range m.weights {
+		args = append(args, w)
+	}
+	for _, t := range cache.kv {
+		donated, err := graph.DonateTensorBuffer(t, m.Backend, 0)
+		if err != nil {
+			return Logits{}, fmt.Errorf("octlm: donating the KV cache: %w", err)
+		}
+		args = append(args, donated)
+	}
+	cache.kv = nil // donated: on any error below the cache is gone
+	if m.step == nil {
+		exec, err := graph.NewExec(m.Backend, m.stepGraph)
+		if err != nil {
+			return Logits{}, fmt.Errorf("octlm: building the step graph: %w", err)
+		}
+		m.step = exec.WithName("octlm_step").SetMaxCache(-1)
+	}
+	outputs, err := m.step.Exec(args...)
+	if err != nil {
+		cache.broken = true
+		return Logits{}, fmt.Errorf("octlm: running the step graph (%d tokens at position %d): %w", len(ids), start, err)
+	}
+	cache.kv = outputs[1:]
+	cache.length = end
+	logits := Logits{Rows: len(rows), Vocab: m.Config.VocabSize}
+	logits.Data, err = tensors.CopyFlatData[float32](outputs[0])
+	_ = outputs[0].FinalizeAll()
+	if err != nil {
+		return Logits{}, fmt.Errorf("octlm: reading logits: %w", err)
+	}
+	return logits, nil
+}
+
+// lengthBucket rounds n up to 1, 2, 4, 8, 16, then 24, 32, 48, 64, 96, …: powers of two and
+// one and a half times powers of two, so a new length seldom recompiles and padding wastes at
+// most a third.
+func lengthBucket(n int) int {
+	b := 1
+	for b < n {
+		if b >= 16 && b+b/2 >= n {
+			return b + b/2
+		}
+		b *= 2
+	}
+	return b
+}

@@ -1,0 +1,146 @@
+package octlm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+)
+
+// qwenSupported lists the Qwen3 settings this decoder implements; any other value is refused.
+// A nil value means the key must be absent or null.
+var qwenSupported = []struct {
+	key   string
+	value any
+}{
+	{"model_type", "qwen3"},
+	{"hidden_act", "silu"},
+	{"attention_bias", false},
+	{"attention_dropout", 0.0},
+	{"rope_scaling", nil},
+	{"use_sliding_window", false},
+	{"tie_word_embeddings", true},
+	{"rms_norm_eps", 1e-6},
+}
+
+// QwenConfig turns a Hugging Face Qwen3 config.json into a Config, refusing every setting the
+// decoder does not implement, each with the key named.
+func QwenConfig(data []byte) (Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var raw map[string]any
+	if err := dec.Decode(&raw); err != nil {
+		return Config{}, fmt.Errorf("octlm: qwen config: not a JSON object: %w", err)
+	}
+	for _, s := range qwenSupported {
+		got, present := raw[s.key]
+		if !sameJSONValue(got, s.value) {
+			return Config{}, fmt.Errorf("octlm: qwen config: unsupported Qwen setting: %s = %s (want %s)",
+				s.key, jsonText(got, present), jsonText(s.value, true))
+		}
+	}
+	var c Config
+	for key, dst := range map[string]*int{
+		"vocab_size": &c.VocabSize, "max_position_embeddings": &c.ContextLength,
+		"hidden_size": &c.DModel, "num_attention_heads": &c.NHeads, "num_hidden_layers": &c.NLayers,
+		"num_key_value_heads": &c.KVHeads, "head_dim": &c.HeadDim, "intermediate_size": &c.FFHidden,
+	} {
+		v, err := positiveInt(raw, key)
+		if err != nil {
+			return Config{}, err
+		}
+		*dst = v
+	}
+	base, err := ropeTheta(raw)
+	if err != nil {
+		return Config{}, err
+	}
+	c.RopeBase = base
+	c.RopeSplit = true
+	c.QKNorm = true
+	c.NormEps = 1e-6
+	if c.NHeads%c.KVHeads != 0 {
+		return Config{}, fmt.Errorf("octlm: qwen config: num_attention_heads %d is not divisible by num_key_value_heads %d", c.NHeads, c.KVHeads)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("octlm: qwen config: %w", err)
+	}
+	return c, nil
+}
+
+// ReadQwenConfig reads and checks a config.json file.
+func ReadQwenConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("octlm: %w", err)
+	}
+	c, err := QwenConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ropeTheta reads rope_theta, or the rope_parameters object newer transformers write.
+func ropeTheta(raw map[string]any) (float64, error) {
+	v, ok := raw["rope_theta"]
+	if !ok {
+		if params, isObj := raw["rope_parameters"].(map[string]any); isObj {
+			if t, hasType := params["rope_type"]; hasType && t != "default" {
+				return 0, fmt.Errorf("octlm: qwen config: unsupported Qwen setting: rope_parameters.rope_type = %v", t)
+			}
+			v, ok = params["rope_theta"]
+		}
+	}
+	n, isNum := v.(json.Number)
+	if !ok || !isNum {
+		return 0, fmt.Errorf("octlm: qwen config: rope_theta must be a number, got %s", jsonText(v, ok))
+	}
+	f, err := n.Float64()
+	if err != nil || f <= 1 || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("octlm: qwen config: rope_theta must be a number greater than 1, got %s", n)
+	}
+	return f, nil
+}
+
+func positiveInt(raw map[string]any, key string) (int, error) {
+	v, ok := raw[key]
+	n, isNum := v.(json.Number)
+	if !ok || !isNum {
+		return 0, fmt.Errorf("octlm: qwen config: %s must be a positive integer, got %s", key, jsonText(v, ok))
+	}
+	i, err := n.Int64()
+	if err != nil || i <= 0 || i > math.MaxInt32 {
+		return 0, fmt.Errorf("octlm: qwen config: %s must be a positive integer, got %s", key, n)
+	}
+	return int(i), nil
+}
+
+// sameJSONValue compares a decoded JSON value (numbers as json.Number) with a Go literal.
+func sameJSONValue(got, want any) bool {
+	switch w := want.(type) {
+	case nil:
+		return got == nil
+	case float64:
+		n, ok := got.(json.Number)
+		if !ok {
+			return false
+		}
+		f, err := n.Float64()
+		return err == nil && f == w
+	default:
+		return got == want
+	}
+}
+
+func jsonText(v any, present bool) string {
+	if !present {
+		return "missing"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

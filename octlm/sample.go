@@ -1,0 +1,183 @@
+package octlm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Sampling chooses the next token from logits. A zero Temperature means greedy decoding; the
+// other fields then have no effect. The steps run in transformers' order: repetition penalty,
+// temperature, top-k, top-p, min-p.
+type Sampling struct {
+	Temperature       float64 // 0 is greedy
+	TopK              int     // 0 keeps every token
+	TopP              float64 // 0 or 1 keeps every token
+	MinP              float64 // 0 keeps every token
+	RepetitionPenalty float64 // 0 or 1 is none
+	Seed              uint64
+}
+
+// Greedy picks the most likely token at every step.
+func Greedy() Sampling { return Sampling{} }
+
+// QwenDefaults are Qwen3's generation_config.json defaults (thinking mode).
+func QwenDefaults() Sampling {
+	return Sampling{Temperature: 0.6, TopK: 20, TopP: 0.95, RepetitionPenalty: 1}
+}
+
+// Validate reports a setting out of range.
+func (s Sampling) Validate() error {
+	switch {
+	case s.Temperature < 0 || math.IsNaN(s.Temperature) || math.IsInf(s.Temperature, 0):
+		return fmt.Errorf("octlm: temperature must be ≥ 0, got %v", s.Temperature)
+	case s.TopK < 0:
+		return fmt.Errorf("octlm: top-k must be ≥ 0, got %d", s.TopK)
+	case s.TopP < 0 || s.TopP > 1 || math.IsNaN(s.TopP):
+		return fmt.Errorf("octlm: top-p must be in [0, 1], got %v", s.TopP)
+	case s.MinP < 0 || s.MinP > 1 || math.IsNaN(s.MinP):
+		return fmt.Errorf("octlm: min-p must be in [0, 1], got %v", s.MinP)
+	case s.RepetitionPenalty < 0 || math.IsNaN(s.RepetitionPenalty) || math.IsInf(s.RepetitionPenalty, 0):
+		return fmt.Errorf("octlm: repetition penalty must be ≥ 0, got %v", s.RepetitionPenalty)
+	}
+	return nil
+}
+
+// Sampler draws tokens with one Sampling's settings and its own random stream.
+type Sampler struct {
+	s     Sampling
+	rng   *rand.Rand
+	order []int     // scratch: candidate token IDs
+	probs []float64 // scratch
+}
+
+// NewSampler returns a sampler seeded with s.Seed.
+func NewSampler(s Sampling) *Sampler {
+	return &Sampler{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x6f63746c6d))}
+}
+
+// Argmax is the index of the largest logit (the first one on ties, like torch.argmax).
+func Argmax(logits []float32) int {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// Next picks a token from logits given the tokens seen so far (for the repetition penalty).
+// It modifies logits in place.
+func (sp *Sampler) Next(logits []float32, seen []int) int {
+	s := sp.s
+	if p := s.RepetitionPenalty; p != 0 && p != 1 {
+		for _, id := range seen {
+			if v := logits[id]; v > 0 {
+				logits[id] = v / float32(p)
+			} else {
+				logits[id] = v * float32(p)
+			}
+		}
+	}
+	if s.Temperature == 0 {
+		return Argmax(logits)
+	}
+	// Candidates sorted by logit, highest first; top-k cuts the list.
+	sp.order = sp.order[:0]
+	for i := range logits {
+		sp.order = append(sp.order, i)
+	}
+	k := len(logits)
+	if s.TopK > 0 && s.TopK < k {
+		k = s.TopK
+		// Partial selection: only the top k need sorting.
+		selectTop(sp.order, logits, k)
+		sp.order = sp.order[:k]
+	}
+	slices.SortStableFunc(sp.order, func(a, b int) int {
+		switch {
+		case logits[a] > logits[b]:
+			return -1
+		case logits[a] < logits[b]:
+			return 1
+		}
+		return 0
+	})
+	// Softmax of logits / temperature over the candidates.
+	sp.probs = sp.probs[:0]
+	top := float64(logits[sp.order[0]]) / s.Temperature
+	sum := 0.0
+	for _, id := range sp.order {
+		p := math.Exp(float64(logits[id])/s.Temperature - top)
+		sp.probs = append(sp.probs, p)
+		sum += p
+	}
+	for i := range sp.probs {
+		sp.probs[i] /= sum
+	}
+	n := len(sp.order)
+	if s.TopP > 0 && s.TopP < 1 {
+		// Keep the smallest prefix whose mass reaches top_p (at least one token).
+		cum := 0.0
+		for i, p := range sp.probs {
+			cum += p
+			if cum >= s.TopP {
+				n = i + 1
+				break
+			}
+		}
+	}
+	if s.MinP > 0 {
+		limit := s.MinP * sp.probs[0]
+		for i := 1; i < n; i++ {
+			if sp.probs[i] < limit {
+				n = i
+				break
+			}
+		}
+	}
+	mass := 0.0
+	for _, p := range sp.probs[:n] {
+		mass += p
+	}
+	r := sp.rng.Float64() * mass
+	for i, p := range sp.probs[:n] {
+		r -= p
+		if r < 0 {
+			return sp.order[i]
+		}
+	}
+	return sp.order[n-1]
+}
+
+// selectTop moves the k highest-logit IDs of order to its front (quickselect).
+func selectTop(order []int, logits []float32, k int) {
+	lo, hi := 0, len(order)-1
+	for lo < hi {
+		pivot := logits[order[(lo+hi)/2]]
+		i, j := lo, hi
+		for i <= j {
+			for logits[order[i]] > pivot {
+				i++
+			}
+			for logits[order[j]] < pivot {
+				j--
+			}
+			if i <= j {
+				order[i], order[j] = order[j], order[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k-1 <= j:
+			hi = j
+		case k-1 >= i:
+			lo = i
+		default:
+			return
+		}
+	}
+}
