@@ -1,0 +1,300 @@
+package loader
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// File is one open safetensors file whose header has been fully validated.
+// Its methods are safe for concurrent use (reads go through ReadAt).
+type File struct {
+	path     string
+	f        *os.File
+	size     int64
+	tensors  []TensorInfo
+	index    map[string]int
+	metadata map[string]string
+}
+
+// Open opens path and validates its whole header (see ReadHeader) before returning.
+// Errors name the path and, for format errors, the tensor and rule (*FormatError).
+func Open(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("loader: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("loader: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, &FormatError{Path: path, Rule: RuleNotRegularFile, Detail: st.Mode().String()}
+	}
+	tensors, metadata, err := ReadHeader(io.NewSectionReader(f, 0, st.Size()), st.Size())
+	if err != nil {
+		f.Close()
+		return nil, withPath(err, path)
+	}
+	index := make(map[string]int, len(tensors))
+	for i, t := range tensors {
+		index[t.Name] = i
+	}
+	return &File{path: path, f: f, size: st.Size(), tensors: tensors, index: index, metadata: metadata}, nil
+}
+
+// Path is the path the file was opened with.
+func (f *File) Path() string { return f.path }
+
+// Size is the file size in bytes.
+func (f *File) Size() int64 { return f.size }
+
+// Close closes the file.
+func (f *File) Close() error { return f.f.Close() }
+
+// Metadata returns a copy of the header's __metadata__ strings.
+func (f *File) Metadata() map[string]string { return maps.Clone(f.metadata) }
+
+// Tensors returns the tensors in offset order (a copy).
+func (f *File) Tensors() []TensorInfo { return append([]TensorInfo(nil), f.tensors...) }
+
+// Lookup finds a tensor by name.
+func (f *File) Lookup(name string) (TensorInfo, bool) {
+	i, ok := f.index[name]
+	if !ok {
+		return TensorInfo{}, false
+	}
+	return f.tensors[i], true
+}
+
+// check verifies that t is a tensor of this file (same name, place and size).
+func (f *File) check(t TensorInfo) error {
+	i, ok := f.index[t.Name]
+	if !ok || f.tensors[i].Offset != t.Offset || f.tensors[i].Size != t.Size || f.tensors[i].DType != t.DType {
+		return fmt.Errorf("loader: %s: tensor %q: not a tensor of this file", f.path, t.Name)
+	}
+	return nil
+}
+
+// ReadRaw reads the tensor's bytes, as stored (little-endian), into dst; len(dst) must be t.Size.
+func (f *File) ReadRaw(t TensorInfo, dst []byte) error {
+	if err := f.check(t); err != nil {
+		return err
+	}
+	if int64(len(dst)) != t.Size {
+		return fmt.Errorf("loader: %s: tensor %q: destination holds %d bytes, tensor has %d", f.path, t.Name, len(dst), t.Size)
+	}
+	if _, err := f.f.ReadAt(dst, t.Offset); err != nil {
+		return fmt.Errorf("loader: %s: tensor %q: %w", f.path, t.Name, err)
+	}
+	return nil
+}
+
+// ReadBFloat16 reads a BF16 tensor as raw bfloat16 bit patterns (no conversion).
+func (f *File) ReadBFloat16(t TensorInfo, dst []uint16) error {
+	if t.DType != BF16 {
+		return fmt.Errorf("loader: %s: tensor %q: dtype %s, want BF16", f.path, t.Name, t.DType)
+	}
+	return readInto(f, t, dst, 2, func(out []uint16, raw []byte) {
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint16(raw[2*i:])
+		}
+	})
+}
+
+// ReadFloat32 decodes a floating-point tensor (BF16, F16, F32, F64, F8_E4M3, F8_E5M2) into dst,
+// len(dst) == t.NumElements(). The bytes are read and converted in bounded chunks, in parallel
+// for large tensors, so no second full-size copy of the tensor is ever held.
+func (f *File) ReadFloat32(t TensorInfo, dst []float32) error {
+	switch t.DType {
+	case BF16:
+		return readInto(f, t, dst, 2, decodeBF16)
+	case F16:
+		return readInto(f, t, dst, 2, func(out []float32, raw []byte) {
+			for i := range out {
+				out[i] = Float16ToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
+			}
+		})
+	case F32:
+		return readInto(f, t, dst, 4, func(out []float32, raw []byte) {
+			for i := range out {
+				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+		})
+	case F64:
+		return readInto(f, t, dst, 8, func(out []float32, raw []byte) {
+			for i := range out {
+				out[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:])))
+			}
+		})
+	case F8E4M3:
+		return readInto(f, t, dst, 1, func(out []float32, raw []byte) {
+			for i := range out {
+				out[i] = f8e4m3Table[raw[i]]
+			}
+		})
+	case F8E5M2:
+		return readInto(f, t, dst, 1, func(out []float32, raw []byte) {
+			for i := range out {
+				out[i] = Float8E5M2ToFloat32(raw[i])
+			}
+		})
+	}
+	return fmt.Errorf("loader: %s: tensor %q: cannot decode dtype %s to float32", f.path, t.Name, t.DType)
+}
+
+// ReadInt64 decodes an integer or boolean tensor (I64, I32, I16, I8, U64, U32, U16, U8, BOOL)
+// into dst, len(dst) == t.NumElements(). A U64 value above MaxInt64 is an error.
+func (f *File) ReadInt64(t TensorInfo, dst []int64) error {
+	var bad atomic.Bool
+	var err error
+	switch t.DType {
+	case I64:
+		err = readInto(f, t, dst, 8, func(out []int64, raw []byte) {
+			for i := range out {
+				out[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
+			}
+		})
+	case U64:
+		err = readInto(f, t, dst, 8, func(out []int64, raw []byte) {
+			for i := range out {
+				v := binary.LittleEndian.Uint64(raw[8*i:])
+				if v > math.MaxInt64 {
+					bad.Store(true)
+				}
+				out[i] = int64(v)
+			}
+		})
+	case I32:
+		err = readInto(f, t, dst, 4, func(out []int64, raw []byte) {
+			for i := range out {
+				out[i] = int64(int32(binary.LittleEndian.Uint32(raw[4*i:])))
+			}
+		})
+	case U32:
+		err = readInto(f, t, dst, 4, func(out []int64, raw []byte) {
+			for i := range out {
+				out[i] = int64(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+		})
+	case I16:
+		err = readInto(f, t, dst, 2, func(out []int64, raw []byte) {
+			for i := range out {
+				out[i] = int64(int16(binary.LittleEndian.Uint16(raw[2*i:])))
+			}
+		})
+	case U16:
+		err = readInto(f, t, dst, 2, func(out []int64, raw []byte) {
+			for i := range out {
+				out[i] = int64(binary.LittleEndian.Uint16(raw[2*i:]))
+			}
+		})
+	case I8:
+		err = readInto(f, t, dst, 1, func(out []int64, raw []byte) {
+			for i := range out {
+				out[i] = int64(int8(raw[i]))
+			}
+		})
+	case U8, BOOL:
+		err = readInto(f, t, dst, 1, func(out []int64, raw []byte) {
+			for i := range out {
+				out[i] = int64(raw[i])
+			}
+		})
+	default:
+		return fmt.Errorf("loader: %s: tensor %q: cannot decode dtype %s to int64", f.path, t.Name, t.DType)
+	}
+	if err == nil && bad.Load() {
+		return fmt.Errorf("loader: %s: tensor %q: U64 value does not fit int64", f.path, t.Name)
+	}
+	return err
+}
+
+// chunkBytes bounds the raw bytes one worker holds at a time.
+const chunkBytes = 1 << 20
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return &b }}
+
+// readInto reads t in chunks of at most chunkBytes raw bytes and decodes each into the matching
+// slice of dst. Large tensors are split across up to GOMAXPROCS workers.
+func readInto[T any](f *File, t TensorInfo, dst []T, elemSize int, decode func(out []T, raw []byte)) error {
+	if err := f.check(t); err != nil {
+		return err
+	}
+	n := t.NumElements()
+	if len(dst) != n {
+		return fmt.Errorf("loader: %s: tensor %q: destination holds %d elements, tensor has %d", f.path, t.Name, len(dst), n)
+	}
+	if int64(n)*int64(elemSize) != t.Size {
+		return fmt.Errorf("loader: %s: tensor %q: %s is not %d bytes per element", f.path, t.Name, t.DType, elemSize)
+	}
+	per := chunkBytes / elemSize
+	chunks := (n + per - 1) / per
+	workers := min(runtime.GOMAXPROCS(0), chunks, maxReadWorkers)
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	work := func() {
+		bp := chunkPool.Get().(*[]byte)
+		defer chunkPool.Put(bp)
+		for {
+			c := int(next.Add(1) - 1)
+			if c >= chunks {
+				return
+			}
+			lo := c * per
+			hi := min(lo+per, n)
+			raw := (*bp)[:(hi-lo)*elemSize]
+			if _, err := f.f.ReadAt(raw, t.Offset+int64(lo*elemSize)); err != nil {
+				once.Do(func() { firstErr = fmt.Errorf("loader: %s: tensor %q: %w", f.path, t.Name, err) })
+				next.Store(int64(chunks))
+				return
+			}
+			decode(dst[lo:hi], raw)
+		}
+	}
+	if workers <= 1 {
+		work()
+		return firstErr
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(work)
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// maxReadWorkers caps the goroutines decoding one tensor.
+const maxReadWorkers = 8
+
+// littleEndian reports whether the host stores integers little-endian, which lets the BF16
+// decoder reinterpret raw bytes as uint16 words.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// decodeBF16 widens little-endian bfloat16 words to float32.
+func decodeBF16(out []float32, raw []byte) {
+	if !littleEndian || len(out) == 0 {
+		for i := range out {
+			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16)
+		}
+		return
+	}
+	in := unsafe.Slice((*uint16)(unsafe.Pointer(&raw[0])), len(out))
+	o := unsafe.Slice((*uint32)(unsafe.Pointer(&out[0])), len(out))
+	for i, v := range in {
+		o[i] = uint32(v) << 16
+	}
+}
