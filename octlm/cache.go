@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/tensors"
 )
@@ -42,7 +43,16 @@ func (c *Cache) Capacity() int { return c.capacity }
 func (c *Cache) BytesPerPosition() int64 { return c.model.kvBytesPerPosition() }
 
 func (m *Model) kvBytesPerPosition() int64 {
-	return int64(2*m.Config.NLayers*m.Config.KVHeads*m.Config.HeadWidth()) * int64(m.DType.gomlx().Size())
+	return int64(2*m.Config.NLayers*m.Config.KVHeads*m.Config.HeadWidth()) * int64(m.cacheDType().Size())
+}
+
+// cacheDType is the dtype of the KV cache: the model's, except float16, which the pure-Go
+// backend cannot scatter-add; float16 keys and values are stored exactly in float32 then.
+func (m *Model) cacheDType() dtypes.DType {
+	if m.DType == Float16 {
+		return dtypes.Float32
+	}
+	return m.DType.gomlx()
 }
 
 // Close frees the cache's buffers.
@@ -70,7 +80,7 @@ func (c *Cache) reserve(n int) error {
 		return fmt.Errorf("octlm: %d positions exceed the context length %d: %w", n, cfg.ContextLength, ErrBadInput)
 	}
 	capacity := min(max(lengthBucket(n), minCacheCapacity), cfg.ContextLength)
-	shape := shapes.Make(c.model.DType.gomlx(), cfg.KVHeads, capacity, cfg.HeadWidth())
+	shape := shapes.Make(c.model.cacheDType(), cfg.KVHeads, capacity, cfg.HeadWidth())
 	grown := make([]*tensors.Tensor, 2*cfg.NLayers)
 	for i := range grown {
 		t, err := tensors.FromShapeForBackend(c.model.Backend, 0, shape) // zeroed

@@ -66,7 +66,7 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	hidden = Gather(hidden, InsertAxes(logitRows, -1)) // [P, d]
 	hidden = rmsNorm(hidden, w.norm, c.Eps())
 	// lm_head is tied to embed_tokens: logits = hidden · embed_tokensᵀ.
-	logits := DotGeneral(hidden, []int{1}, nil, w.embed, []int{1}, nil) // [P, vocab]
+	logits := dotLastAxes(hidden, w.embed, 0) // [P, vocab]
 	logits = ConvertDType(logits, dtypes.Float32)
 	return append([]*Node{logits}, newCaches...)
 }
@@ -86,6 +86,26 @@ func rmsNorm(x, weight *Node, eps float64) *Node {
 // linear applies a weight stored as [in, out] to the last axis of x.
 func linear(x, weight *Node) *Node {
 	return DotGeneral(x, []int{x.Rank() - 1}, nil, weight, []int{0}, nil)
+}
+
+// dotLastAxes contracts the last axis of lhs with the last axis of rhs, with the first
+// numBatch axes of both as batch axes (q·kᵀ, hidden·embed_tokensᵀ).
+//
+// GoMLX v0.28.2's pure-Go DotGeneral returns wrong numbers for bfloat16 and float16 operands in
+// this layout (rhs contracted on its last axis), so half-precision operands are multiplied in
+// float32 and rounded back, which is also what a GPU's float32 accumulator does.
+func dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
+	batch := make([]int, numBatch)
+	for i := range batch {
+		batch[i] = i
+	}
+	dtype := lhs.DType()
+	if dtype == dtypes.Float32 {
+		return DotGeneral(lhs, []int{lhs.Rank() - 1}, batch, rhs, []int{rhs.Rank() - 1}, batch)
+	}
+	out := DotGeneral(ConvertDType(lhs, dtypes.Float32), []int{lhs.Rank() - 1}, batch,
+		ConvertDType(rhs, dtypes.Float32), []int{rhs.Rank() - 1}, batch)
+	return ConvertDType(out, dtype)
 }
 
 // mlp is Qwen3MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
@@ -170,9 +190,11 @@ func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, v
 	k = applyRotary(k, cos, sin, c.RopeSplit)
 
 	// Write k and v at cache slots start..start+S-1 of every kv head; padding rows write zeros.
-	keep := ConvertDType(Reshape(real, seqLen, 1, 1), k.DType())
-	k = Transpose(Mul(k, keep), 0, 1) // [kvHeads, S, headDim]
-	v = Transpose(Mul(v, keep), 0, 1)
+	// The cache may be wider than the activations (see cacheDType); values stay exact.
+	dtype := k.DType()
+	keep := ConvertDType(Reshape(real, seqLen, 1, 1), dtype)
+	k = ConvertDType(Transpose(Mul(k, keep), 0, 1), kCache.DType()) // [kvHeads, S, headDim]
+	v = ConvertDType(Transpose(Mul(v, keep), 0, 1), vCache.DType())
 	headIdx := Iota(g, shapesOf(dtypes.Int32, kvHeads, seqLen, 1), 0)
 	slotIdx := BroadcastToDims(Reshape(Add(start, Iota(g, shapesOf(dtypes.Int32, seqLen), 0)), 1, seqLen, 1), kvHeads, seqLen, 1)
 	indices := Concatenate([]*Node{headIdx, slotIdx}, -1) // [kvHeads, S, 2]
@@ -185,11 +207,12 @@ func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, v
 		keys = SliceAxis(newK, 1, AxisRange(0, attendLen))
 		values = SliceAxis(newV, 1, AxisRange(0, attendLen))
 	}
+	keys, values = ConvertDType(keys, dtype), ConvertDType(values, dtype)
 	// Grouped-query attention without copying K/V per query head: query head h uses kv head
 	// h / group, so q is laid out [kvHeads, group·S, headDim] and kv heads are the batch axis.
 	q = TransposeAllAxes(Reshape(q, seqLen, kvHeads, group, headDim), 1, 2, 0, 3) // [kvHeads, group, S, headDim]
 	q = Reshape(q, kvHeads, group*seqLen, headDim)
-	scores := DotGeneral(q, []int{2}, []int{0}, keys, []int{2}, []int{0}) // [kvHeads, group·S, Lb]
+	scores := dotLastAxes(q, keys, 1) // [kvHeads, group·S, Lb]
 	scores = MulScalar(scores, 1/math.Sqrt(float64(headDim)))
 	scores = ConvertDType(scores, dtypes.Float32)
 	mask := BroadcastToDims(Reshape(causal, 1, 1, seqLen, attendLen), kvHeads, group, seqLen, attendLen)
