@@ -125,7 +125,7 @@ func describeJSON(raw json.RawMessage) string {
 // object wins, as in the template).
 type ToolCall struct {
 	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
+	Arguments json.RawMessage `json:"arguments,omitempty"` // nil when absent, "null" for null
 }
 
 // UnmarshalJSON decodes the flat or the OpenAI form of a tool call.
