@@ -1,0 +1,295 @@
+// Package xla chooses octlm's compute backend: the pure-Go backend ("go"), or XLA through a PJRT plugin
+// ("xla:cpu", "xla:cuda"), and finds PJRT plugins on disk ($PJRT_PLUGIN_LIBRARY_PATH, go-xla's install
+// folders, a Python environment's JAX CUDA plugin).
+//
+// It is the only package in octlm that knows PJRT exists. It knows nothing of models, tensors or
+// checkpoints, and it never downloads anything unless asked through Install: go-xla's automatic
+// download is switched off when this package is imported.
+//
+// Float32 matmuls stay exact: on CUDA, Open turns go-xla's TF32 default off (every DotGeneral then
+// carries precision HIGHEST), unless the name asks for it with the option ",tf32".
+package xla
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/gobackend"
+	gxla "github.com/gomlx/go-xla/compute/xla"
+	"github.com/gomlx/go-xla/pjrt"
+)
+
+// Backend names accepted by Open.
+const (
+	Go   = "go"       // pure Go, always available
+	CPU  = "xla:cpu"  // XLA on the CPU through a PJRT plugin
+	CUDA = "xla:cuda" // XLA on an NVIDIA GPU through a PJRT plugin
+)
+
+// EnvBackend is the environment variable Open("") reads, shared with GoMLX.
+const EnvBackend = "GOMLX_BACKEND"
+
+// ErrNoPlugin is wrapped by Open's error when no PJRT plugin of the requested kind was found.
+var ErrNoPlugin = errors.New("no PJRT plugin found")
+
+func init() {
+	// Never download behind the user's back: go-xla's New and GetAvailablePlugins would otherwise
+	// fetch plugins from GitHub/PyPI. Install is the explicit way.
+	gxla.EnableAutoInstall(false)
+}
+
+// Names returns the backend names Open accepts (besides "" and "xla:<absolute path to plugin>").
+func Names() []string { return []string{Go, CPU, CUDA} }
+
+// Info describes the backend Open returned.
+type Info struct {
+	// Name is "go", "xla:cpu", "xla:cuda", or "xla:<kind>" for another plugin.
+	Name string
+	// Plugin is the path of the PJRT plugin loaded; "" for "go".
+	Plugin string
+	// Source is where the plugin was found (SourceEnv, SourceGoXLA, SourcePython, or "given path").
+	Source string
+	// Reason says why this backend was chosen.
+	Reason string
+	// PJRTVersion is the PJRT C API version the plugin reports ("0.90"); "" for "go".
+	PJRTVersion string
+	// TF32 reports whether float32 DotGeneral may run in TF32 (only ever true on CUDA, on request).
+	TF32 bool
+	// Preloaded are the NVIDIA libraries loaded from site-packages/nvidia before a JAX CUDA plugin,
+	// as JAX itself does.
+	Preloaded []string
+	// Env are the environment settings Open made before loading the plugin ("XLA_FLAGS=...").
+	Env []string
+	// Warnings are things that did not stop loading but may matter (a library that failed to preload).
+	Warnings []string
+}
+
+// ExactFloat32 reports whether float32 matmuls are computed in full float32 (no TF32), as parity needs.
+// The pure-Go and XLA CPU backends always are; XLA CUDA is unless opened with ",tf32".
+func (i Info) ExactFloat32() bool { return !i.TF32 }
+
+// String is a one-line summary: name, plugin and reason.
+func (i Info) String() string {
+	s := i.Name
+	if i.Plugin != "" {
+		s += " (" + i.Plugin + ")"
+	}
+	if i.Reason != "" {
+		s += ": " + i.Reason
+	}
+	return s
+}
+
+// Open returns the compute backend named by name, using the default places to find plugins.
+//
+// name is "go" (pure Go), "xla:cpu", "xla:cuda", "xla" (the best plugin found), "xla:<absolute path
+// of a plugin .so>", or "" meaning $GOMLX_BACKEND if set, else xla:cuda (with a GPU present) or xla:cpu
+// if a plugin is found, else "go"; Info.Reason says which and why. XLA names take go-xla's options
+// after a comma, e.g. "xla:cuda,tf32,memory_fraction=0.5".
+//
+// The caller owns the backend and should Finalize it.
+func Open(name string) (compute.Backend, Info, error) {
+	return DefaultPlaces().Open(name)
+}
+
+// Open is like the package's Open, with plugins searched in p.
+func (p Places) Open(name string) (compute.Backend, Info, error) {
+	name = strings.TrimSpace(name)
+	reason := "asked for " + quote(name)
+	if name == "" {
+		if env := strings.TrimSpace(os.Getenv(EnvBackend)); env != "" {
+			name, reason = env, fmt.Sprintf("$%s=%s", EnvBackend, env)
+		} else {
+			return p.openAuto()
+		}
+	}
+	base, opts, _ := strings.Cut(name, ",")
+	switch {
+	case base == Go:
+		if opts != "" {
+			return nil, Info{}, fmt.Errorf("xla: backend %q takes no options (got %q)", Go, opts)
+		}
+		return openGo(reason)
+	case base == "xla":
+		return p.openBestXLA(opts, reason)
+	case base == CPU || base == CUDA:
+		kind := strings.TrimPrefix(base, "xla:")
+		for _, pl := range p.Discover() {
+			if pl.Kind == kind {
+				return p.openPlugin(pl, opts, reason)
+			}
+		}
+		return nil, Info{}, p.notFound(base)
+	case strings.HasPrefix(base, "xla:") && filepath.IsAbs(strings.TrimPrefix(base, "xla:")):
+		path := strings.TrimPrefix(base, "xla:")
+		kind := kindOf(filepath.Base(path))
+		if kind == "" {
+			kind = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		}
+		pl := Plugin{Kind: kind, Path: path, Source: "given path", SitePackages: jaxSitePackages(path)}
+		return p.openPlugin(pl, opts, reason)
+	}
+	return nil, Info{}, fmt.Errorf("xla: unknown backend %q: valid names are %q, %q, %q, \"xla\" (best plugin found), "+
+		"\"xla:/path/to/plugin.so\", or \"\" (automatic); XLA names take go-xla options after a comma (\"xla:cuda,tf32\")",
+		name, Go, CPU, CUDA)
+}
+
+// openAuto picks xla:cuda (plugin and GPU present), else xla:cpu (plugin present), else go.
+func (p Places) openAuto() (compute.Backend, Info, error) {
+	plugins := p.Discover()
+	var cuda, cpu *Plugin
+	for i := range plugins {
+		switch {
+		case plugins[i].Kind == "cuda" && cuda == nil:
+			cuda = &plugins[i]
+		case plugins[i].Kind == "cpu" && cpu == nil:
+			cpu = &plugins[i]
+		}
+	}
+	switch {
+	case cuda != nil && p.NvidiaGPU:
+		return p.openPlugin(*cuda, "", fmt.Sprintf("automatic: CUDA plugin found (%s) and an NVIDIA GPU is present", cuda.Source))
+	case cpu != nil:
+		why := fmt.Sprintf("automatic: CPU plugin found (%s)", cpu.Source)
+		if cuda != nil {
+			why += fmt.Sprintf("; CUDA plugin %s skipped: no NVIDIA GPU (/dev/nvidia*)", cuda.Path)
+		}
+		return p.openPlugin(*cpu, "", why)
+	}
+	why := "automatic: no PJRT plugin found (see `octlm backends`)"
+	if cuda != nil {
+		why = fmt.Sprintf("automatic: CUDA plugin %s found but no NVIDIA GPU (/dev/nvidia*), and no CPU plugin", cuda.Path)
+	}
+	return openGo(why)
+}
+
+// openBestXLA opens the best plugin found for "xla": CUDA with a GPU, else CPU, else the first found.
+func (p Places) openBestXLA(opts, reason string) (compute.Backend, Info, error) {
+	plugins := p.Discover()
+	if len(plugins) == 0 {
+		return nil, Info{}, p.notFound("xla")
+	}
+	best := plugins[0]
+	for _, pl := range plugins {
+		if pl.Kind == "cuda" && p.NvidiaGPU {
+			best = pl
+			break
+		}
+		if pl.Kind == "cpu" && best.Kind != "cpu" {
+			best = pl
+		}
+	}
+	return p.openPlugin(best, opts, reason)
+}
+
+// openGo returns the pure-Go backend.
+func openGo(reason string) (b compute.Backend, info Info, err error) {
+	err = protect("create the pure-Go backend", func() error {
+		var err error
+		b, err = gobackend.New("")
+		return err
+	})
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("xla: backend %q: %w", Go, err)
+	}
+	return b, Info{Name: Go, Reason: reason}, nil
+}
+
+// openPlugin loads the plugin through go-xla by its absolute path (so go-xla neither searches nor
+// downloads), preparing the NVIDIA libraries first for a JAX CUDA plugin, and turns TF32 off unless opts
+// mention it.
+func (p Places) openPlugin(pl Plugin, opts, reason string) (compute.Backend, Info, error) {
+	info := Info{Name: pl.Backend(), Plugin: pl.Path, Source: pl.Source, Reason: reason}
+	fail := func(err error) (compute.Backend, Info, error) {
+		err = fmt.Errorf("xla: backend %q: plugin %s (from %s): %w", info.Name, pl.Path, pl.Source, err)
+		if len(info.Warnings) > 0 {
+			err = fmt.Errorf("%w\nwhile preparing it: %s", err, strings.Join(info.Warnings, "; "))
+		}
+		return nil, Info{}, err
+	}
+	st, err := os.Stat(pl.Path)
+	if err != nil {
+		return fail(err)
+	}
+	if !st.Mode().IsRegular() {
+		return fail(errors.New("not a regular file"))
+	}
+	if strings.Contains(pl.Path, ",") {
+		return fail(errors.New("go-xla cannot load a plugin whose path contains a comma; move or link it"))
+	}
+	if pl.Kind == "cuda" && pl.SitePackages != "" {
+		info.Preloaded, info.Env, info.Warnings = prepareJAXCUDA(pl.SitePackages)
+	}
+	config := pl.Path
+	if opts != "" {
+		config += "," + opts
+	}
+	var backend *gxla.Backend
+	err = protect("load the PJRT plugin", func() error {
+		var err error
+		backend, err = gxla.NewWithOptions(config, nil)
+		return err
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if !mentionsTF32(opts) {
+		backend.DotGeneralUseTF32 = false
+	}
+	info.TF32 = backend.DotGeneralUseTF32 && backend.IsCUDA()
+	if plugin, err := pjrt.GetPlugin(pl.Path); err == nil {
+		major, minor := plugin.Version()
+		info.PJRTVersion = fmt.Sprintf("%d.%d", major, minor)
+	}
+	return backend, info, nil
+}
+
+// mentionsTF32 reports whether go-xla options set tf32 explicitly ("tf32", "tf32=…", "notf32").
+func mentionsTF32(opts string) bool {
+	for _, o := range strings.Split(opts, ",") {
+		key, _, _ := strings.Cut(strings.TrimSpace(o), "=")
+		if key == "tf32" || key == "notf32" {
+			return true
+		}
+	}
+	return false
+}
+
+// notFound is the error for a plugin kind that discovery did not find: every place searched and how to
+// get one.
+func (p Places) notFound(name string) error {
+	var b strings.Builder
+	b.WriteString(" Searched, in order:")
+	for _, line := range p.describe() {
+		b.WriteString("\n  " + line)
+	}
+	b.WriteString("\nTo get one:")
+	switch name {
+	case CPU:
+		b.WriteString("\n  octlm backends --install cpu   (downloads go-xla's CPU plugin from GitHub into ~/.local/lib/go-xla)")
+	case CUDA:
+		b.WriteString("\n  octlm backends --install cuda  (downloads JAX's CUDA plugin and NVIDIA libraries from PyPI into ~/.local/lib/go-xla)")
+		b.WriteString("\n  pip install \"jax[cuda13]\"       (octlm finds site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so)")
+	default:
+		b.WriteString("\n  octlm backends --install cpu|cuda")
+	}
+	b.WriteString("\n  or set PJRT_PLUGIN_LIBRARY_PATH to a folder holding pjrt_c_api_<cpu|cuda>_plugin.so (or xla_cuda_plugin.so)")
+	b.WriteString("\nThe pure-Go backend needs nothing: --backend go")
+	return fmt.Errorf("xla: backend %q: %w.%s", name, ErrNoPlugin, b.String())
+}
+
+// protect runs fn, turning a panic (go-xla and compute panic in places) into an error.
+func protect(what string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: panic: %v", what, r)
+		}
+	}()
+	return fn()
+}
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }

@@ -1,0 +1,379 @@
+package xla
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+)
+
+// writeFile creates path (and its folders) holding text.
+func writeFile(t *testing.T, path, text string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// emptyPlaces returns places that exist but hold no plugin.
+func emptyPlaces(t *testing.T) Places {
+	dir := t.TempDir()
+	p := Places{
+		PluginPath:   []string{filepath.Join(dir, "env")},
+		GoXLA:        []string{filepath.Join(dir, "go-xla"), filepath.Join(dir, "go-xla", "nvidia")},
+		SitePackages: []string{filepath.Join(dir, "site-packages")},
+	}
+	for _, d := range append(append(slices.Clone(p.PluginPath), p.GoXLA...), p.SitePackages...) {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(p.PluginPath[0], "libnotaplugin.so"), "x")
+	return p
+}
+
+func TestOpenGoRunsGraph(t *testing.T) {
+	b, info, err := Open("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Finalize()
+	if info.Name != Go || info.Plugin != "" || !info.ExactFloat32() || b.Name() != "Go Backend" {
+		t.Fatalf("Open(go): info %+v, backend %q", info, b.Name())
+	}
+	// sum over rows of x*x + 1, for x = [[1,2,3],[4,5,6]]: [1+4+9+3, 16+25+36+3] = [17, 80].
+	out, err := graph.CallOnce(b, func(x *graph.Node) *graph.Node {
+		return graph.ReduceSum(graph.AddScalar(graph.Mul(x, x), 1), -1)
+	}, tensors.FromFlatDataAndDimensions([]float32{1, 2, 3, 4, 5, 6}, 2, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tensors.MustCopyFlatData[float32](out)
+	if !reflect.DeepEqual(got, []float32{17, 80}) {
+		t.Fatalf("graph on go backend = %v, want [17 80]", got)
+	}
+	if err := Check(b); err != nil {
+		t.Fatalf("Check(go): %v", err)
+	}
+}
+
+func TestOpenAuto(t *testing.T) {
+	tests := []struct {
+		env, wantName, wantReason string
+	}{
+		{"", Go, "no PJRT plugin found"},
+		{"go", Go, "$GOMLX_BACKEND=go"},
+		{"  ", Go, "no PJRT plugin found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env, func(t *testing.T) {
+			t.Setenv(EnvBackend, tt.env)
+			b, info, err := emptyPlaces(t).Open("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Finalize()
+			if info.Name != tt.wantName || !strings.Contains(info.Reason, tt.wantReason) {
+				t.Fatalf("Open(\"\") with $%s=%q: %+v, want name %q, reason containing %q", EnvBackend, tt.env, info, tt.wantName, tt.wantReason)
+			}
+		})
+	}
+}
+
+func TestOpenAutoEnvErrors(t *testing.T) {
+	p := emptyPlaces(t)
+	t.Setenv(EnvBackend, "xla:cuda")
+	if _, _, err := p.Open(""); !errors.Is(err, ErrNoPlugin) {
+		t.Fatalf("$GOMLX_BACKEND=xla:cuda with no plugin: err %v, want ErrNoPlugin", err)
+	}
+	t.Setenv(EnvBackend, "tpu")
+	if _, _, err := p.Open(""); err == nil || !strings.Contains(err.Error(), "unknown backend") {
+		t.Fatalf("$GOMLX_BACKEND=tpu: err %v, want unknown backend", err)
+	}
+}
+
+func TestOpenNoPluginListsSearch(t *testing.T) {
+	p := emptyPlaces(t)
+	for _, name := range []string{CUDA, CPU, "xla"} {
+		_, _, err := p.Open(name)
+		if !errors.Is(err, ErrNoPlugin) {
+			t.Fatalf("Open(%q): err %v, want ErrNoPlugin", name, err)
+		}
+		msg := err.Error()
+		want := []string{p.PluginPath[0] + " (no plugins)", p.GoXLA[0] + " (no plugins)", p.GoXLA[1],
+			p.SitePackages[0] + " (no jax_plugins/*/xla_cuda_plugin.so)", "PJRT_PLUGIN_LIBRARY_PATH", "--backend go"}
+		switch name {
+		case CUDA:
+			want = append(want, "octlm backends --install cuda", `pip install "jax[cuda13]"`)
+		case CPU:
+			want = append(want, "octlm backends --install cpu")
+		}
+		for _, w := range want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("Open(%q) error lacks %q:\n%s", name, w, msg)
+			}
+		}
+	}
+	// Missing folders and an unset variable are reported as such.
+	_, _, err := Places{GoXLA: []string{"/nonexistent/go-xla"}}.Open(CUDA)
+	for _, w := range []string{"PJRT_PLUGIN_LIBRARY_PATH: not set", "/nonexistent/go-xla (missing)", "no site-packages folder found"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q: %v", w, err)
+		}
+	}
+}
+
+func TestOpenUnknownName(t *testing.T) {
+	for _, name := range []string{"gpu", "cuda", "xla:tpu", "xla:relative/plugin.so", "go,tf32", "XLA:CPU"} {
+		_, _, err := emptyPlaces(t).Open(name)
+		if err == nil {
+			t.Fatalf("Open(%q) succeeded", name)
+		}
+		if errors.Is(err, ErrNoPlugin) {
+			t.Fatalf("Open(%q): %v, want a name error", name, err)
+		}
+		if name != "go,tf32" && !strings.Contains(err.Error(), `"go", "xla:cpu", "xla:cuda"`) {
+			t.Errorf("Open(%q) error does not list valid names: %v", name, err)
+		}
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	dir := t.TempDir()
+	env := filepath.Join(dir, "env")
+	envCPU := writeFile(t, filepath.Join(env, "pjrt_c_api_cpu_plugin.so"), "fake")
+	writeFile(t, filepath.Join(env, "libcudart.so.13"), "not a plugin")
+	writeFile(t, filepath.Join(env, "notes.txt"), "not a plugin")
+	envFile := writeFile(t, filepath.Join(dir, "direct", "pjrt_plugin_tpu.so"), "fake")
+
+	goxla := filepath.Join(dir, "go-xla")
+	versioned := writeFile(t, filepath.Join(goxla, "pjrt_c_api_cpu_v0.114.0_plugin.so"), "fake")
+	if err := os.Symlink("pjrt_c_api_cpu_v0.114.0_plugin.so", filepath.Join(goxla, "pjrt_c_api_cpu_plugin.so")); err != nil {
+		t.Fatal(err)
+	}
+	goxlaCUDA := writeFile(t, filepath.Join(goxla, "nvidia", "pjrt_c_api_cuda_plugin.so"), "fake")
+
+	site := filepath.Join(dir, "lib", "python3.12", "site-packages")
+	jax := writeFile(t, filepath.Join(site, "jax_plugins", "xla_cuda13", "xla_cuda_plugin.so"), "fake")
+	writeFile(t, filepath.Join(site, "jax_plugins", "xla_cuda13", "__init__.py"), "")
+	writeFile(t, filepath.Join(site, "nvidia", "cu13", "lib", "libcudart.so.13"), "fake")
+
+	p := Places{
+		PluginPath:   []string{env, envFile, filepath.Join(dir, "missing")},
+		GoXLA:        []string{goxla, filepath.Join(goxla, "nvidia")},
+		SitePackages: []string{site, filepath.Join(dir, "empty-site")},
+	}
+	got := p.Discover()
+	want := []Plugin{
+		{Kind: "cpu", Path: envCPU, Source: SourceEnv},
+		{Kind: "tpu", Path: envFile, Source: SourceEnv},
+		{Kind: "cpu", Path: filepath.Join(goxla, "pjrt_c_api_cpu_plugin.so"), Source: SourceGoXLA},
+		{Kind: "cuda", Path: goxlaCUDA, Source: SourceGoXLA},
+		{Kind: "cuda", Path: jax, Source: SourcePython, SitePackages: site},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Discover:\n got %+v\nwant %+v", got, want)
+	}
+	_ = versioned // the symlink and its target are one plugin, listed once under the first name read
+
+	// A JAX plugin named through PJRT_PLUGIN_LIBRARY_PATH still knows its site-packages.
+	p2 := Places{PluginPath: []string{filepath.Dir(jax)}}
+	if got := p2.Discover(); len(got) != 1 || got[0].Kind != "cuda" || got[0].SitePackages != site || got[0].Source != SourceEnv {
+		t.Fatalf("JAX plugin via PJRT_PLUGIN_LIBRARY_PATH: %+v", got)
+	}
+}
+
+func TestKindOf(t *testing.T) {
+	tests := map[string]string{
+		"pjrt_c_api_cpu_plugin.so":          "cpu",
+		"pjrt_c_api_cpu_v0.114.0_plugin.so": "cpu",
+		"pjrt_c_api_cuda_plugin.so":         "cuda",
+		"pjrt-plugin-cuda13.so":             "cuda",
+		"pjrt_plugin_nvidia.so":             "cuda",
+		"xla_cuda_plugin.so":                "cuda",
+		"pjrt_c_api_tpu_plugin.so":          "tpu",
+		"libcudart.so.13":                   "",
+		"pjrt_c_api_cpu_plugin.so.bak":      "",
+		"xla_cpu_plugin.so":                 "",
+	}
+	for name, want := range tests {
+		if got := kindOf(name); got != want {
+			t.Errorf("kindOf(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestDefaultPlacesFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	venvSite := filepath.Join(dir, "venv", "lib", "python3.12", "site-packages")
+	localSite := filepath.Join(dir, "home", ".local", "lib", "python3.11", "site-packages")
+	for _, d := range []string{venvSite, localSite} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PJRT_PLUGIN_LIBRARY_PATH", "/a/b::/c")
+	t.Setenv("HOME", filepath.Join(dir, "home"))
+	t.Setenv("VIRTUAL_ENV", filepath.Join(dir, "venv"))
+	p := DefaultPlaces()
+	if !reflect.DeepEqual(p.PluginPath, []string{"/a/b", "/c"}) {
+		t.Errorf("PluginPath = %q", p.PluginPath)
+	}
+	if len(p.GoXLA) < 2 || p.GoXLA[0] != filepath.Join(dir, "home", ".local", "lib", "go-xla") ||
+		p.GoXLA[1] != filepath.Join(dir, "home", ".local", "lib", "go-xla", "nvidia") ||
+		!slices.Contains(p.GoXLA, "/usr/local/lib/go-xla") {
+		t.Errorf("GoXLA = %q", p.GoXLA)
+	}
+	for _, want := range []string{venvSite, localSite} {
+		if !slices.Contains(p.SitePackages, want) {
+			t.Errorf("SitePackages %q lacks %q", p.SitePackages, want)
+		}
+	}
+	t.Setenv("PJRT_PLUGIN_LIBRARY_PATH", "")
+	if p := DefaultPlaces(); len(p.PluginPath) != 0 {
+		t.Errorf("empty PJRT_PLUGIN_LIBRARY_PATH gave %q", p.PluginPath)
+	}
+}
+
+func TestFakePluginLoadError(t *testing.T) {
+	dir := t.TempDir()
+	fakeCPU := writeFile(t, filepath.Join(dir, "env", "pjrt_c_api_cpu_plugin.so"), strings.Repeat("this is not an ELF file\n", 10))
+	p := Places{PluginPath: []string{filepath.Dir(fakeCPU)}}
+	for _, name := range []string{CPU, "xla", "xla:" + fakeCPU} {
+		b, _, err := p.Open(name)
+		if err == nil {
+			b.Finalize()
+			t.Fatalf("Open(%q) of a fake plugin succeeded", name)
+		}
+		if errors.Is(err, ErrNoPlugin) || !strings.Contains(err.Error(), fakeCPU) || !strings.Contains(err.Error(), "invalid ELF header") {
+			t.Errorf("Open(%q): error should name the file and the loader's complaint: %v", name, err)
+		}
+	}
+	// Automatic choice does not silently fall back to "go" when a found plugin is broken.
+	t.Setenv(EnvBackend, "")
+	if _, _, err := p.Open(""); err == nil || !strings.Contains(err.Error(), fakeCPU) {
+		t.Errorf("Open(\"\") with a broken plugin: %v, want its load error", err)
+	}
+	if _, _, err := p.Open("xla:" + filepath.Join(dir, "absent.so")); err == nil || !strings.Contains(err.Error(), "absent.so") {
+		t.Errorf("Open of a missing path: %v", err)
+	}
+}
+
+func TestFakeJAXPluginPreparesNvidia(t *testing.T) {
+	site := filepath.Join(t.TempDir(), "site-packages")
+	plugin := writeFile(t, filepath.Join(site, "jax_plugins", "xla_cuda13", "xla_cuda_plugin.so"), "not ELF")
+	badLib := writeFile(t, filepath.Join(site, "nvidia", "cu13", "lib", "libcudart.so.13"), "not ELF")
+	writeFile(t, filepath.Join(site, "nvidia", "cu13", "bin", "ptxas"), "")
+	t.Setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+
+	_, _, err := Places{SitePackages: []string{site}}.Open(CUDA)
+	if err == nil {
+		t.Fatal("Open(xla:cuda) of a fake JAX plugin succeeded")
+	}
+	for _, w := range []string{plugin, SourcePython, "preload " + badLib} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q: %v", w, err)
+		}
+	}
+	wantFlags := "--xla_dump_to=/tmp/x --xla_gpu_cuda_data_dir=" + filepath.Join(site, "nvidia", "cu13")
+	if got := os.Getenv("XLA_FLAGS"); got != wantFlags {
+		t.Errorf("XLA_FLAGS = %q, want %q", got, wantFlags)
+	}
+
+	// A data dir the user set is kept; a missing nvidia/ folder is reported.
+	t.Setenv("XLA_FLAGS", "--xla_gpu_cuda_data_dir=/mine")
+	_, env, warn := prepareJAXCUDA(site)
+	if len(env) != 0 || os.Getenv("XLA_FLAGS") != "--xla_gpu_cuda_data_dir=/mine" || len(warn) != 1 {
+		t.Errorf("with user data dir: env %q, XLA_FLAGS %q, warnings %q", env, os.Getenv("XLA_FLAGS"), warn)
+	}
+	if _, _, warn := prepareJAXCUDA(t.TempDir()); len(warn) != 1 || !strings.Contains(warn[0], "nvidia") {
+		t.Errorf("without nvidia/: warnings %q", warn)
+	}
+}
+
+func TestCheckProductCatchesTF32(t *testing.T) {
+	exact := make([]float32, checkM*checkN)
+	tf32 := make([]float32, checkM*checkN)
+	for i := range exact {
+		// Accumulate as a float32 matmul would, with operands rounded to TF32's 10 mantissa bits for tf32.
+		scale := float32(1 + (i%checkN)%2)
+		a := float32(1 + checkEps)
+		aTF32 := math.Float32frombits(math.Float32bits(a) &^ (1<<13 - 1))
+		for range checkK {
+			exact[i] += a * scale
+			tf32[i] += aTF32 * scale
+		}
+	}
+	if err := checkProduct(exact); err != nil {
+		t.Fatalf("exact float32 product rejected: %v", err)
+	}
+	err := checkProduct(tf32)
+	if err == nil || !strings.Contains(err.Error(), "TF32 would give 256") {
+		t.Fatalf("TF32 product: %v, want a TF32 error", err)
+	}
+	if err := checkProduct(exact[1:]); err == nil {
+		t.Fatal("short result accepted")
+	}
+}
+
+func TestMentionsTF32(t *testing.T) {
+	tests := map[string]bool{"": false, "tf32": true, "tf32=false": true, "notf32": true,
+		"memory_fraction=0.5,tf32=true": true, "preallocate=false": false, "tf32x": false}
+	for opts, want := range tests {
+		if got := mentionsTF32(opts); got != want {
+			t.Errorf("mentionsTF32(%q) = %v, want %v", opts, got, want)
+		}
+	}
+}
+
+func TestInfoExactFloat32(t *testing.T) {
+	if !(Info{Name: CUDA}).ExactFloat32() || (Info{Name: CUDA, TF32: true}).ExactFloat32() {
+		t.Fatal("ExactFloat32 must be the negation of TF32")
+	}
+}
+
+func TestInstallUnknown(t *testing.T) {
+	err := Install("tpu", nil)
+	if err == nil || !strings.Contains(err.Error(), `"cpu" "cuda"`) {
+		t.Fatalf("Install(tpu): %v", err)
+	}
+}
+
+func TestInstallOffline(t *testing.T) {
+	// No network: every request goes to a proxy that refuses connections. This must be the process's
+	// first HTTP request, since net/http reads the proxy variables once.
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
+	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:1")
+	t.Setenv("HTTP_PROXY", "http://127.0.0.1:1")
+	t.Setenv("NO_PROXY", "")
+	var progress bytes.Buffer
+	err := Install("cpu", &progress)
+	if err == nil {
+		t.Fatal("Install(cpu) without network succeeded")
+	}
+	for _, w := range []string{"install cpu plugin into " + filepath.Join(home, ".local", "lib", "go-xla"), "network", "PJRT_PLUGIN_LIBRARY_PATH"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q: %v", w, err)
+		}
+	}
+	if !strings.Contains(progress.String(), "installing the cpu PJRT plugin") {
+		t.Errorf("progress = %q", progress.String())
+	}
+	if got := (Places{GoXLA: []string{filepath.Join(home, ".local", "lib", "go-xla")}}).Discover(); len(got) != 0 {
+		t.Errorf("failed install left plugins: %+v", got)
+	}
+}
