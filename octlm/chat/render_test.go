@@ -223,3 +223,35 @@ func TestRenderCases(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderRandom compares Render with Python's Jinja2 on 400 random conversations
+// (testdata/README.md tells how they were made).
+func TestRenderRandom(t *testing.T) {
+	convs := readLines(t, "testdata/random.jsonl")
+	wants := readLines(t, "testdata/random.expected.jsonl")
+	if len(convs) != len(wants) || len(convs) < 400 {
+		t.Fatalf("random.jsonl has %d lines, random.expected.jsonl %d", len(convs), len(wants))
+	}
+	failures := 0
+	for i := range convs {
+		var c Conversation
+		if err := json.Unmarshal([]byte(convs[i]), &c); err != nil {
+			t.Fatalf("line %d: decode conversation: %v", i+1, err)
+		}
+		var want string
+		if err := json.Unmarshal([]byte(wants[i]), &want); err != nil {
+			t.Fatalf("line %d: decode expected: %v", i+1, err)
+		}
+		got, err := Render(c)
+		if err != nil {
+			t.Errorf("line %d: Render: %v", i+1, err)
+		} else if got != want {
+			t.Errorf("line %d: %s\nconversation: %s", i+1, diff(got, want), convs[i])
+		} else {
+			continue
+		}
+		if failures++; failures == 5 {
+			t.Fatalf("stopping after %d failures", failures)
+		}
+	}
+}
