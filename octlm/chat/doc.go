@@ -28,8 +28,8 @@
 //     prompt.
 //
 // The template is pinned: QwenTemplateSHA256 is the SHA-256 of Qwen3-0.6B's chat_template, and
-// CheckTemplate/ModelTemplate refuse a model folder whose template differs, instead of silently
-// rendering Qwen3's.
+// CheckTemplate and CheckModelDir refuse a template or a model folder that differs, instead of
+// silently rendering Qwen3's.
 //
 // Where the template itself raises (no messages, a null first system content, a tool call without
 // arguments), Render returns an error. Render also refuses input that the template would silently
