@@ -236,9 +236,9 @@ func jaxSitePackages(path string) string {
 	return filepath.Dir(plugins)
 }
 
-// describe lists every place searched, one per line, marking what each held; used in error messages
-// and by `octlm backends`.
-func (p Places) describe() []string {
+// Searched lists every place searched, one per line, with what each held (for error messages and
+// `octlm backends`).
+func (p Places) Searched() []string {
 	var lines []string
 	if len(p.PluginPath) == 0 {
 		lines = append(lines, fmt.Sprintf("%s: not set", SourceEnv))

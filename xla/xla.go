@@ -120,7 +120,7 @@ func (p Places) Open(name string) (compute.Backend, Info, error) {
 		kind := strings.TrimPrefix(base, "xla:")
 		for _, pl := range p.Discover() {
 			if pl.Kind == kind {
-				return p.openPlugin(pl, opts, reason)
+				return openPlugin(pl, opts, reason)
 			}
 		}
 		return nil, Info{}, p.notFound(base)
@@ -131,17 +131,19 @@ func (p Places) Open(name string) (compute.Backend, Info, error) {
 			kind = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 		}
 		pl := Plugin{Kind: kind, Path: path, Source: "given path", SitePackages: jaxSitePackages(path)}
-		return p.openPlugin(pl, opts, reason)
+		return openPlugin(pl, opts, reason)
 	}
 	return nil, Info{}, fmt.Errorf("xla: unknown backend %q: valid names are %q, %q, %q, \"xla\" (best plugin found), "+
 		"\"xla:/path/to/plugin.so\", or \"\" (automatic); XLA names take go-xla options after a comma (\"xla:cuda,tf32\")",
 		name, Go, CPU, CUDA)
 }
 
-// openAuto picks xla:cuda (plugin and GPU present), else xla:cpu (plugin present), else go.
-func (p Places) openAuto() (compute.Backend, Info, error) {
-	plugins := p.Discover()
+// Auto returns the plugin automatic choice (Open("") without $GOMLX_BACKEND) would load, or nil for
+// the pure-Go backend, and why: xla:cuda if a CUDA plugin is found and an NVIDIA GPU is present, else
+// xla:cpu if a CPU plugin is found, else go.
+func (p Places) Auto() (*Plugin, string) {
 	var cuda, cpu *Plugin
+	plugins := p.Discover()
 	for i := range plugins {
 		switch {
 		case plugins[i].Kind == "cuda" && cuda == nil:
@@ -152,19 +154,26 @@ func (p Places) openAuto() (compute.Backend, Info, error) {
 	}
 	switch {
 	case cuda != nil && p.NvidiaGPU:
-		return p.openPlugin(*cuda, "", fmt.Sprintf("automatic: CUDA plugin found (%s) and an NVIDIA GPU is present", cuda.Source))
+		return cuda, fmt.Sprintf("automatic: CUDA plugin found (%s) and an NVIDIA GPU is present", cuda.Source)
 	case cpu != nil:
 		why := fmt.Sprintf("automatic: CPU plugin found (%s)", cpu.Source)
 		if cuda != nil {
 			why += fmt.Sprintf("; CUDA plugin %s skipped: no NVIDIA GPU (/dev/nvidia*)", cuda.Path)
 		}
-		return p.openPlugin(*cpu, "", why)
+		return cpu, why
+	case cuda != nil:
+		return nil, fmt.Sprintf("automatic: CUDA plugin %s found but no NVIDIA GPU (/dev/nvidia*), and no CPU plugin", cuda.Path)
 	}
-	why := "automatic: no PJRT plugin found (see `octlm backends`)"
-	if cuda != nil {
-		why = fmt.Sprintf("automatic: CUDA plugin %s found but no NVIDIA GPU (/dev/nvidia*), and no CPU plugin", cuda.Path)
+	return nil, "automatic: no PJRT plugin found (see `octlm backends`)"
+}
+
+// openAuto opens what Auto chooses.
+func (p Places) openAuto() (compute.Backend, Info, error) {
+	pl, why := p.Auto()
+	if pl == nil {
+		return openGo(why)
 	}
-	return openGo(why)
+	return openPlugin(*pl, "", why)
 }
 
 // openBestXLA opens the best plugin found for "xla": CUDA with a GPU, else CPU, else the first found.
@@ -183,7 +192,7 @@ func (p Places) openBestXLA(opts, reason string) (compute.Backend, Info, error) 
 			best = pl
 		}
 	}
-	return p.openPlugin(best, opts, reason)
+	return openPlugin(best, opts, reason)
 }
 
 // openGo returns the pure-Go backend.
@@ -199,10 +208,15 @@ func openGo(reason string) (b compute.Backend, info Info, err error) {
 	return b, Info{Name: Go, Reason: reason}, nil
 }
 
+// OpenPlugin loads a plugin that Discover found, with go-xla options opts ("" for none; see Open).
+func OpenPlugin(pl Plugin, opts string) (compute.Backend, Info, error) {
+	return openPlugin(pl, opts, "asked for "+pl.Path)
+}
+
 // openPlugin loads the plugin through go-xla by its absolute path (so go-xla neither searches nor
 // downloads), preparing the NVIDIA libraries first for a JAX CUDA plugin, and turns TF32 off unless opts
 // mention it.
-func (p Places) openPlugin(pl Plugin, opts, reason string) (compute.Backend, Info, error) {
+func openPlugin(pl Plugin, opts, reason string) (compute.Backend, Info, error) {
 	info := Info{Name: pl.Backend(), Plugin: pl.Path, Source: pl.Source, Reason: reason}
 	fail := func(err error) (compute.Backend, Info, error) {
 		err = fmt.Errorf("xla: backend %q: plugin %s (from %s): %w", info.Name, pl.Path, pl.Source, err)
@@ -223,6 +237,9 @@ func (p Places) openPlugin(pl Plugin, opts, reason string) (compute.Backend, Inf
 	}
 	if pl.Kind == "cuda" && pl.SitePackages != "" {
 		info.Preloaded, info.Env, info.Warnings = prepareJAXCUDA(pl.SitePackages)
+	}
+	if err := probePlugin(pl.Path); err != nil {
+		return fail(err)
 	}
 	config := pl.Path
 	if opts != "" {
@@ -264,7 +281,7 @@ func mentionsTF32(opts string) bool {
 func (p Places) notFound(name string) error {
 	var b strings.Builder
 	b.WriteString(" Searched, in order:")
-	for _, line := range p.describe() {
+	for _, line := range p.Searched() {
 		b.WriteString("\n  " + line)
 	}
 	b.WriteString("\nTo get one:")

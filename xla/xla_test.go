@@ -92,6 +92,37 @@ func TestOpenAuto(t *testing.T) {
 	}
 }
 
+func TestAutoChoice(t *testing.T) {
+	dir := t.TempDir()
+	cpu := writeFile(t, filepath.Join(dir, "cpu", "pjrt_c_api_cpu_plugin.so"), "fake")
+	cuda := writeFile(t, filepath.Join(dir, "cuda", "pjrt_c_api_cuda_plugin.so"), "fake")
+	tests := []struct {
+		name       string
+		dirs       []string
+		gpu        bool
+		wantPath   string
+		wantReason string
+	}{
+		{"cuda with gpu", []string{filepath.Dir(cpu), filepath.Dir(cuda)}, true, cuda, "NVIDIA GPU is present"},
+		{"cuda without gpu", []string{filepath.Dir(cpu), filepath.Dir(cuda)}, false, cpu, "skipped: no NVIDIA GPU"},
+		{"cpu only", []string{filepath.Dir(cpu)}, true, cpu, "CPU plugin found"},
+		{"cuda only without gpu", []string{filepath.Dir(cuda)}, false, "", "no CPU plugin"},
+		{"nothing", nil, true, "", "no PJRT plugin found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl, why := Places{PluginPath: tt.dirs, NvidiaGPU: tt.gpu}.Auto()
+			got := ""
+			if pl != nil {
+				got = pl.Path
+			}
+			if got != tt.wantPath || !strings.Contains(why, tt.wantReason) {
+				t.Fatalf("Auto() = %q, %q; want %q, reason containing %q", got, why, tt.wantPath, tt.wantReason)
+			}
+		})
+	}
+}
+
 func TestOpenAutoEnvErrors(t *testing.T) {
 	p := emptyPlaces(t)
 	t.Setenv(EnvBackend, "xla:cuda")
@@ -268,6 +299,29 @@ func TestFakePluginLoadError(t *testing.T) {
 	}
 	if _, _, err := p.Open("xla:" + filepath.Join(dir, "absent.so")); err == nil || !strings.Contains(err.Error(), "absent.so") {
 		t.Errorf("Open of a missing path: %v", err)
+	}
+}
+
+func TestELFWithoutPJRTSymbol(t *testing.T) {
+	var lib string
+	for _, c := range []string{"/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6", "/lib/aarch64-linux-gnu/libm.so.6"} {
+		if isFile(c) {
+			lib = c
+			break
+		}
+	}
+	if lib == "" {
+		t.Skip("no libm.so.6 to stand in for a shared library that is not a plugin")
+	}
+	data, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "pjrt_c_api_cpu_plugin.so"), string(data))
+	_, _, err = Places{PluginPath: []string{dir}}.Open(CPU)
+	if err == nil || !strings.Contains(err.Error(), "not a PJRT plugin: no GetPjrtApi symbol") {
+		t.Fatalf("Open of a shared library without GetPjrtApi: %v", err)
 	}
 }
 
