@@ -1,0 +1,517 @@
+package loader
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// DefaultHubFiles are the file patterns (path.Match against the repository path) Resolve
+// downloads: what a checkpoint needs, not the README or the duplicate vocab.json/merges.txt.
+var DefaultHubFiles = []string{
+	"config.json", "generation_config.json", "*.safetensors", IndexFileName,
+	"tokenizer.json", "tokenizer_config.json",
+}
+
+// HubOptions configures Resolve. Zero values take the environment's settings, like Python's
+// huggingface_hub: HF_ENDPOINT, HF_HUB_CACHE / HF_HOME, HF_TOKEN (or the token file written by
+// `huggingface-cli login`) and HF_HUB_OFFLINE.
+type HubOptions struct {
+	Endpoint string       // default $HF_ENDPOINT, else https://huggingface.co
+	CacheDir string       // default HubCacheDir()
+	Token    string       // default $HF_TOKEN, else the token file
+	Offline  bool         // never touch the network; also set by HF_HUB_OFFLINE=1
+	Files    []string     // patterns of files to fetch; default DefaultHubFiles
+	Progress io.Writer    // download and hashing progress; nil for silence
+	Client   *http.Client // default http.DefaultClient
+}
+
+// HubCacheDir is the Hugging Face cache folder shared with Python: $HF_HUB_CACHE, else
+// $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+// ~/.cache/huggingface/hub.
+func HubCacheDir() string {
+	if d := os.Getenv("HF_HUB_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("HUGGINGFACE_HUB_CACHE"); d != "" {
+		return d
+	}
+	return filepath.Join(hfHome(), "hub")
+}
+
+func hfHome() string {
+	if d := os.Getenv("HF_HOME"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "huggingface")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "."
+	}
+	return filepath.Join(home, ".cache", "huggingface")
+}
+
+func envTrue(name string) bool {
+	switch strings.ToUpper(os.Getenv(name)) {
+	case "1", "ON", "YES", "TRUE":
+		return true
+	}
+	return false
+}
+
+func (o HubOptions) withDefaults() HubOptions {
+	if o.Endpoint == "" {
+		o.Endpoint = os.Getenv("HF_ENDPOINT")
+	}
+	if o.Endpoint == "" {
+		o.Endpoint = "https://huggingface.co"
+	}
+	o.Endpoint = strings.TrimRight(o.Endpoint, "/")
+	if o.CacheDir == "" {
+		o.CacheDir = HubCacheDir()
+	}
+	if o.Token == "" {
+		o.Token = os.Getenv("HF_TOKEN")
+	}
+	if o.Token == "" {
+		p := os.Getenv("HF_TOKEN_PATH")
+		if p == "" {
+			p = filepath.Join(hfHome(), "token")
+		}
+		if b, err := os.ReadFile(p); err == nil {
+			o.Token = strings.TrimSpace(string(b))
+		}
+	}
+	if envTrue("HF_HUB_OFFLINE") {
+		o.Offline = true
+	}
+	if o.Files == nil {
+		o.Files = DefaultHubFiles
+	}
+	if o.Client == nil {
+		o.Client = http.DefaultClient
+	}
+	return o
+}
+
+var (
+	repoIDPattern   = regexp.MustCompile(`^[A-Za-z0-9][\w.-]*/[\w.-]+$`)
+	revisionPattern = regexp.MustCompile(`^[\w.-]+(/[\w.-]+)*$`)
+	commitPattern   = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	etagPattern     = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`) // git SHA-1 or LFS SHA-256
+)
+
+// ParseRepoRef splits "Org/Name[@revision]" (revision defaults to "main") and validates both
+// parts the way the Hub does: no "..", no "--" at the edges, at most 96 characters.
+func ParseRepoRef(s string) (repo, revision string, err error) {
+	repo, revision, found := strings.Cut(s, "@")
+	if !found {
+		revision = "main"
+	}
+	if !repoIDPattern.MatchString(repo) || len(repo) > 96 || strings.Contains(repo, "..") || strings.Contains(repo, "--") ||
+		strings.HasSuffix(repo, ".") || strings.HasSuffix(repo, "-") {
+		return "", "", fmt.Errorf("loader: %q is not a Hub repository id (want Org/Name[@revision])", s)
+	}
+	if !revisionPattern.MatchString(revision) || strings.Contains(revision, "..") {
+		return "", "", fmt.Errorf("loader: %q: invalid revision %q", s, revision)
+	}
+	return repo, revision, nil
+}
+
+// RepoCacheDir is the cache folder of a model repository: models--Org--Name.
+func RepoCacheDir(cacheDir, repo string) string {
+	return filepath.Join(cacheDir, "models--"+strings.ReplaceAll(repo, "/", "--"))
+}
+
+// Resolve turns a local folder or a Hub reference into a checkpoint folder. An existing folder
+// is returned as is. "Org/Name[@revision]" is resolved in the Hugging Face cache
+// (models--Org--Name/snapshots/<commit>/, shared with Python): with Offline (or HF_HUB_OFFLINE=1)
+// only the cache is consulted; otherwise the revision is looked up on the Hub, and missing
+// files are downloaded into blobs/ (resuming <etag>.incomplete partial files), checked against
+// their ETag (SHA-256 for LFS files, git blob SHA-1 for the others) and linked into the
+// snapshot. If the Hub cannot be reached but the cache holds the revision, the cached snapshot
+// is used and a warning is written to Progress.
+func Resolve(ctx context.Context, nameOrDir string, opts HubOptions) (string, error) {
+	if st, err := os.Stat(nameOrDir); err == nil {
+		if !st.IsDir() {
+			return "", fmt.Errorf("loader: %s: not a folder", nameOrDir)
+		}
+		return nameOrDir, nil
+	}
+	repo, rev, err := ParseRepoRef(nameOrDir)
+	if err != nil {
+		if strings.ContainsAny(nameOrDir, `/\`) && !strings.Contains(nameOrDir, "@") {
+			return "", fmt.Errorf("loader: %s: no such folder, and %w", nameOrDir, err)
+		}
+		return "", err
+	}
+	opts = opts.withDefaults()
+	repoDir := RepoCacheDir(opts.CacheDir, repo)
+	if opts.Offline {
+		dir, err := cachedSnapshot(repoDir, rev)
+		if err != nil {
+			return "", fmt.Errorf("loader: %s@%s is not in the cache %s and offline mode is on (HF_HUB_OFFLINE): %w", repo, rev, opts.CacheDir, err)
+		}
+		return dir, nil
+	}
+	h := &hubClient{opts: opts, repo: repo, repoDir: repoDir}
+	commit, files, err := h.revisionInfo(ctx, rev)
+	if err != nil {
+		var netErr *hubNetError
+		if errors.As(err, &netErr) {
+			if dir, cerr := cachedSnapshot(repoDir, rev); cerr == nil {
+				if opts.Progress != nil {
+					fmt.Fprintf(opts.Progress, "warning: %v; using the cached snapshot %s\n", err, dir)
+				}
+				return dir, nil
+			}
+		}
+		return "", err
+	}
+	snap := filepath.Join(repoDir, "snapshots", commit)
+	for _, name := range files {
+		if err := h.ensureFile(ctx, commit, name, snap); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		return "", fmt.Errorf("loader: %w", err)
+	}
+	if rev != commit {
+		ref := filepath.Join(repoDir, "refs", filepath.FromSlash(rev))
+		if err := os.MkdirAll(filepath.Dir(ref), 0o755); err != nil {
+			return "", fmt.Errorf("loader: %w", err)
+		}
+		if err := os.WriteFile(ref, []byte(commit), 0o644); err != nil {
+			return "", fmt.Errorf("loader: %w", err)
+		}
+	}
+	return snap, nil
+}
+
+// cachedSnapshot finds the snapshot of rev (a commit, or a ref recorded in refs/).
+func cachedSnapshot(repoDir, rev string) (string, error) {
+	commit := rev
+	if !commitPattern.MatchString(rev) {
+		b, err := os.ReadFile(filepath.Join(repoDir, "refs", filepath.FromSlash(rev)))
+		if err != nil {
+			return "", err
+		}
+		commit = strings.TrimSpace(string(b))
+		if !commitPattern.MatchString(commit) {
+			return "", fmt.Errorf("refs/%s holds %q, not a commit", rev, truncate(commit, 60))
+		}
+	}
+	snap := filepath.Join(repoDir, "snapshots", commit)
+	st, err := os.Stat(snap)
+	if err != nil {
+		return "", err
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("%s: not a folder", snap)
+	}
+	return snap, nil
+}
+
+type hubClient struct {
+	opts    HubOptions
+	repo    string
+	repoDir string
+}
+
+// hubNetError marks a failure to reach the Hub at all (as opposed to an HTTP error status).
+type hubNetError struct{ err error }
+
+func (e *hubNetError) Error() string { return e.err.Error() }
+func (e *hubNetError) Unwrap() error { return e.err }
+
+func (h *hubClient) request(ctx context.Context, method, u string, hdr map[string]string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("loader: %w", err)
+	}
+	req.Header.Set("User-Agent", "octlm-loader")
+	if h.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.opts.Token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	return req, nil
+}
+
+func statusError(resp *http.Response, what string) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	msg := strings.TrimSpace(string(body))
+	hint := ""
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		hint = " (gated or private repository: set HF_TOKEN to a token with access)"
+	case http.StatusNotFound:
+		hint = " (no such repository, revision or file)"
+	}
+	if e := resp.Header.Get("X-Error-Message"); e != "" {
+		msg = e
+	}
+	return fmt.Errorf("loader: %s: HTTP %s%s: %s", what, resp.Status, hint, truncate(msg, 200))
+}
+
+// revisionInfo asks the Hub API for the commit of rev and the files it holds, filtered by the
+// patterns of the options.
+func (h *hubClient) revisionInfo(ctx context.Context, rev string) (string, []string, error) {
+	u := h.opts.Endpoint + "/api/models/" + h.repo + "/revision/" + url.PathEscape(rev)
+	req, err := h.request(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	resp, err := h.opts.Client.Do(req)
+	if err != nil {
+		return "", nil, &hubNetError{fmt.Errorf("loader: %s@%s: %w", h.repo, rev, err)}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", nil, statusError(resp, h.repo+"@"+rev)
+	}
+	var info struct {
+		SHA      string `json:"sha"`
+		Siblings []struct {
+			RFilename string `json:"rfilename"`
+		} `json:"siblings"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
+		return "", nil, fmt.Errorf("loader: %s@%s: reading the Hub's answer: %w", h.repo, rev, err)
+	}
+	if !commitPattern.MatchString(info.SHA) {
+		return "", nil, fmt.Errorf("loader: %s@%s: the Hub answered commit %q", h.repo, rev, truncate(info.SHA, 60))
+	}
+	var files []string
+	for _, s := range info.Siblings {
+		if !validManifestName(s.RFilename) {
+			return "", nil, fmt.Errorf("loader: %s@%s: the Hub lists the unsafe file name %q", h.repo, rev, truncate(s.RFilename, 100))
+		}
+		for _, p := range h.opts.Files {
+			if ok, _ := path.Match(p, s.RFilename); ok {
+				files = append(files, s.RFilename)
+				break
+			}
+		}
+	}
+	if len(files) == 0 {
+		return "", nil, fmt.Errorf("loader: %s@%s: no file matches %v", h.repo, rev, h.opts.Files)
+	}
+	return info.SHA, files, nil
+}
+
+// fileMeta is what a HEAD on a resolve URL tells: the blob's ETag, size and commit.
+type fileMeta struct {
+	etag   string
+	size   int64
+	commit string
+}
+
+func (h *hubClient) resolveURL(commit, name string) string {
+	return h.opts.Endpoint + "/" + h.repo + "/resolve/" + commit + "/" + (&url.URL{Path: name}).EscapedPath()
+}
+
+// head fetches file metadata without following redirects to the CDN (the Hub puts the LFS
+// ETag and size on the redirect itself, as X-Linked-Etag and X-Linked-Size).
+func (h *hubClient) head(ctx context.Context, commit, name string) (fileMeta, error) {
+	client := *h.opts.Client
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	u := h.resolveURL(commit, name)
+	for range 5 {
+		req, err := h.request(ctx, http.MethodHead, u, map[string]string{"Accept-Encoding": "identity"})
+		if err != nil {
+			return fileMeta{}, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return fileMeta{}, fmt.Errorf("loader: %s: %s: %w", h.repo, name, err)
+		}
+		resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("X-Linked-Etag") == "" && strings.HasPrefix(loc, "/") {
+			u = h.opts.Endpoint + loc // relative redirect: a renamed repository
+			continue
+		}
+		if resp.StatusCode >= 400 {
+			return fileMeta{}, statusError(resp, h.repo+": "+name)
+		}
+		m := fileMeta{commit: resp.Header.Get("X-Repo-Commit")}
+		m.etag = resp.Header.Get("X-Linked-Etag")
+		if m.etag == "" {
+			m.etag = resp.Header.Get("ETag")
+		}
+		m.etag = strings.Trim(strings.TrimPrefix(m.etag, "W/"), `"`)
+		sizeText := resp.Header.Get("X-Linked-Size")
+		if sizeText == "" {
+			sizeText = resp.Header.Get("Content-Length")
+		}
+		m.size, err = strconv.ParseInt(sizeText, 10, 64)
+		if err != nil || m.size < 0 {
+			return fileMeta{}, fmt.Errorf("loader: %s: %s: the Hub gave no usable size (%q)", h.repo, name, sizeText)
+		}
+		if !etagPattern.MatchString(m.etag) {
+			return fileMeta{}, fmt.Errorf("loader: %s: %s: the Hub gave no usable ETag (%q)", h.repo, name, truncate(m.etag, 80))
+		}
+		if m.commit != commit {
+			return fileMeta{}, fmt.Errorf("loader: %s: %s: the Hub answered for commit %q, asked %s", h.repo, name, m.commit, commit)
+		}
+		return m, nil
+	}
+	return fileMeta{}, fmt.Errorf("loader: %s: %s: too many redirects", h.repo, name)
+}
+
+// ensureFile makes snapshots/<commit>/<name> exist, downloading its blob when missing.
+func (h *hubClient) ensureFile(ctx context.Context, commit, name, snap string) error {
+	link := filepath.Join(snap, filepath.FromSlash(name))
+	if _, err := os.Stat(link); err == nil {
+		return nil
+	}
+	meta, err := h.head(ctx, commit, name)
+	if err != nil {
+		return err
+	}
+	blobs := filepath.Join(h.repoDir, "blobs")
+	if err := os.MkdirAll(blobs, 0o755); err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
+	blob := filepath.Join(blobs, meta.etag)
+	if st, err := os.Stat(blob); err != nil || st.Size() != meta.size {
+		if err := h.download(ctx, commit, name, meta, blob); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
+	rel, err := filepath.Rel(filepath.Dir(link), blob)
+	if err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
+	os.Remove(link) // a dangling link from an interrupted run
+	if err := os.Symlink(rel, link); err != nil {
+		return fmt.Errorf("loader: linking %s into the snapshot: %w", name, err)
+	}
+	return nil
+}
+
+// download fetches the blob into <blob>.incomplete, resuming a partial file with a Range
+// request, checks size and digest, and renames it into place.
+func (h *hubClient) download(ctx context.Context, commit, name string, meta fileMeta, blob string) error {
+	part := blob + ".incomplete"
+	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
+	defer f.Close()
+	var sum hash.Hash
+	lfs := len(meta.etag) == 64
+	if lfs {
+		sum = sha256.New()
+	} else {
+		sum = sha1.New()
+		fmt.Fprintf(sum, "blob %d\x00", meta.size)
+	}
+	have, err := io.Copy(sum, f) // hash what an earlier run left
+	if err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
+	if have > meta.size {
+		if err := restart(f, &have, &sum, lfs, meta.size); err != nil {
+			return err
+		}
+	}
+	if have < meta.size {
+		hdr := map[string]string{"Accept-Encoding": "identity"}
+		if have > 0 {
+			hdr["Range"] = fmt.Sprintf("bytes=%d-", have)
+		}
+		req, err := h.request(ctx, http.MethodGet, h.resolveURL(commit, name), hdr)
+		if err != nil {
+			return err
+		}
+		resp, err := h.opts.Client.Do(req)
+		if err != nil {
+			return fmt.Errorf("loader: downloading %s: %w (run again to resume)", name, err)
+		}
+		defer resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusPartialContent && have > 0:
+		case resp.StatusCode == http.StatusOK:
+			if err := restart(f, &have, &sum, lfs, meta.size); err != nil { // the server ignored the Range
+				return err
+			}
+		case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+			if err := restart(f, &have, &sum, lfs, meta.size); err != nil {
+				return err
+			}
+			return fmt.Errorf("loader: downloading %s: the server refused to resume; run again", name)
+		default:
+			return statusError(resp, h.repo+": "+name)
+		}
+		var w io.Writer = io.MultiWriter(f, sum)
+		var pw *progressWriter
+		if h.opts.Progress != nil {
+			pw = newProgress(h.opts.Progress, name, meta.size, have)
+			w = io.MultiWriter(w, pw)
+		}
+		n, err := io.CopyBuffer(w, io.LimitReader(resp.Body, meta.size-have+1), make([]byte, 1<<20))
+		have += n
+		if pw != nil && err != nil {
+			fmt.Fprintln(h.opts.Progress)
+		}
+		if err != nil {
+			return fmt.Errorf("loader: downloading %s: %w after %d of %d bytes (run again to resume)", name, err, have, meta.size)
+		}
+	}
+	if have != meta.size {
+		return fmt.Errorf("loader: downloading %s: got %d bytes, the Hub announced %d (run again to resume)", name, have, meta.size)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != meta.etag {
+		f.Close()
+		os.Remove(part)
+		return &FormatError{Path: part, Rule: RuleManifestHash, Detail: fmt.Sprintf("downloaded %s has digest %s, the Hub's ETag is %s; the partial file was removed", name, got, meta.etag)}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
+	if err := os.Rename(part, blob); err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
+	return nil
+}
+
+// restart empties a partial file and resets its running digest.
+func restart(f *os.File, have *int64, sum *hash.Hash, lfs bool, size int64) error {
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
+	*have = 0
+	if lfs {
+		*sum = sha256.New()
+	} else {
+		*sum = sha1.New()
+		fmt.Fprintf(*sum, "blob %d\x00", size)
+	}
+	return nil
+}
