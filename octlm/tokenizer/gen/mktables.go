@@ -111,11 +111,7 @@ func main() {
 		if got, want := ref(c), norm.NFC.String(c); got != want {
 			log.Fatalf("U+%04X alone: reference %+q, x/text %+q", r, got, want)
 		}
-		moved := ref("\u0345"+c) != "\u0345"+c
 		k := ccc(r)
-		if moved != (k != 0 && k < 240) {
-			log.Fatalf("U+%04X after U+0345: reference moved=%v, x/text ccc %d", r, moved, k)
-		}
 		if k != 0 {
 			// Which probes did the reference reorder?
 			same, none := true, true
@@ -142,6 +138,10 @@ func main() {
 			default:
 				log.Fatalf("U+%04X: reference reorders it, but not as ccc %d", r, k)
 			}
+		}
+		// A mark the reference knows but x/text does not would show here.
+		if in := "\u0345" + c; ref(in) != norm.NFC.String(in) && !dropCCC[r] {
+			log.Fatalf("U+%04X after U+0345: reference %+q, x/text %+q", r, ref(in), norm.NFC.String(in))
 		}
 		if d := decomp(r); d != nil {
 			got, want := ref(string(d)), norm.NFC.String(string(d))
