@@ -1,8 +1,30 @@
 package xla
 
-// #cgo LDFLAGS: -ldl
-// #include <dlfcn.h>
-// #include <stdlib.h>
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdlib.h>
+
+// The leading fields of PJRT_Api (pjrt_c_api.h), whose layout every PJRT C API version keeps.
+typedef struct {
+	size_t struct_size;
+	void* extension_start;
+	int major_version;
+	int minor_version;
+} octlm_pjrt_api_version;
+
+typedef struct {
+	size_t struct_size;
+	void* extension_start;
+	octlm_pjrt_api_version pjrt_api_version;
+} octlm_pjrt_api_head;
+
+typedef const octlm_pjrt_api_head* (*octlm_get_pjrt_api)(void);
+
+static const octlm_pjrt_api_head* octlm_call_get_pjrt_api(void* fn) {
+	return ((octlm_get_pjrt_api)fn)();
+}
+*/
 import "C"
 
 import (
@@ -23,24 +45,29 @@ func dlopen(path string) error {
 	return nil
 }
 
-// probePlugin loads a plugin file the way go-xla will and checks that it exports GetPjrtApi, so a bad
-// file gets a plain error here instead of go-xla's. A good plugin stays loaded: go-xla's own dlopen then
-// finds it in place.
-func probePlugin(path string) error {
+// probePlugin loads a plugin file the way go-xla will, checks that it exports GetPjrtApi and returns
+// the PJRT C API version the plugin was built with, so a bad file gets a plain error here instead of
+// go-xla's (or a crash). A good plugin stays loaded: go-xla's own dlopen then finds it in place.
+func probePlugin(path string) (major, minor int, err error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	C.dlerror()
 	h := C.dlopen(cpath, C.RTLD_LAZY|C.RTLD_LOCAL)
 	if h == nil {
-		return fmt.Errorf("cannot load it: %s (if a library is missing, `ldd %s` lists what it needs)", C.GoString(C.dlerror()), path)
+		return 0, 0, fmt.Errorf("cannot load it: %s (if a library is missing, `ldd %s` lists what it needs)", C.GoString(C.dlerror()), path)
 	}
 	sym := C.CString("GetPjrtApi")
 	defer C.free(unsafe.Pointer(sym))
 	C.dlerror()
-	if C.dlsym(h, sym) == nil {
+	fn := C.dlsym(h, sym)
+	if fn == nil {
 		msg := C.GoString(C.dlerror())
 		C.dlclose(h)
-		return fmt.Errorf("not a PJRT plugin: no GetPjrtApi symbol (%s)", msg)
+		return 0, 0, fmt.Errorf("not a PJRT plugin: no GetPjrtApi symbol (%s)", msg)
 	}
-	return nil
+	api := C.octlm_call_get_pjrt_api(fn)
+	if api == nil {
+		return 0, 0, errors.New("its GetPjrtApi returned no API table")
+	}
+	return int(api.pjrt_api_version.major_version), int(api.pjrt_api_version.minor_version), nil
 }

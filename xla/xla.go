@@ -7,7 +7,8 @@
 // download is switched off when this package is imported.
 //
 // Float32 matmuls stay exact: on CUDA, Open turns go-xla's TF32 default off (every DotGeneral then
-// carries precision HIGHEST), unless the name asks for it with the option ",tf32".
+// carries precision HIGHEST) and sets NVIDIA_TF32_OVERRIDE=0 if unset, unless the name asks for TF32
+// with the option ",tf32".
 package xla
 
 import (
@@ -20,7 +21,6 @@ import (
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/gobackend"
 	gxla "github.com/gomlx/go-xla/compute/xla"
-	"github.com/gomlx/go-xla/pjrt"
 )
 
 // Backend names accepted by Open.
@@ -32,6 +32,14 @@ const (
 
 // EnvBackend is the environment variable Open("") reads, shared with GoMLX.
 const EnvBackend = "GOMLX_BACKEND"
+
+// The go-xla release octlm is built with and the PJRT C API version of its pjrt_c_api.h
+// (github.com/gomlx/go-xla@v0.4.1/pjrt/pjrt_c_api.h: PJRT_API_MAJOR, PJRT_API_MINOR).
+const (
+	goXLAVersion   = "v0.4.1"
+	goXLAPJRTMajor = 0
+	goXLAPJRTMinor = 104
+)
 
 // ErrNoPlugin is wrapped by Open's error when no PJRT plugin of the requested kind was found.
 var ErrNoPlugin = errors.New("no PJRT plugin found")
@@ -238,8 +246,26 @@ func openPlugin(pl Plugin, opts, reason string) (compute.Backend, Info, error) {
 	if pl.Kind == "cuda" && pl.SitePackages != "" {
 		info.Preloaded, info.Env, info.Warnings = prepareJAXCUDA(pl.SitePackages)
 	}
-	if err := probePlugin(pl.Path); err != nil {
+	if pl.Kind == "cuda" && !wantsTF32(opts) && os.Getenv("NVIDIA_TF32_OVERRIDE") == "" {
+		// Belt and braces for exact float32: cuBLAS and cuDNN then never use TF32, whatever the
+		// precision config of a dot says. Set before the plugin creates its cuBLAS handles.
+		if err := os.Setenv("NVIDIA_TF32_OVERRIDE", "0"); err != nil {
+			return fail(fmt.Errorf("set NVIDIA_TF32_OVERRIDE: %w", err))
+		}
+		info.Env = append(info.Env, "NVIDIA_TF32_OVERRIDE=0")
+	}
+	major, minor, err := probePlugin(pl.Path)
+	if err != nil {
 		return fail(err)
+	}
+	info.PJRTVersion = fmt.Sprintf("%d.%d", major, minor)
+	if major != goXLAPJRTMajor {
+		return fail(fmt.Errorf("plugin speaks PJRT C API %s, go-xla %s speaks %d.%d: the major versions must match",
+			info.PJRTVersion, goXLAVersion, goXLAPJRTMajor, goXLAPJRTMinor))
+	}
+	if minor < goXLAPJRTMinor {
+		info.Warnings = append(info.Warnings, fmt.Sprintf("plugin speaks PJRT C API %s, older than go-xla %s's %d.%d: "+
+			"calls added since may be missing", info.PJRTVersion, goXLAVersion, goXLAPJRTMajor, goXLAPJRTMinor))
 	}
 	config := pl.Path
 	if opts != "" {
@@ -258,11 +284,23 @@ func openPlugin(pl Plugin, opts, reason string) (compute.Backend, Info, error) {
 		backend.DotGeneralUseTF32 = false
 	}
 	info.TF32 = backend.DotGeneralUseTF32 && backend.IsCUDA()
-	if plugin, err := pjrt.GetPlugin(pl.Path); err == nil {
-		major, minor := plugin.Version()
-		info.PJRTVersion = fmt.Sprintf("%d.%d", major, minor)
-	}
 	return backend, info, nil
+}
+
+// wantsTF32 reports whether go-xla options turn TF32 on ("tf32", "tf32=true"); go-xla's own CUDA
+// default (on) does not count, Open turns it off.
+func wantsTF32(opts string) bool {
+	on := false
+	for _, o := range strings.Split(opts, ",") {
+		key, val, hasVal := strings.Cut(strings.TrimSpace(o), "=")
+		switch key {
+		case "tf32":
+			on = !hasVal || val == "true" || val == "1" || val == "t" || val == "T" || val == "TRUE" || val == "True"
+		case "notf32":
+			on = false
+		}
+	}
+	return on
 }
 
 // mentionsTF32 reports whether go-xla options set tf32 explicitly ("tf32", "tf32=…", "notf32").

@@ -331,6 +331,7 @@ func TestFakeJAXPluginPreparesNvidia(t *testing.T) {
 	badLib := writeFile(t, filepath.Join(site, "nvidia", "cu13", "lib", "libcudart.so.13"), "not ELF")
 	writeFile(t, filepath.Join(site, "nvidia", "cu13", "bin", "ptxas"), "")
 	t.Setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+	t.Setenv("NVIDIA_TF32_OVERRIDE", "")
 
 	_, _, err := Places{SitePackages: []string{site}}.Open(CUDA)
 	if err == nil {
@@ -344,6 +345,17 @@ func TestFakeJAXPluginPreparesNvidia(t *testing.T) {
 	wantFlags := "--xla_dump_to=/tmp/x --xla_gpu_cuda_data_dir=" + filepath.Join(site, "nvidia", "cu13")
 	if got := os.Getenv("XLA_FLAGS"); got != wantFlags {
 		t.Errorf("XLA_FLAGS = %q, want %q", got, wantFlags)
+	}
+
+	if got := os.Getenv("NVIDIA_TF32_OVERRIDE"); got != "0" {
+		t.Errorf("NVIDIA_TF32_OVERRIDE = %q, want 0 for exact float32", got)
+	}
+	t.Setenv("NVIDIA_TF32_OVERRIDE", "")
+	if _, _, err := (Places{SitePackages: []string{site}}).Open(CUDA + ",tf32"); err == nil {
+		t.Fatal("fake plugin loaded")
+	}
+	if got := os.Getenv("NVIDIA_TF32_OVERRIDE"); got != "" {
+		t.Errorf("with ,tf32 NVIDIA_TF32_OVERRIDE = %q, want it left alone", got)
 	}
 
 	// A data dir the user set is kept; a missing nvidia/ folder is reported.
@@ -379,6 +391,34 @@ func TestCheckProductCatchesTF32(t *testing.T) {
 	}
 	if err := checkProduct(exact[1:]); err == nil {
 		t.Fatal("short result accepted")
+	}
+}
+
+func TestGoXLAVersionPinned(t *testing.T) {
+	// goXLAPJRTMinor is copied from go-xla's pjrt_c_api.h: a go-xla upgrade must revisit it.
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mod), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "github.com/gomlx/go-xla" {
+			if f[1] != goXLAVersion {
+				t.Fatalf("go.mod requires go-xla %s, but goXLAVersion/goXLAPJRTMinor describe %s: update them from its pjrt/pjrt_c_api.h", f[1], goXLAVersion)
+			}
+			return
+		}
+	}
+	t.Fatal("go.mod does not require github.com/gomlx/go-xla")
+}
+
+func TestWantsTF32(t *testing.T) {
+	tests := map[string]bool{"": false, "tf32": true, "tf32=true": true, "tf32=1": true, "tf32=false": false,
+		"notf32": false, "tf32,notf32": false, "memory_fraction=0.5,tf32": true, "tf32x": false}
+	for opts, want := range tests {
+		if got := wantsTF32(opts); got != want {
+			t.Errorf("wantsTF32(%q) = %v, want %v", opts, got, want)
+		}
 	}
 }
 
