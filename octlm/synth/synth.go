@@ -1,0 +1,409 @@
+// Package synth writes random checkpoints in the Hugging Face Hub's exact Qwen3 layout:
+// config.json, generation_config.json, a BF16 model.safetensors with every tensor under the
+// Hub's names (including the stored duplicate lm_head.weight), and the real Qwen3 tokenizer
+// files. Speed never depends on weight values, so a full-size random checkpoint is what
+// benchmarks load; correctness checks use the fixtures in testdata/ instead.
+//
+// It knows the Qwen3 tensor names and shapes; it knows nothing of graphs or of how the model
+// uses the tensors. Files are written through loader and streamed: the model is never held in
+// memory, not even once.
+package synth
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	"github.com/octlm/octlm/loader"
+)
+
+// QwenLike holds the config.json values of a Qwen3 checkpoint.
+type QwenLike struct {
+	VocabSize             int
+	HiddenSize            int
+	NumLayers             int
+	NumHeads              int
+	NumKVHeads            int
+	HeadDim               int
+	IntermediateSize      int
+	MaxPositionEmbeddings int
+	RopeTheta             float64
+	RMSNormEps            float64
+	BOSTokenID            int
+	EOSTokenID            int
+}
+
+// Qwen3_0_6B is the configuration of Qwen/Qwen3-0.6B on the Hub.
+func Qwen3_0_6B() QwenLike {
+	return QwenLike{
+		VocabSize: 151936, HiddenSize: 1024, NumLayers: 28, NumHeads: 16, NumKVHeads: 8, HeadDim: 128,
+		IntermediateSize: 3072, MaxPositionEmbeddings: 40960, RopeTheta: 1_000_000, RMSNormEps: 1e-6,
+		BOSTokenID: 151643, EOSTokenID: 151645,
+	}
+}
+
+// Tiny is the shape of the testdata/tiny-qwen3 fixture: grouped-query attention with
+// head_dim != hidden/heads, 2 layers, vocabulary 320.
+func Tiny() QwenLike {
+	return QwenLike{
+		VocabSize: 320, HiddenSize: 64, NumLayers: 2, NumHeads: 4, NumKVHeads: 2, HeadDim: 32,
+		IntermediateSize: 96, MaxPositionEmbeddings: 40960, RopeTheta: 1_000_000, RMSNormEps: 1e-6,
+		BOSTokenID: 0, EOSTokenID: 1,
+	}
+}
+
+// Like returns a named configuration: "qwen3-0.6b" or "tiny".
+func Like(name string) (QwenLike, error) {
+	switch name {
+	case "qwen3-0.6b", "Qwen/Qwen3-0.6B":
+		return Qwen3_0_6B(), nil
+	case "tiny":
+		return Tiny(), nil
+	}
+	return QwenLike{}, fmt.Errorf("synth: unknown model %q (want qwen3-0.6b or tiny)", name)
+}
+
+// Validate checks that every size is positive and the token ids fit the vocabulary.
+func (c QwenLike) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumLayers},
+		{"num_attention_heads", c.NumHeads}, {"num_key_value_heads", c.NumKVHeads}, {"head_dim", c.HeadDim},
+		{"intermediate_size", c.IntermediateSize}, {"max_position_embeddings", c.MaxPositionEmbeddings},
+	} {
+		if f.v <= 0 {
+			return fmt.Errorf("synth: %s must be positive, got %d", f.name, f.v)
+		}
+	}
+	if c.NumHeads%c.NumKVHeads != 0 {
+		return fmt.Errorf("synth: num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumHeads, c.NumKVHeads)
+	}
+	if c.BOSTokenID < 0 || c.BOSTokenID >= c.VocabSize || c.EOSTokenID < 0 || c.EOSTokenID >= c.VocabSize {
+		return fmt.Errorf("synth: bos/eos token ids %d/%d outside the vocabulary of %d", c.BOSTokenID, c.EOSTokenID, c.VocabSize)
+	}
+	if !(c.RopeTheta > 0) || !(c.RMSNormEps > 0) {
+		return fmt.Errorf("synth: rope_theta and rms_norm_eps must be positive")
+	}
+	return nil
+}
+
+// Tensors lists every stored tensor with the Hub's name, BF16 dtype and shape, in the order
+// they are declared by transformers (the file itself is laid out by name).
+func (c QwenLike) Tensors() []loader.TensorSpec {
+	H, I, D := c.HiddenSize, c.IntermediateSize, c.HeadDim
+	spec := func(name string, shape ...int) loader.TensorSpec {
+		return loader.TensorSpec{Name: name, DType: loader.BF16, Shape: shape}
+	}
+	out := []loader.TensorSpec{spec("model.embed_tokens.weight", c.VocabSize, H)}
+	for i := range c.NumLayers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		out = append(out,
+			spec(p+"self_attn.q_proj.weight", c.NumHeads*D, H),
+			spec(p+"self_attn.k_proj.weight", c.NumKVHeads*D, H),
+			spec(p+"self_attn.v_proj.weight", c.NumKVHeads*D, H),
+			spec(p+"self_attn.o_proj.weight", H, c.NumHeads*D),
+			spec(p+"self_attn.q_norm.weight", D),
+			spec(p+"self_attn.k_norm.weight", D),
+			spec(p+"mlp.gate_proj.weight", I, H),
+			spec(p+"mlp.up_proj.weight", I, H),
+			spec(p+"mlp.down_proj.weight", H, I),
+			spec(p+"input_layernorm.weight", H),
+			spec(p+"post_attention_layernorm.weight", H),
+		)
+	}
+	return append(out, spec("model.norm.weight", H), spec("lm_head.weight", c.VocabSize, H))
+}
+
+// UniqueParams counts parameters with the tied lm_head.weight counted once.
+func (c QwenLike) UniqueParams() int64 {
+	var n int64
+	for _, t := range c.Tensors() {
+		if t.Name == "lm_head.weight" {
+			continue
+		}
+		e := int64(1)
+		for _, d := range t.Shape {
+			e *= int64(d)
+		}
+		n += e
+	}
+	return n
+}
+
+// ModelFileSize is the exact size of the model.safetensors Write produces.
+func (c QwenLike) ModelFileSize() (int64, error) {
+	specs := c.Tensors()
+	header, _, err := loader.EncodeHeader(specs, map[string]string{"format": "pt"})
+	if err != nil {
+		return 0, err
+	}
+	n := int64(len(header))
+	for _, s := range specs {
+		n += s.Bytes()
+	}
+	return n, nil
+}
+
+// ConfigJSON renders config.json exactly as transformers writes it (keys sorted, two-space
+// indent, trailing newline), with the keys of the Hub's Qwen3 configs.
+func (c QwenLike) ConfigJSON() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{
+  "architectures": [
+    "Qwen3ForCausalLM"
+  ],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": %d,
+  "eos_token_id": %d,
+  "head_dim": %d,
+  "hidden_act": "silu",
+  "hidden_size": %d,
+  "initializer_range": 0.02,
+  "intermediate_size": %d,
+  "max_position_embeddings": %d,
+  "max_window_layers": %d,
+  "model_type": "qwen3",
+  "num_attention_heads": %d,
+  "num_hidden_layers": %d,
+  "num_key_value_heads": %d,
+  "rms_norm_eps": %s,
+  "rope_scaling": null,
+  "rope_theta": %s,
+  "sliding_window": null,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.51.0",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": %d
+}
+`, c.BOSTokenID, c.EOSTokenID, c.HeadDim, c.HiddenSize, c.IntermediateSize, c.MaxPositionEmbeddings,
+		c.NumLayers, c.NumHeads, c.NumLayers, c.NumKVHeads, pyFloat(c.RMSNormEps), pyNumber(c.RopeTheta), c.VocabSize)
+	return b.Bytes()
+}
+
+// GenerationConfigJSON renders generation_config.json with the Hub's Qwen3 sampling defaults.
+func (c QwenLike) GenerationConfigJSON() []byte {
+	return fmt.Appendf(nil, `{
+  "bos_token_id": %d,
+  "do_sample": true,
+  "eos_token_id": [
+    %d,
+    %d
+  ],
+  "pad_token_id": %d,
+  "temperature": 0.6,
+  "top_k": 20,
+  "top_p": 0.95,
+  "transformers_version": "4.51.0"
+}
+`, c.BOSTokenID, c.EOSTokenID, c.BOSTokenID, c.BOSTokenID)
+}
+
+// pyFloat formats like Python's repr of a small float (1e-06, 0.02).
+func pyFloat(v float64) string { return fmt.Sprintf("%g", v) }
+
+// pyNumber writes integral values as integers (rope_theta 1000000), others as floats.
+func pyNumber(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return fmt.Sprintf("%d", int64(v))
+	}
+	return pyFloat(v)
+}
+
+//go:embed assets/tokenizer.json.gz
+var tokenizerGz []byte
+
+//go:embed assets/tokenizer_config.json
+var tokenizerConfig []byte
+
+// The Hub's Qwen3 tokenizer files, as shipped in assets/.
+const (
+	tokenizerSHA256       = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
+	tokenizerConfigSHA256 = "d5d09f07b48c3086c508b30d1c9114bd1189145b74e982a265350c923acd8101"
+)
+
+// TokenizerFiles returns Qwen3's tokenizer.json and tokenizer_config.json, byte-identical to
+// the Hub's (checked against their SHA-256).
+func TokenizerFiles() (map[string][]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(tokenizerGz))
+	if err != nil {
+		return nil, fmt.Errorf("synth: embedded tokenizer: %w", err)
+	}
+	tok, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("synth: embedded tokenizer: %w", err)
+	}
+	files := map[string][]byte{"tokenizer.json": tok, "tokenizer_config.json": tokenizerConfig}
+	for name, want := range map[string]string{"tokenizer.json": tokenizerSHA256, "tokenizer_config.json": tokenizerConfigSHA256} {
+		if sum := sha256.Sum256(files[name]); hex.EncodeToString(sum[:]) != want {
+			return nil, fmt.Errorf("synth: embedded %s has the wrong SHA-256", name)
+		}
+	}
+	return files, nil
+}
+
+// Options tune WriteWith.
+type Options struct {
+	Seed         int64
+	Progress     io.Writer // progress lines; nil for silence
+	NoTokenizer  bool      // skip tokenizer.json and tokenizer_config.json
+	TokenizerDir string    // copy the tokenizer files from this folder instead of the embedded ones
+	Manifest     bool      // also write octlm-manifest.json (hashes every file once more)
+}
+
+// Write writes a random checkpoint for cfg into dir (created if needed) with the embedded
+// tokenizer files and no manifest. The same seed gives the same bytes.
+func Write(dir string, cfg QwenLike, seed int64, progress io.Writer) error {
+	return WriteWith(dir, cfg, Options{Seed: seed, Progress: progress})
+}
+
+// WriteWith is Write with options.
+func WriteWith(dir string, cfg QwenLike, opts Options) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	files := map[string][]byte{
+		"config.json":            cfg.ConfigJSON(),
+		"generation_config.json": cfg.GenerationConfigJSON(),
+	}
+	if !opts.NoTokenizer {
+		var tok map[string][]byte
+		var err error
+		if opts.TokenizerDir != "" {
+			tok = map[string][]byte{}
+			for _, name := range []string{"tokenizer.json", "tokenizer_config.json"} {
+				if tok[name], err = os.ReadFile(filepath.Join(opts.TokenizerDir, name)); err != nil {
+					return fmt.Errorf("synth: %w", err)
+				}
+			}
+		} else if tok, err = TokenizerFiles(); err != nil {
+			return err
+		}
+		for k, v := range tok {
+			files[k] = v
+		}
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	if err := writeModel(filepath.Join(dir, loader.SingleFileName), cfg, opts); err != nil {
+		return err
+	}
+	if opts.Manifest {
+		if _, err := loader.WriteManifest(dir, "", "", opts.Progress); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunkElems is the number of values generated per work item (2 MiB of BF16).
+const chunkElems = 1 << 20
+
+func writeModel(path string, cfg QwenLike, opts Options) error {
+	specs := cfg.Tensors()
+	var total int64
+	for _, s := range specs {
+		total += s.Bytes()
+	}
+	var pw *progressLine
+	if opts.Progress != nil {
+		pw = &progressLine{out: opts.Progress, total: total}
+		defer pw.finish()
+	}
+	workers := max(1, runtime.GOMAXPROCS(0))
+	bufs := make([][]byte, workers)
+	for i := range bufs {
+		bufs[i] = make([]byte, 2*chunkElems)
+	}
+	return loader.WriteFileFunc(path, specs, map[string]string{"format": "pt"}, func(i int, w io.Writer) error {
+		s := specs[i]
+		n := int(s.Bytes() / 2)
+		// The stored lm_head.weight is the embedding: same stream, same values.
+		key := s.Name
+		if key == "lm_head.weight" {
+			key = "model.embed_tokens.weight"
+		}
+		isNorm := len(s.Shape) == 1
+		chunks := (n + chunkElems - 1) / chunkElems
+		for c0 := 0; c0 < chunks; c0 += workers {
+			batch := min(workers, chunks-c0)
+			var wg sync.WaitGroup
+			for k := range batch {
+				wg.Go(func() {
+					c := c0 + k
+					lo, hi := c*chunkElems, min((c+1)*chunkElems, n)
+					fill(bufs[k][:2*(hi-lo)], opts.Seed, key, c, isNorm)
+				})
+			}
+			wg.Wait()
+			for k := range batch {
+				c := c0 + k
+				m := min((c+1)*chunkElems, n) - c*chunkElems
+				if _, err := w.Write(bufs[k][:2*m]); err != nil {
+					return err
+				}
+				if pw != nil {
+					pw.add(int64(2 * m))
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// fill writes BF16 values for chunk c of the tensor keyed by name: normal with standard
+// deviation 0.02 for matrices, 1 + N(0, 0.02) for norm weights.
+func fill(buf []byte, seed int64, name string, c int, isNorm bool) {
+	h := fnv.New64a()
+	io.WriteString(h, name)
+	rng := rand.New(rand.NewPCG(uint64(seed)^h.Sum64(), uint64(c)))
+	mean := float32(0)
+	if isNorm {
+		mean = 1
+	}
+	for i := 0; i < len(buf); i += 2 {
+		v := mean + 0.02*float32(rng.NormFloat64())
+		binary.LittleEndian.PutUint16(buf[i:], loader.Float32ToBFloat16(v))
+	}
+}
+
+// progressLine reports bytes written.
+type progressLine struct {
+	out         io.Writer
+	total, done int64
+	lastPct     int
+}
+
+func (p *progressLine) add(n int64) {
+	p.done += n
+	if pct := int(100 * p.done / max(p.total, 1)); pct/5 != p.lastPct/5 {
+		p.lastPct = pct
+		fmt.Fprintf(p.out, "\rsynth: model.safetensors %3d%% (%s of %s)", pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
+	}
+}
+
+func (p *progressLine) finish() {
+	fmt.Fprintf(p.out, "\rsynth: model.safetensors 100%% (%s)          \n", loader.HumanBytes(p.total))
+}
