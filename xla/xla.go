@@ -101,6 +101,13 @@ func (i Info) String() string {
 //
 // The caller owns the backend and should Finalize it.
 func Open(name string) (compute.Backend, Info, error) {
+	n := strings.TrimSpace(name)
+	if n == "" {
+		n = strings.TrimSpace(os.Getenv(EnvBackend))
+	}
+	if n == Go {
+		return Places{}.Open(name) // no plugin search (nor python3 run) needed
+	}
 	return DefaultPlaces().Open(name)
 }
 
