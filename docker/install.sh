@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# docker/install.sh installs what octlm's gonb notebooks need, on Debian 12 (or a Debian-based
+# image) that already has Go 1.26 on PATH or at /usr/local/go:
+#
+#   - Jupyter's headless executor (Debian packages jupyter-nbconvert, jupyter-client), and with
+#     --server also the classic notebook server (jupyter-notebook; Debian 12 has no JupyterLab);
+#   - gonb v0.11.3, goimports and gopls v0.23.0, built from the pinned tools module in
+#     docker/tools (go.mod + go.sum), into $(go env GOPATH)/bin (or $GOBIN);
+#   - the gonb Jupyter kernel (`gonb --install`), with GOEXPERIMENT=simd and a PATH that finds
+#     go and goimports written into the kernel's environment (kernel.json "env").
+#
+# It is idempotent: run it again and it only does what is missing. It is used by .ci/run and by
+# docker/Dockerfile*, so CI tests the same steps a user's image runs.
+#
+# Usage: bash docker/install.sh [--server] [--no-apt]
+#   --server   also install the Jupyter notebook server (for `jupyter notebook`).
+#   --no-apt   skip apt-get: Jupyter comes from elsewhere (pip, conda, Homebrew); only the Go
+#              tools and the kernel are installed.
+set -euo pipefail
+
+server=0
+apt=1
+for arg in "$@"; do
+	case "$arg" in
+	--server) server=1 ;;
+	--no-apt) apt=0 ;;
+	-h | --help)
+		sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*)
+		echo "install.sh: unknown flag $arg (want --server, --no-apt)" >&2
+		exit 2
+		;;
+	esac
+done
+
+say() { echo "install.sh: $*" >&2; }
+die() {
+	echo "install.sh: FAILED: $*" >&2
+	exit 1
+}
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+# Go: the project needs Go 1.26 with GOEXPERIMENT=simd.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+	export PATH="/usr/local/go/bin:$PATH"
+fi
+command -v go >/dev/null 2>&1 || die "go not found on PATH nor at /usr/local/go/bin; install Go 1.26 first"
+export GOEXPERIMENT=simd
+say "using $(go version) at $(command -v go)"
+
+# 1. Jupyter from Debian packages.
+if [ "$apt" = 1 ]; then
+	pkgs=(jupyter-nbconvert jupyter-client)
+	if [ "$server" = 1 ]; then
+		pkgs+=(jupyter-notebook)
+	fi
+	missing=()
+	for p in "${pkgs[@]}"; do
+		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+			missing+=("$p")
+		fi
+	done
+	if [ "${#missing[@]}" -gt 0 ]; then
+		command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install Jupyter yourself and rerun with --no-apt"
+		sudo=""
+		if [ "$(id -u)" != 0 ]; then
+			sudo="sudo"
+		fi
+		say "apt-get install ${missing[*]}"
+		$sudo apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	else
+		say "Debian packages already installed: ${pkgs[*]}"
+	fi
+fi
+command -v jupyter >/dev/null 2>&1 || die "jupyter not found on PATH after install"
+
+# 2. gonb, goimports and gopls from the pinned tools module. `go install tool` rebuilds nothing
+# when the build cache is warm. (A plain `go install github.com/janpfeifer/gonb@v0.11.3` can fail
+# where the module proxy refuses gonb's version list; the tools module pins exact versions.)
+gobin="$(go env GOBIN)"
+if [ -z "$gobin" ]; then
+	gobin="$(go env GOPATH)/bin"
+fi
+mkdir -p "$gobin"
+say "go install tool (gonb, goimports, gopls from docker/tools/go.mod) into $gobin"
+(cd "$here/tools" && GOBIN="$gobin" go install tool) || die "building the Go tools in docker/tools"
+export PATH="$gobin:$PATH"
+for t in gonb goimports gopls; do
+	[ -x "$gobin/$t" ] || die "$gobin/$t missing after go install tool"
+done
+
+# 3. The kernel spec. gonb writes kernel.json under $JUPYTER_DATA_DIR (default
+# ~/.local/share/jupyter) pointing at this gonb binary; it checks gopls and goimports.
+say "gonb --install"
+"$gobin/gonb" --install || die "gonb --install"
+datadir="${JUPYTER_DATA_DIR:-$HOME/.local/share/jupyter}"
+spec="$datadir/kernels/gonb/kernel.json"
+[ -f "$spec" ] || die "gonb --install did not write $spec"
+
+# jupyter_client 7 does not expand ${PATH} in kernel.json, so the kernel gets an explicit PATH:
+# where go and goimports are, then the PATH of this install.
+godir="$(dirname "$(command -v go)")"
+kpath="$gobin:$godir:$PATH"
+python3 - "$spec" "$kpath" <<'PY' || die "editing $spec"
+import json, sys
+path, kpath = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    spec = json.load(f)
+env = spec.get("env") or {}
+env["GOEXPERIMENT"] = "simd"
+seen, dirs = set(), []
+for d in kpath.split(":"):
+    if d and d not in seen:
+        seen.add(d)
+        dirs.append(d)
+env["PATH"] = ":".join(dirs)
+spec["env"] = env
+with open(path, "w") as f:
+    json.dump(spec, f, indent=1)
+    f.write("\n")
+PY
+say "kernel spec $spec:"
+sed 's/^/  /' "$spec" >&2
+jupyter kernelspec list 2>/dev/null | grep -q '^ *gonb ' || die "jupyter does not list the gonb kernel"
+say "done: gonb kernel installed; GOEXPERIMENT=simd set in its environment"
