@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/xla"
+)
+
+// modelFlags are the flags every command that runs the decoder shares.
+type modelFlags struct {
+	model   string
+	backend string
+	dtype   string
+}
+
+func (f *modelFlags) register(fs *flag.FlagSet, defaultModel string) {
+	fs.StringVar(&f.model, "model", defaultModel, "checkpoint folder or Hugging Face name (Qwen/Qwen3-0.6B[@revision])")
+	fs.StringVar(&f.backend, "backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
+	fs.StringVar(&f.dtype, "dtype", "f32", "resident weights and activations: f32, bf16 or f16")
+}
+
+// loadedModel is a decoder ready to run and where it came from.
+type loadedModel struct {
+	*octlm.Model
+	Dir     string
+	Backend xla.Info
+	Load    time.Duration
+}
+
+// open resolves the checkpoint, opens the backend and streams the weights in, with progress on stderr.
+func (f *modelFlags) open(ctx context.Context) (*loadedModel, error) {
+	if f.model == "" {
+		return nil, usageError{"--model is required"}
+	}
+	dtype, err := octlm.ParseDType(f.dtype)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	dir, err := resolveCheckpoint(ctx, f.model)
+	if err != nil {
+		return nil, err
+	}
+	backend, info, err := xla.Open(f.backend)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "backend: %s\n", info)
+	begin := time.Now()
+	bar := newProgress(os.Stderr, "loading")
+	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
+		bar.update(done, total)
+	}})
+	bar.finish()
+	if err != nil {
+		return nil, err
+	}
+	return &loadedModel{Model: m, Dir: dir, Backend: info, Load: time.Since(begin)}, nil
+}
+
+// resolveCheckpoint turns --model into a folder: a local folder as it is, a Hub name through
+// the Hugging Face cache (downloading what is missing).
+func resolveCheckpoint(ctx context.Context, name string) (string, error) {
+	// TODO(lead): loader.Resolve once it lands.
+	if st, err := os.Stat(name); err == nil && st.IsDir() {
+		return name, nil
+	}
+	return "", fmt.Errorf("--model %s: no such checkpoint folder", name)
+}
