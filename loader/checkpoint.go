@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -341,4 +343,27 @@ func ReadIndex(data []byte) (*Index, error) {
 		return nil, formatErr("", RuleIndex, "no weight_map")
 	}
 	return idx, nil
+}
+
+// SameData reports whether two tensors hold identical dtype, shape and bytes (compared in
+// bounded chunks); used to recognise a stored copy of a tied weight.
+func SameData(a, b Entry) (bool, error) {
+	if a.Info.DType != b.Info.DType || !slices.Equal(a.Info.Shape, b.Info.Shape) || a.Info.Size != b.Info.Size {
+		return false, nil
+	}
+	const chunk = 1 << 20
+	ba, bb := make([]byte, min(chunk, a.Info.Size)), make([]byte, min(chunk, a.Info.Size))
+	for off := int64(0); off < a.Info.Size; off += chunk {
+		n := min(chunk, a.Info.Size-off)
+		if _, err := a.File.f.ReadAt(ba[:n], a.Info.Offset+off); err != nil {
+			return false, fmt.Errorf("loader: %s: tensor %q: %w", a.File.path, a.Info.Name, err)
+		}
+		if _, err := b.File.f.ReadAt(bb[:n], b.Info.Offset+off); err != nil {
+			return false, fmt.Errorf("loader: %s: tensor %q: %w", b.File.path, b.Info.Name, err)
+		}
+		if !bytes.Equal(ba[:n], bb[:n]) {
+			return false, nil
+		}
+	}
+	return true, nil
 }

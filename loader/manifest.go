@@ -288,7 +288,7 @@ func VerifySnapshot(dir string, progress io.Writer) ([]*Manifest, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
-	repo := repoOfSnapshot(dir)
+	repo, _ := SnapshotRepo(dir)
 	if repo == "" && own != nil {
 		repo = own.Repo
 	}
@@ -306,18 +306,19 @@ func VerifySnapshot(dir string, progress io.Writer) ([]*Manifest, error) {
 	return checks, nil
 }
 
-// repoOfSnapshot returns "Org/Name" when dir is .../models--Org--Name/snapshots/<commit>.
-func repoOfSnapshot(dir string) string {
+// SnapshotRepo returns the repository ("Org/Name") and commit when dir is a Hugging Face
+// cache snapshot, .../models--Org--Name/snapshots/<commit>; empty strings otherwise.
+func SnapshotRepo(dir string) (repo, commit string) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	snaps := filepath.Dir(abs)
 	repoDir := filepath.Base(filepath.Dir(snaps))
 	if filepath.Base(snaps) != "snapshots" || !strings.HasPrefix(repoDir, "models--") {
-		return ""
+		return "", ""
 	}
-	return strings.Replace(strings.TrimPrefix(repoDir, "models--"), "--", "/", 1)
+	return strings.Replace(strings.TrimPrefix(repoDir, "models--"), "--", "/", 1), filepath.Base(abs)
 }
 
 // hashFile returns the SHA-256 (hex) and size of a file, reporting progress for large files.

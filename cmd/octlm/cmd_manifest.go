@@ -1,0 +1,77 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/octlm/octlm/loader"
+)
+
+func init() {
+	register("manifest", "write (or --verify) a checkpoint folder's size and SHA-256 manifest", func(args []string) error {
+		return runManifest(args, os.Stdout, os.Stderr)
+	})
+}
+
+func runManifest(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("manifest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	verify := fs.Bool("verify", false, "check DIR against its manifest (and shipped Hub entries) instead of writing one")
+	repo := fs.String("repo", "", "Hub repository recorded in the manifest (default: from a cache snapshot's path)")
+	revision := fs.String("revision", "", "Hub commit recorded in the manifest (default: from a cache snapshot's path)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: octlm manifest [--verify] [--repo Org/Name] [--revision COMMIT] DIR\n\n"+
+			"Writes DIR/"+loader.ManifestFileName+": every file's size and SHA-256. With --verify,\n"+
+			"checks DIR against it (exit 1 on a mismatch).\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != 1 {
+		return usageError{"manifest takes exactly one DIR"}
+	}
+	dir := fs.Arg(0)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return usageError{fmt.Sprintf("%s is not a folder", dir)}
+	}
+	if *verify {
+		checks, err := loader.VerifySnapshot(dir, stderr)
+		if errors.Is(err, loader.ErrFormat) {
+			return fmt.Errorf("%w: %w", errCheckFailed, err)
+		}
+		if err != nil {
+			return err
+		}
+		for _, m := range checks {
+			src := loader.ManifestFileName
+			if m.Repo != "" {
+				src += " (" + m.Repo + ")"
+			}
+			fmt.Fprintf(stdout, "ok: %d files match %s\n", len(m.Files), src)
+		}
+		return nil
+	}
+	r, c := loader.SnapshotRepo(dir)
+	if *repo == "" {
+		*repo = r
+	}
+	if *revision == "" {
+		*revision = c
+	}
+	m, err := loader.WriteManifest(dir, *repo, *revision, stderr)
+	if err != nil {
+		return err
+	}
+	for _, f := range m.Files {
+		fmt.Fprintf(stdout, "%s  %14s  %s\n", f.SHA256, commas(f.Size), f.Name)
+	}
+	fmt.Fprintf(stdout, "wrote %s (%d files)\n", loader.ManifestFileName, len(m.Files))
+	return nil
+}
