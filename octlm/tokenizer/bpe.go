@@ -8,12 +8,12 @@ import (
 // noMerge is the rank of a pair that does not merge.
 const noMerge = math.MaxUint32
 
-// pairKey packs two token IDs into a key of the merges map.
+// pairKey packs two token IDs into a key of the merges table.
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
 // merge looks up the pair (a, b): its rank and the ID of the merged token, or noMerge.
 func (t *Tokenizer) merge(a, b int32) (rank uint32, id int32) {
-	v, ok := t.merges[pairKey(a, b)]
+	v, ok := t.merges.get(pairKey(a, b))
 	if !ok {
 		return noMerge, -1
 	}

@@ -29,14 +29,23 @@ func init() {
 // unByteLevel turns a token written in byte-level code points back into its bytes. ok is false
 // when s holds a code point outside the byte-level alphabet.
 func unByteLevel(s string) (b []byte, ok bool) {
-	b = make([]byte, 0, len(s))
-	for _, r := range s {
-		if r < 0 || int(r) >= len(runeByte) || runeByte[r] < 0 {
-			return nil, false
+	return appendUnByteLevel(make([]byte, 0, len(s)), []byte(s))
+}
+
+// appendUnByteLevel appends the bytes that the byte-level code points in s stand for to dst.
+func appendUnByteLevel(dst, s []byte) ([]byte, bool) {
+	for len(s) > 0 {
+		r, n := rune(s[0]), 1
+		if r >= utf8.RuneSelf {
+			r, n = utf8.DecodeRune(s)
 		}
-		b = append(b, byte(runeByte[r]))
+		if int(r) >= len(runeByte) || runeByte[r] < 0 {
+			return dst, false
+		}
+		dst = append(dst, byte(runeByte[r]))
+		s = s[n:]
 	}
-	return b, true
+	return dst, true
 }
 
 // byteLevel writes b in byte-level code points.

@@ -8,36 +8,31 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
+	"runtime"
+	"sync"
 )
 
-// tokenizerJSON is the part of tokenizer.json that Load reads. truncation, padding and
-// post_processor are not read: Encode never truncates, pads or adds special tokens.
-type tokenizerJSON struct {
-	AddedTokens []struct {
-		ID         *int   `json:"id"`
-		Content    string `json:"content"`
-		SingleWord bool   `json:"single_word"`
-		LStrip     bool   `json:"lstrip"`
-		RStrip     bool   `json:"rstrip"`
-		Normalized bool   `json:"normalized"`
-		Special    bool   `json:"special"`
-	} `json:"added_tokens"`
-	Normalizer   json.RawMessage `json:"normalizer"`
-	PreTokenizer json.RawMessage `json:"pre_tokenizer"`
-	Decoder      json.RawMessage `json:"decoder"`
-	Model        *struct {
-		Type                    string          `json:"type"`
-		Dropout                 *float64        `json:"dropout"`
-		UnkToken                *string         `json:"unk_token"`
-		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
-		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
-		FuseUnk                 bool            `json:"fuse_unk"`
-		ByteFallback            bool            `json:"byte_fallback"`
-		IgnoreMerges            bool            `json:"ignore_merges"`
-		Vocab                   json.RawMessage `json:"vocab"`
-		Merges                  json.RawMessage `json:"merges"`
-	} `json:"model"`
+// addedTokenJSON is one entry of tokenizer.json's added_tokens.
+type addedTokenJSON struct {
+	ID         *int   `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+// modelJSON is tokenizer.json's model, but for its vocab and merges, which parse reads itself.
+type modelJSON struct {
+	Type                    string   `json:"type"`
+	Dropout                 *float64 `json:"dropout"`
+	UnkToken                *string  `json:"unk_token"`
+	ContinuingSubwordPrefix *string  `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string  `json:"end_of_word_suffix"`
+	FuseUnk                 bool     `json:"fuse_unk"`
+	ByteFallback            bool     `json:"byte_fallback"`
+	IgnoreMerges            bool     `json:"ignore_merges"`
 }
 
 // Load reads a Hugging Face tokenizer.json. It accepts exactly the pipeline it reproduces:
@@ -102,26 +97,80 @@ func LoadDir(dir string) (*Tokenizer, error) {
 	return t, nil
 }
 
+// parse reads tokenizer.json. truncation, padding and post_processor are not read: Encode
+// never truncates, pads or adds special tokens.
 func parse(data []byte) (*Tokenizer, error) {
-	var f tokenizerJSON
-	if err := json.Unmarshal(data, &f); err != nil {
+	var (
+		fields      = map[string][]byte{}
+		modelFields = map[string][]byte{}
+		vocab       []vocabEntry
+		merges      *rawMerges
+		sawModel    bool
+		sawVocab    bool
+		r           = &jsonReader{data: data}
+	)
+	err := r.object(func(key []byte) error {
+		if string(key) != "model" {
+			raw, err := r.skip()
+			fields[string(key)] = raw
+			return err
+		}
+		sawModel = true
+		return r.object(func(key []byte) error {
+			var err error
+			switch string(key) {
+			case "vocab":
+				sawVocab = true
+				vocab, err = readVocab(r)
+				if err != nil {
+					err = fmt.Errorf("field model.vocab: %w", err)
+				}
+			case "merges":
+				merges, err = readMerges(r)
+				if err != nil {
+					err = fmt.Errorf("field model.merges: %w", err)
+				}
+			default:
+				var raw []byte
+				raw, err = r.skip()
+				modelFields[string(key)] = raw
+			}
+			return err
+		})
+	})
+	if err == nil {
+		err = r.end()
+	}
+	if err != nil {
 		return nil, err
 	}
-	t := &Tokenizer{byID: map[int]*addedToken{}}
 
-	if err := t.parseNormalizer(f.Normalizer); err != nil {
+	t := &Tokenizer{byID: map[int]*addedToken{}}
+	if err := t.parseNormalizer(fields["normalizer"]); err != nil {
 		return nil, fmt.Errorf("field normalizer: %w", err)
 	}
-	if err := t.parsePreTokenizer(f.PreTokenizer); err != nil {
+	if err := t.parsePreTokenizer(fields["pre_tokenizer"]); err != nil {
 		return nil, fmt.Errorf("field pre_tokenizer: %w", err)
 	}
-	if err := parseDecoder(f.Decoder); err != nil {
+	if err := parseDecoder(fields["decoder"]); err != nil {
 		return nil, fmt.Errorf("field decoder: %w", err)
 	}
+	var added []addedTokenJSON
+	if raw, ok := fields["added_tokens"]; ok {
+		if err := json.Unmarshal(raw, &added); err != nil {
+			return nil, fmt.Errorf("field added_tokens: %w", err)
+		}
+	}
 
-	m := f.Model
-	if m == nil {
+	if !sawModel {
 		return nil, errors.New("field model: missing")
+	}
+	var m modelJSON
+	for k, raw := range modelFields {
+		obj, _ := json.Marshal(map[string]json.RawMessage{k: raw})
+		if err := json.Unmarshal(obj, &m); err != nil {
+			return nil, fmt.Errorf("field model.%s: %w", k, err)
+		}
 	}
 	switch {
 	case m.Type != "BPE":
@@ -132,19 +181,19 @@ func parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("field model.continuing_subword_prefix: %q, only none is supported", *m.ContinuingSubwordPrefix)
 	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
 		return nil, fmt.Errorf("field model.end_of_word_suffix: %q, only none is supported", *m.EndOfWordSuffix)
+	case !sawVocab:
+		return nil, errors.New("field model.vocab: missing")
+	case merges == nil:
+		return nil, errors.New("field model.merges: missing")
 	}
 	t.ignoreMerges = m.IgnoreMerges
 	// unk_token, fuse_unk and byte_fallback never act: every byte is in the vocabulary (checked below).
 
-	vocab, err := parseVocab(m.Vocab)
-	if err != nil {
-		return nil, fmt.Errorf("field model.vocab: %w", err)
-	}
 	maxID := -1
 	for _, e := range vocab {
 		maxID = max(maxID, e.id)
 	}
-	for _, a := range f.AddedTokens {
+	for _, a := range added {
 		if a.ID == nil {
 			return nil, fmt.Errorf("field added_tokens: token %q has no id", a.Content)
 		}
@@ -154,24 +203,17 @@ func parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("field model.vocab: token ID %d is implausibly large", maxID)
 	}
 	t.vocab = maxID + 1
-	t.tokens = make([][]byte, t.vocab)
+	t.tokens = make([]string, t.vocab)
 	t.ids = make(map[string]int, len(vocab))
 	for _, e := range vocab {
-		b, ok := unByteLevel(e.token)
-		if !ok {
-			return nil, fmt.Errorf("field model.vocab: token %q (ID %d) is not in the byte-level alphabet", e.token, e.id)
-		}
-		if e.id < 0 {
-			return nil, fmt.Errorf("field model.vocab: token %q has negative ID %d", e.token, e.id)
-		}
-		if t.tokens[e.id] != nil {
+		if t.tokens[e.id] != "" {
 			return nil, fmt.Errorf("field model.vocab: ID %d is given to two tokens", e.id)
 		}
-		if _, dup := t.ids[string(b)]; dup {
-			return nil, fmt.Errorf("field model.vocab: token %q appears twice", e.token)
+		if _, dup := t.ids[e.token]; dup {
+			return nil, fmt.Errorf("field model.vocab: token %q appears twice", byteLevel([]byte(e.token)))
 		}
-		t.tokens[e.id] = b
-		t.ids[string(b)] = e.id
+		t.tokens[e.id] = e.token
+		t.ids[e.token] = e.id
 	}
 	for b := 0; b < 256; b++ {
 		id, ok := t.ids[string([]byte{byte(b)})]
@@ -181,7 +223,7 @@ func parse(data []byte) (*Tokenizer, error) {
 		t.byteIDs[b] = int32(id)
 	}
 
-	for _, a := range f.AddedTokens {
+	for _, a := range added {
 		if a.Content == "" {
 			return nil, fmt.Errorf("field added_tokens: token ID %d has empty content", *a.ID)
 		}
@@ -198,9 +240,9 @@ func parse(data []byte) (*Tokenizer, error) {
 		// The ByteLevel decoder maps a token's code points back to bytes when all of them are in
 		// the byte-level alphabet, and otherwise keeps the token's UTF-8 as it is.
 		if b, ok := unByteLevel(a.Content); ok {
-			t.tokens[tok.id] = b
+			t.tokens[tok.id] = string(b)
 		} else {
-			t.tokens[tok.id] = []byte(a.Content)
+			t.tokens[tok.id] = a.Content
 		}
 		if tok.normalized && t.normalize {
 			tok.content = nfc(lossy(tok.content))
@@ -210,7 +252,7 @@ func parse(data []byte) (*Tokenizer, error) {
 		}
 	}
 
-	if err := t.parseMerges(m.Merges); err != nil {
+	if err := t.resolveMerges(merges); err != nil {
 		return nil, fmt.Errorf("field model.merges: %w", err)
 	}
 	return t, nil
@@ -311,75 +353,169 @@ func parseDecoder(raw json.RawMessage) error {
 	return nil
 }
 
+// vocabEntry is one token of model.vocab, in raw bytes.
 type vocabEntry struct {
 	token string
 	id    int
 }
 
-func parseVocab(raw json.RawMessage) ([]vocabEntry, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, errors.New("missing")
-	}
-	var m map[string]int
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
-	}
-	out := make([]vocabEntry, 0, len(m))
-	for k, v := range m {
-		out = append(out, vocabEntry{k, v})
-	}
-	return out, nil
+// readVocab reads model.vocab, an object from byte-level token to ID.
+func readVocab(r *jsonReader) ([]vocabEntry, error) {
+	var out []vocabEntry
+	var raw []byte
+	err := r.object(func(key []byte) error {
+		var ok bool
+		raw, ok = appendUnByteLevel(raw[:0], key)
+		if !ok {
+			return fmt.Errorf("token %q is not in the byte-level alphabet", key)
+		}
+		id, err := r.integer()
+		if err != nil {
+			return err
+		}
+		if id < 0 {
+			return fmt.Errorf("token %q has negative ID %d", key, id)
+		}
+		if len(raw) == 0 {
+			return fmt.Errorf("empty token with ID %d", id)
+		}
+		out = append(out, vocabEntry{string(raw), id})
+		return nil
+	})
+	return out, err
 }
 
-// parseMerges reads the merges, either ["a b", ...] or [["a", "b"], ...], into the merges map.
-func (t *Tokenizer) parseMerges(raw json.RawMessage) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return errors.New("missing")
+// rawMerges holds model.merges in order: merge i joins arena[ends[2i-1]:ends[2i]] and
+// arena[ends[2i]:ends[2i+1]] (with ends[-1] = 0), in raw bytes.
+type rawMerges struct {
+	arena []byte
+	ends  []int32
+}
+
+func (m *rawMerges) len() int { return len(m.ends) / 2 }
+
+// pair returns the two sides of merge i and their concatenation.
+func (m *rawMerges) pair(i int) (left, right, both []byte) {
+	start := int32(0)
+	if i > 0 {
+		start = m.ends[2*i-1]
 	}
-	var pairs [][2]string
-	if r := bytes.TrimLeft(bytes.TrimPrefix(bytes.TrimLeft(raw, " \t\r\n"), []byte("[")), " \t\r\n"); len(r) > 0 && r[0] == '"' {
-		var flat []string
-		if err := json.Unmarshal(raw, &flat); err != nil {
-			return err
+	mid, end := m.ends[2*i], m.ends[2*i+1]
+	return m.arena[start:mid], m.arena[mid:end], m.arena[start:end]
+}
+
+// readMerges reads model.merges, either ["a b", ...] or [["a", "b"], ...].
+func readMerges(r *jsonReader) (*rawMerges, error) {
+	m := &rawMerges{}
+	var s, s2 []byte
+	add := func(i int, tok []byte) error {
+		var ok bool
+		if m.arena, ok = appendUnByteLevel(m.arena, tok); !ok {
+			return fmt.Errorf("merge %d: %q is not in the byte-level alphabet", i, tok)
 		}
-		pairs = make([][2]string, len(flat))
-		for i, s := range flat {
-			a, b, ok := strings.Cut(s, " ")
-			if !ok || strings.Contains(b, " ") {
+		if len(m.arena) >= 1<<31 {
+			return errors.New("too large")
+		}
+		m.ends = append(m.ends, int32(len(m.arena)))
+		return nil
+	}
+	i := 0
+	err := r.array(func() error {
+		var left, right []byte
+		var err error
+		if r.peek() == '"' {
+			if s, err = r.str(s[:0]); err != nil {
+				return err
+			}
+			sp := bytes.IndexByte(s, ' ')
+			if sp < 0 || bytes.IndexByte(s[sp+1:], ' ') >= 0 {
 				return fmt.Errorf("merge %d %q is not two tokens separated by a space", i, s)
 			}
-			pairs[i] = [2]string{a, b}
+			left, right = s[:sp], s[sp+1:]
+		} else {
+			n := 0
+			err = r.array(func() error {
+				var err error
+				switch n {
+				case 0:
+					s, err = r.str(s[:0])
+				case 1:
+					s2, err = r.str(s2[:0])
+				default:
+					return fmt.Errorf("merge %d has more than two tokens", i)
+				}
+				n++
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if n != 2 {
+				return fmt.Errorf("merge %d has %d tokens, want 2", i, n)
+			}
+			left, right = s, s2
 		}
-	} else if err := json.Unmarshal(raw, &pairs); err != nil {
-		return err
+		if err := add(i, left); err != nil {
+			return err
+		}
+		if err := add(i, right); err != nil {
+			return err
+		}
+		i++
+		return nil
+	})
+	return m, err
+}
+
+// resolveMerges looks the merges' tokens up in the vocabulary, in parallel, and fills the merges
+// table.
+func (t *Tokenizer) resolveMerges(m *rawMerges) error {
+	n := m.len()
+	vals := make([]uint64, n) // pairKey, then rank<<32 | merged ID
+	keys := make([]uint64, n)
+	workers := min(runtime.GOMAXPROCS(0), max(1, n/16384))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lookup := func(i int, b []byte) (int, error) {
+				id, ok := t.ids[string(b)]
+				if !ok {
+					return 0, fmt.Errorf("merge %d: %q is not in the vocabulary", i, byteLevel(b))
+				}
+				return id, nil
+			}
+			for i := w * n / workers; i < (w+1)*n/workers; i++ {
+				left, right, both := m.pair(i)
+				a, err := lookup(i, left)
+				if err == nil {
+					var b int
+					if b, err = lookup(i, right); err == nil {
+						var ab int
+						if ab, err = lookup(i, both); err == nil {
+							keys[i] = pairKey(int32(a), int32(b))
+							vals[i] = uint64(i)<<32 | uint64(uint32(ab))
+							continue
+						}
+					}
+				}
+				errs[w] = err
+				return
+			}
+		}()
 	}
-	t.merges = make(map[uint64]uint64, len(pairs))
-	lookup := func(i int, s string) (int32, error) {
-		b, ok := unByteLevel(s)
-		if !ok {
-			return 0, fmt.Errorf("merge %d: %q is not in the byte-level alphabet", i, s)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err // the first failing merge: workers cover increasing ranges
 		}
-		id, ok := t.ids[string(b)]
-		if !ok {
-			return 0, fmt.Errorf("merge %d: %q is not in the vocabulary", i, s)
-		}
-		return int32(id), nil
 	}
-	for i, p := range pairs {
-		a, err := lookup(i, p[0])
-		if err != nil {
-			return err
-		}
-		b, err := lookup(i, p[1])
-		if err != nil {
-			return err
-		}
-		merged, err := lookup(i, p[0]+p[1])
-		if err != nil {
-			return err
-		}
+	t.merges = newPairTable(n)
+	for i := range n {
 		// A repeated pair takes its last rank, as in Hugging Face's merge map.
-		t.merges[pairKey(a, b)] = uint64(i)<<32 | uint64(uint32(merged))
+		t.merges.put(keys[i], vals[i])
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ import (
 type Tokenizer struct {
 	path string
 
-	tokens [][]byte       // raw bytes of each ID; nil where no token has the ID
+	tokens []string       // raw bytes of each ID; empty where no token has the ID
 	ids    map[string]int // model vocabulary: raw bytes -> ID
 	added  []*addedToken
 	byID   map[int]*addedToken
@@ -29,11 +29,11 @@ type Tokenizer struct {
 	rawAdded  matcher // added tokens matched in the text as given
 	normAdded matcher // added tokens matched in the normalized text
 
-	merges       map[uint64]uint64 // pairKey -> rank<<32 | merged ID
-	byteIDs      [256]int32        // ID of the one-byte token of each byte
-	normalize    bool              // NFC
-	maxDigits    int               // 1 (\p{N}) or 3 (\p{N}{1,3})
-	ignoreMerges bool              // a word that is in the vocabulary is one token
+	merges       pairTable  // pairKey -> rank<<32 | merged ID
+	byteIDs      [256]int32 // ID of the one-byte token of each byte
+	normalize    bool       // NFC
+	maxDigits    int        // 1 (\p{N}) or 3 (\p{N}{1,3})
+	ignoreMerges bool       // a word that is in the vocabulary is one token
 
 	cache   wordCache
 	noCache bool // for benchmarks
@@ -102,15 +102,15 @@ func (t *Tokenizer) DecodeToken(id int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte(nil), b...), nil
+	return []byte(b), nil
 }
 
 // ErrUnknownID is wrapped by the errors of Decode and DecodeToken for an ID with no token.
 var ErrUnknownID = errors.New("no token has this ID")
 
-func (t *Tokenizer) tokenBytes(id int) ([]byte, error) {
-	if id < 0 || id >= len(t.tokens) || t.tokens[id] == nil {
-		return nil, fmt.Errorf("tokenizer: token ID %d (vocabulary size %d): %w", id, t.vocab, ErrUnknownID)
+func (t *Tokenizer) tokenBytes(id int) (string, error) {
+	if id < 0 || id >= len(t.tokens) || t.tokens[id] == "" {
+		return "", fmt.Errorf("tokenizer: token ID %d (vocabulary size %d): %w", id, t.vocab, ErrUnknownID)
 	}
 	return t.tokens[id], nil
 }

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/octlm/octlm/octlm/tokenizer"
+)
+
+func init() {
+	register("tokenize", "encode JSON strings to token IDs, or decode ID arrays (--decode), one a line", runTokenize)
+}
+
+func runTokenize(args []string) error {
+	fs := flag.NewFlagSet("tokenize", flag.ContinueOnError)
+	model := fs.String("model", "", "model directory holding tokenizer.json, or the path of a tokenizer.json")
+	decode := fs.Bool("decode", false, "read JSON arrays of token IDs and write JSON strings")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: octlm tokenize --model DIR [--decode] < in.jsonl > out.jsonl\n\n"+
+			"Reads one JSON string a line and writes its token IDs as one JSON array a line (no special\n"+
+			"tokens added; special-token strings such as <|im_end|> in the text are recognised).\n"+
+			"With --decode, reads JSON arrays of IDs and writes JSON strings.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if *model == "" {
+		return usageError{"--model is required"}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	}
+	tok, err := loadTokenizer(*model)
+	if err != nil {
+		return err
+	}
+	return tokenizeStream(tok, *decode, os.Stdin, os.Stdout)
+}
+
+// loadTokenizer loads path/tokenizer.json (and tokenizer_config.json) or the file path itself.
+func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return tokenizer.LoadDir(path)
+	}
+	return tokenizer.Load(path)
+}
+
+// tokenizeStream encodes (or decodes) in line by line to out. Output is flushed whenever no more
+// input is waiting, so that the command also works interactively.
+func tokenizeStream(tok *tokenizer.Tokenizer, decode bool, in io.Reader, out io.Writer) error {
+	r := bufio.NewReaderSize(in, 1<<20)
+	w := bufio.NewWriterSize(out, 1<<16)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for lineNo := 1; ; lineNo++ {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			if err := tokenizeLine(tok, decode, line, enc); err != nil {
+				return fmt.Errorf("stdin line %d: %w", lineNo, err)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("stdin line %d: %w", lineNo, err)
+		}
+		if r.Buffered() == 0 {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return w.Flush()
+}
+
+func tokenizeLine(tok *tokenizer.Tokenizer, decode bool, line []byte, enc *json.Encoder) error {
+	if decode {
+		var ids []int
+		if err := json.Unmarshal(line, &ids); err != nil {
+			return fmt.Errorf("want a JSON array of token IDs: %w", err)
+		}
+		text, err := tok.Decode(ids)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(text)
+	}
+	var text string
+	if err := json.Unmarshal(line, &text); err != nil {
+		return fmt.Errorf("want a JSON string: %w", err)
+	}
+	ids := tok.Encode(text)
+	if ids == nil {
+		ids = []int{}
+	}
+	return enc.Encode(ids)
+}
