@@ -14,7 +14,6 @@ import (
 
 // addedTokenJSON is one entry of tokenizer.json's added_tokens.
 type addedTokenJSON struct {
-	ID         *int   `json:"id"`
 	Content    string `json:"content"`
 	SingleWord bool   `json:"single_word"`
 	LStrip     bool   `json:"lstrip"`
@@ -193,26 +192,19 @@ func parse(data []byte) (*Tokenizer, error) {
 	for _, e := range vocab {
 		maxID = max(maxID, e.id)
 	}
-	for _, a := range added {
-		if a.ID == nil {
-			return nil, fmt.Errorf("field added_tokens: token %q has no id", a.Content)
-		}
-		maxID = max(maxID, *a.ID)
-	}
 	if maxID >= 1<<24 {
 		return nil, fmt.Errorf("field model.vocab: token ID %d is implausibly large", maxID)
 	}
-	t.vocab = maxID + 1
-	t.tokens = make([]string, t.vocab)
 	t.ids = make(map[string]int, len(vocab))
+	vocabTokens := make([]string, maxID+1)
 	for _, e := range vocab {
-		if t.tokens[e.id] != "" {
+		if vocabTokens[e.id] != "" {
 			return nil, fmt.Errorf("field model.vocab: ID %d is given to two tokens", e.id)
 		}
 		if _, dup := t.ids[e.token]; dup {
 			return nil, fmt.Errorf("field model.vocab: token %q appears twice", byteLevel([]byte(e.token)))
 		}
-		t.tokens[e.id] = e.token
+		vocabTokens[e.id] = e.token
 		t.ids[e.token] = e.id
 	}
 	for b := 0; b < 256; b++ {
@@ -223,31 +215,66 @@ func parse(data []byte) (*Tokenizer, error) {
 		t.byteIDs[b] = int32(id)
 	}
 
-	for _, a := range added {
+	// Added tokens get their IDs as Hugging Face assigns them when it loads the file, whatever
+	// their "id" fields say (it only warns): the ID of an earlier added token with the same
+	// content, else that of the vocabulary token written the same way, else the next ID after the
+	// vocabulary and the added tokens so far.
+	byContent := map[string]*addedToken{}
+	maxAdded := -1
+	for i, a := range added {
 		if a.Content == "" {
-			return nil, fmt.Errorf("field added_tokens: token ID %d has empty content", *a.ID)
+			continue // ignored by Hugging Face too
 		}
-		if *a.ID < 0 {
-			return nil, fmt.Errorf("field added_tokens: token %q has negative ID %d", a.Content, *a.ID)
+		tok, seen := byContent[a.Content]
+		if !seen {
+			id := -1
+			if b, ok := unByteLevel(a.Content); ok {
+				if vid, ok := t.ids[string(b)]; ok {
+					id = vid
+				}
+			}
+			if id < 0 {
+				id = len(vocab)
+				if maxAdded >= len(vocab) || (maxAdded >= 0 && len(vocab) == 0) {
+					id = maxAdded + 1
+				}
+			}
+			if id >= 1<<24 {
+				return nil, fmt.Errorf("field added_tokens: token %d %q: ID %d is implausibly large", i, a.Content, id)
+			}
+			tok = &addedToken{id: id, content: a.Content}
+			byContent[a.Content] = tok
+			t.added = append(t.added, tok)
+			maxAdded = max(maxAdded, id)
 		}
-		tok := &addedToken{id: *a.ID, content: a.Content, singleWord: a.SingleWord, lstrip: a.LStrip,
-			rstrip: a.RStrip, normalized: a.Normalized, special: a.Special}
-		if prev, dup := t.byID[tok.id]; dup {
-			return nil, fmt.Errorf("field added_tokens: ID %d is given to %q and %q", tok.id, prev.content, tok.content)
-		}
-		t.added = append(t.added, tok)
+		// A repeated token takes the flags of its last entry and stays special once special.
+		tok.singleWord, tok.lstrip, tok.rstrip, tok.normalized = a.SingleWord, a.LStrip, a.RStrip, a.Normalized
+		tok.special = tok.special || a.Special
+	}
+	t.vocab = max(maxID, maxAdded) + 1
+	t.tokens = make([]string, t.vocab)
+	copy(t.tokens, vocabTokens)
+	for _, tok := range t.added {
 		t.byID[tok.id] = tok
 		// The ByteLevel decoder maps a token's code points back to bytes when all of them are in
 		// the byte-level alphabet, and otherwise keeps the token's UTF-8 as it is.
-		if b, ok := unByteLevel(a.Content); ok {
+		if b, ok := unByteLevel(tok.content); ok {
 			t.tokens[tok.id] = string(b)
 		} else {
-			t.tokens[tok.id] = a.Content
+			t.tokens[tok.id] = tok.content
 		}
-		if tok.normalized && t.normalize {
-			tok.content = nfc(lossy(tok.content))
-			t.normAdded.add(tok)
+		// Normalized tokens are matched, normalized, in the normalized text; the others in the
+		// text as given.
+		if tok.normalized {
+			tok.match = tok.content
+			if t.normalize {
+				tok.match = nfc(lossy(tok.content))
+			}
+			if tok.match != "" {
+				t.normAdded.add(tok)
+			}
 		} else {
+			tok.match = tok.content
 			t.rawAdded.add(tok)
 		}
 	}

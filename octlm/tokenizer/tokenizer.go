@@ -44,7 +44,8 @@ type Tokenizer struct {
 // addedToken is one entry of tokenizer.json's added_tokens.
 type addedToken struct {
 	id         int
-	content    string
+	content    string // as written in tokenizer.json
+	match      string // what is matched in the text: content, normalized if the token is
 	singleWord bool
 	lstrip     bool
 	rstrip     bool
@@ -160,10 +161,10 @@ type matcher struct {
 }
 
 func (m *matcher) add(a *addedToken) {
-	c := a.content[0]
+	c := a.match[0]
 	l := m.byFirst[c]
 	i := len(l)
-	for i > 0 && len(l[i-1].content) < len(a.content) {
+	for i > 0 && len(l[i-1].match) < len(a.match) {
 		i--
 	}
 	l = append(l, nil)
@@ -179,7 +180,7 @@ func (m *matcher) split(s string, fn func(piece string, tok *addedToken)) {
 	for i := 0; i < len(s); {
 		var tok *addedToken
 		for _, a := range m.byFirst[s[i]] {
-			if len(s)-i >= len(a.content) && s[i:i+len(a.content)] == a.content {
+			if len(s)-i >= len(a.match) && s[i:i+len(a.match)] == a.match {
 				tok = a
 				break
 			}
@@ -188,7 +189,7 @@ func (m *matcher) split(s string, fn func(piece string, tok *addedToken)) {
 			i++
 			continue
 		}
-		start, stop := i, i+len(tok.content)
+		start, stop := i, i+len(tok.match)
 		i = stop
 		if tok.singleWord {
 			if (start > 0 && endsWithWord(s[:start])) || (stop < len(s) && startsWithWord(s[stop:])) {
@@ -213,19 +214,21 @@ func (m *matcher) split(s string, fn func(piece string, tok *addedToken)) {
 	}
 }
 
-// isAlphanumeric is Rust's char::is_alphanumeric: Alphabetic or Numeric.
-func isAlphanumeric(r rune) bool {
-	return unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.Is(unicode.Other_Alphabetic, r)
+// isWordChar is \w of Rust's regex crate, which Hugging Face uses for single_word:
+// Alphabetic, marks, decimal digits, connector punctuation and the join controls.
+func isWordChar(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.Is(unicode.Nd, r) ||
+		unicode.In(r, unicode.Nl, unicode.Other_Alphabetic, unicode.Pc, unicode.Join_Control)
 }
 
 func endsWithWord(s string) bool {
 	r, _ := utf8.DecodeLastRuneInString(s)
-	return isAlphanumeric(r)
+	return isWordChar(r)
 }
 
 func startsWithWord(s string) bool {
 	r, _ := utf8.DecodeRuneInString(s)
-	return isAlphanumeric(r)
+	return isWordChar(r)
 }
 
 // spaceLeftmostAtEnd returns where the whitespace at the end of s starts.
