@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 )
@@ -53,8 +55,25 @@ type Model struct {
 	weights []*tensors.Tensor // in weightOrder
 	specs   []weightSpec
 
-	mu   sync.Mutex // guards step compilation and runs
-	step *graph.Exec
+	mu       sync.Mutex // guards step compilation and runs
+	step     *graph.Exec
+	compiled map[string]bool // argument shapes the step graph has been compiled for
+	compile  CompileStats
+}
+
+// CompileStats counts the step graphs a model has compiled (one per chunk length, attended
+// length and cache capacity bucket) and the time spent building and compiling them.
+type CompileStats struct {
+	Graphs int
+	Time   time.Duration
+}
+
+// CompileStats reports the graph compilations so far. Runs that compile include that time, so
+// a benchmark subtracts it to time the computation alone.
+func (m *Model) CompileStats() CompileStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.compile
 }
 
 // layerNodes are one layer's weights inside a graph.
@@ -213,20 +232,19 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 		args = append(args, w)
 	}
 	for _, t := range cache.kv {
+		args = append(args, t)
+	}
+	if err := m.compileFor(args); err != nil {
+		return Logits{}, err
+	}
+	for i, t := range cache.kv {
 		donated, err := graph.DonateTensorBuffer(t, m.Backend, 0)
 		if err != nil {
 			return Logits{}, fmt.Errorf("octlm: donating the KV cache: %w", err)
 		}
-		args = append(args, donated)
+		args[len(args)-len(cache.kv)+i] = donated
 	}
 	cache.kv = nil // donated: on any error below the cache is gone
-	if m.step == nil {
-		exec, err := graph.NewExec(m.Backend, m.stepGraph)
-		if err != nil {
-			return Logits{}, fmt.Errorf("octlm: building the step graph: %w", err)
-		}
-		m.step = exec.WithName("octlm_step").SetMaxCache(-1)
-	}
 	outputs, err := m.step.Exec(args...)
 	if err != nil {
 		cache.broken = true
@@ -241,6 +259,44 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 		return Logits{}, fmt.Errorf("octlm: reading logits: %w", err)
 	}
 	return logits, nil
+}
+
+// compileFor compiles the step graph for the shapes of args unless it already has been, and
+// accounts for the time taken.
+func (m *Model) compileFor(args []any) error {
+	if m.step == nil {
+		exec, err := graph.NewExec(m.Backend, m.stepGraph)
+		if err != nil {
+			return fmt.Errorf("octlm: building the step graph: %w", err)
+		}
+		m.step = exec.WithName("octlm_step").SetMaxCache(-1)
+		m.compiled = map[string]bool{}
+	}
+	argShapes := make([]shapes.Shape, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case *tensors.Tensor:
+			argShapes[i] = v.Shape()
+		case []int32:
+			argShapes[i] = shapes.Make(dtypes.Int32, len(v))
+		case int32:
+			argShapes[i] = shapes.Make(dtypes.Int32)
+		default:
+			return fmt.Errorf("octlm: step argument %d has unexpected type %T", i, a)
+		}
+	}
+	key := fmt.Sprint(argShapes[:numStepInputs], argShapes[len(argShapes)-1])
+	if m.compiled[key] {
+		return nil
+	}
+	begin := time.Now()
+	if _, err := m.step.Compile(argShapes...); err != nil {
+		return fmt.Errorf("octlm: compiling the step graph for %v: %w", key, err)
+	}
+	m.compiled[key] = true
+	m.compile.Graphs++
+	m.compile.Time += time.Since(begin)
+	return nil
 }
 
 // lengthBucket rounds n up to 1, 2, 4, 8, 16, then 24, 32, 48, 64, 96, …: powers of two and

@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"runtime"
+	"sync"
+	"time"
+)
+
+// ReadBandwidth measures the machine's memory read bandwidth in bytes per second: it fills a
+// buffer of at least size bytes (so no cache holds it), then sums it with one goroutine per
+// GOMAXPROCS, each streaming through its own contiguous part, and keeps the best of passes.
+// This is the ceiling a decoder that reads every weight once per token can reach.
+func ReadBandwidth(size int64, passes int) float64 {
+	workers := runtime.GOMAXPROCS(0)
+	n := int(size / 4)
+	n -= n % (workers * 64)
+	buf := make([]float32, n)
+	for i := range buf { // fault every page in before timing
+		buf[i] = 1
+	}
+	best := 0.0
+	part := n / workers
+	sums := make([]float32, workers)
+	for range max(passes, 1) {
+		var wg sync.WaitGroup
+		begin := time.Now()
+		for w := range workers {
+			wg.Go(func() { sums[w] = sumFloat32(buf[w*part : (w+1)*part]) })
+		}
+		wg.Wait()
+		best = max(best, float64(4*n)/time.Since(begin).Seconds())
+	}
+	runtime.KeepAlive(sums)
+	return best
+}
+
+// sumScalar is the portable streaming sum: eight independent accumulators so the adds do not
+// wait on each other.
+func sumScalar(a []float32) float32 {
+	var s [8]float32
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		s[0] += a[i]
+		s[1] += a[i+1]
+		s[2] += a[i+2]
+		s[3] += a[i+3]
+		s[4] += a[i+4]
+		s[5] += a[i+5]
+		s[6] += a[i+6]
+		s[7] += a[i+7]
+	}
+	for ; i < len(a); i++ {
+		s[0] += a[i]
+	}
+	return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7]
+}

@@ -1,0 +1,321 @@
+// Package bench measures octlm end to end on one checkpoint: how fast it loads compared with a
+// plain read of the same files, how long its graphs take to compile, prefill and decode speed,
+// time to first token, peak memory, KV-cache size, and how close decoding comes to the memory
+// bandwidth the same run measures (the roofline ratio).
+//
+// It drives package octlm through its public API on a backend it is given; it knows nothing of
+// graphs, kernels or file formats, and it does not choose backends or resolve Hub names.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/gomlx/compute"
+
+	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm"
+)
+
+// Options say what to measure.
+type Options struct {
+	Dir         string          // checkpoint folder (config.json and safetensors)
+	Backend     compute.Backend // where the model runs
+	BackendName string          // how the backend was asked for, for the report
+	DType       octlm.DType     // resident weights and activations; "" means f32
+
+	PromptTokens int // prompt length for prefill and time to first token (default 128)
+	DecodeTokens int // tokens generated one at a time after the prompt (default 64)
+
+	// BandwidthBytes is the size of the streaming read that measures memory bandwidth
+	// (0 means MinBandwidthBytes; smaller reads may be served by caches and overstate it).
+	BandwidthBytes int64
+
+	// Log receives progress lines; nil means none.
+	Log io.Writer
+	// LoadProgress, when set, is called while the weights stream in.
+	LoadProgress func(done, total int64)
+}
+
+// MinBandwidthBytes is the smallest streaming read that measures memory rather than caches.
+const MinBandwidthBytes = 1 << 30
+
+// Result is one run's measurements. Speeds are per second of wall time; seconds that include
+// graph compilation say so.
+type Result struct {
+	Date        string  `json:"date"`
+	Machine     string  `json:"machine"` // CPU model, cores, memory
+	CPUs        int     `json:"cpus"`
+	GOMAXPROCS  int     `json:"gomaxprocs"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	LoadAverage float64 `json:"load_average"` // 1-minute load average at the start: other work on the machine
+	GoVersion   string  `json:"go_version"`
+	SIMD        bool    `json:"simd"` // built with GOEXPERIMENT=simd
+
+	Model   string `json:"model"`
+	Backend string `json:"backend"`
+	DType   string `json:"dtype"`
+	Layers  int    `json:"layers"`
+	Hidden  int    `json:"hidden_size"`
+	Vocab   int    `json:"vocab_size"`
+
+	CheckpointBytes          int64   `json:"checkpoint_bytes"` // bytes of the safetensors files
+	PlainReadSeconds         float64 `json:"plain_read_seconds"`
+	PlainReadBytesPerSecond  float64 `json:"plain_read_bytes_per_second"`
+	LoadSeconds              float64 `json:"load_seconds"`
+	LoadBytesPerSecond       float64 `json:"load_bytes_per_second"` // checkpoint bytes / load seconds
+	LoadReadRatio            float64 `json:"load_read_ratio"`       // load throughput / plain read throughput
+	WeightBytes              int64   `json:"weight_bytes"`          // resident weights
+	LoadPeakRSSBytes         int64   `json:"load_peak_rss_bytes"`   // peak RSS of the process up to the end of the load
+	LoadPeakRSSWeightRatio   float64 `json:"load_peak_rss_weight_ratio"`
+	PeakRSSBytes             int64   `json:"peak_rss_bytes"` // peak RSS over load, compile, prefill and decode
+	CompileSeconds           float64 `json:"compile_seconds"`
+	CompiledGraphs           int     `json:"compiled_graphs"`
+	PromptTokens             int     `json:"prompt_tokens"`
+	PrefillSeconds           float64 `json:"prefill_seconds"`
+	PrefillTokensPerSecond   float64 `json:"prefill_tokens_per_second"`
+	TimeToFirstTokenSeconds  float64 `json:"time_to_first_token_seconds"`      // prefill + picking the token, graphs compiled
+	ColdTimeToFirstToken     float64 `json:"cold_time_to_first_token_seconds"` // the same on the first call, compile included
+	DecodeTokens             int     `json:"decode_tokens"`
+	DecodeSeconds            float64 `json:"decode_seconds"`
+	DecodeTokensPerSecond    float64 `json:"decode_tokens_per_second"`
+	DecodeMsPerToken         float64 `json:"decode_ms_per_token"`
+	KVCacheBytesPerPosition  int64   `json:"kv_cache_bytes_per_position"`
+	WeightBytesPerToken      int64   `json:"weight_bytes_per_token"` // weight bytes one decode step reads
+	ReadBandwidthBytesPerSec float64 `json:"read_bandwidth_bytes_per_second"`
+	RooflineRatio            float64 `json:"roofline_ratio"` // weight bytes per token × decode tok/s ÷ read bandwidth
+}
+
+// Run loads the checkpoint and measures it. The steps run in this order so that none disturbs
+// another's numbers: a warm-up read of the files, a timed plain read, the timed load (peak RSS
+// reset just before it), a warm-up generation that compiles the graphs, the timed prefill and
+// decode on a fresh cache, and last the bandwidth read (its buffer would otherwise count in
+// the peak RSS).
+func Run(ctx context.Context, opts Options) (Result, error) {
+	opts = withDefaults(opts)
+	if opts.Backend == nil {
+		return Result{}, errors.New("bench: no backend given")
+	}
+	r := Result{
+		Date:        time.Now().UTC().Format(time.RFC3339),
+		CPUs:        runtime.NumCPU(),
+		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		MemoryBytes: memTotal(),
+		LoadAverage: loadAverage(),
+		GoVersion:   runtime.Version(),
+		SIMD:        simdBuild,
+		Model:       opts.Dir,
+		Backend:     opts.BackendName,
+		DType:       string(opts.DType),
+	}
+	r.Machine = fmt.Sprintf("%s, %d cores, %s", cpuModel(), r.CPUs, loader.HumanBytes(r.MemoryBytes))
+	logf := func(format string, args ...any) {
+		if opts.Log != nil {
+			fmt.Fprintf(opts.Log, format+"\n", args...)
+		}
+	}
+
+	// Plain read of the same files, warm-up first so the load and the read see the same page cache.
+	ckpt, err := loader.OpenCheckpoint(opts.Dir)
+	if err != nil {
+		return r, err
+	}
+	var paths []string
+	for _, f := range ckpt.Files() {
+		paths = append(paths, f.Path())
+		r.CheckpointBytes += f.Size()
+	}
+	ckpt.Close()
+	logf("reading %s of checkpoint files (warm-up, then timed)", loader.HumanBytes(r.CheckpointBytes))
+	if _, err := plainRead(paths); err != nil {
+		return r, err
+	}
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	readTime, err := plainRead(paths)
+	if err != nil {
+		return r, err
+	}
+	r.PlainReadSeconds = readTime.Seconds()
+	r.PlainReadBytesPerSecond = float64(r.CheckpointBytes) / readTime.Seconds()
+
+	// The load.
+	runtime.GC()
+	debug.FreeOSMemory()
+	if !resetPeakRSS() {
+		logf("note: cannot reset the peak RSS; it includes everything before the load")
+	}
+	logf("loading %s as %s", opts.Dir, opts.DType)
+	begin := time.Now()
+	m, err := octlm.Load(opts.Dir, octlm.LoadOptions{Backend: opts.Backend, DType: opts.DType,
+		Progress: func(_ string, done, total int64) {
+			if opts.LoadProgress != nil {
+				opts.LoadProgress(done, total)
+			}
+		}})
+	if err != nil {
+		return r, err
+	}
+	defer m.Close()
+	loadTime := time.Since(begin)
+	r.LoadPeakRSSBytes = peakRSS()
+	r.LoadSeconds = loadTime.Seconds()
+	r.LoadBytesPerSecond = float64(r.CheckpointBytes) / loadTime.Seconds()
+	r.LoadReadRatio = r.LoadBytesPerSecond / r.PlainReadBytesPerSecond
+	r.WeightBytes = m.WeightBytes()
+	r.WeightBytesPerToken = m.WeightBytes()
+	r.LoadPeakRSSWeightRatio = float64(r.LoadPeakRSSBytes) / float64(r.WeightBytes)
+	c := m.Config
+	r.Layers, r.Hidden, r.Vocab = c.NLayers, c.DModel, c.VocabSize
+	if need := opts.PromptTokens + opts.DecodeTokens; need > c.ContextLength {
+		return r, fmt.Errorf("bench: %d prompt + %d decode tokens exceed the context length %d", opts.PromptTokens, opts.DecodeTokens, c.ContextLength)
+	}
+	prompt := promptIDs(opts.PromptTokens, c.VocabSize)
+
+	// Warm-up: compiles the prefill graph and the first decode graph.
+	logf("compiling (warm-up prefill of %d tokens and one decode step)", len(prompt))
+	cold, err := generate(ctx, m, prompt, 2, nil)
+	if err != nil {
+		return r, err
+	}
+	r.ColdTimeToFirstToken = cold.firstTokenWall.Seconds()
+
+	// The timed run. Steps that had to compile a new graph (the attended length grows by
+	// buckets) have their compile time taken out.
+	logf("prefill %d tokens, then decode %d", len(prompt), opts.DecodeTokens)
+	run, err := generate(ctx, m, prompt, opts.DecodeTokens+1, opts.Log)
+	if err != nil {
+		return r, err
+	}
+	r.PeakRSSBytes = peakRSS()
+	stats := m.CompileStats()
+	r.CompileSeconds, r.CompiledGraphs = stats.Time.Seconds(), stats.Graphs
+	r.PromptTokens = len(prompt)
+	r.PrefillSeconds = run.prefill.Seconds()
+	r.PrefillTokensPerSecond = float64(len(prompt)) / run.prefill.Seconds()
+	r.TimeToFirstTokenSeconds = run.firstToken.Seconds()
+	r.DecodeTokens = opts.DecodeTokens
+	r.DecodeSeconds = run.decode.Seconds()
+	r.DecodeTokensPerSecond = float64(opts.DecodeTokens) / run.decode.Seconds()
+	r.DecodeMsPerToken = 1000 * run.decode.Seconds() / float64(opts.DecodeTokens)
+	r.KVCacheBytesPerPosition = run.kvBytesPerPosition
+
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	logf("measuring read bandwidth (%s streamed by %d goroutines)", loader.HumanBytes(opts.BandwidthBytes), r.GOMAXPROCS)
+	r.ReadBandwidthBytesPerSec = ReadBandwidth(opts.BandwidthBytes, 3)
+	r.RooflineRatio = float64(r.WeightBytesPerToken) * r.DecodeTokensPerSecond / r.ReadBandwidthBytesPerSec
+	return r, nil
+}
+
+func withDefaults(o Options) Options {
+	if o.DType == "" {
+		o.DType = octlm.Float32
+	}
+	if o.PromptTokens <= 0 {
+		o.PromptTokens = 128
+	}
+	if o.DecodeTokens <= 0 {
+		o.DecodeTokens = 64
+	}
+	if o.BandwidthBytes <= 0 {
+		o.BandwidthBytes = MinBandwidthBytes
+	}
+	return o
+}
+
+// promptIDs is a fixed pseudo-random prompt of n token IDs below vocab (the speed of a
+// decoder does not depend on which tokens it reads).
+func promptIDs(n, vocab int) []int {
+	ids := make([]int, n)
+	x := uint32(2463534242)
+	for i := range ids {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		ids[i] = int(x % uint32(vocab))
+	}
+	return ids
+}
+
+// timing is one generation's wall times with graph compilation taken out.
+type timing struct {
+	prefill, firstToken, decode time.Duration
+	firstTokenWall              time.Duration // compile included
+	kvBytesPerPosition          int64
+}
+
+// generate runs greedy generation of n tokens: the prompt in one call, then one token per
+// call, picking each token on the host as Generate does. It subtracts from each call the time
+// the model spent compiling during it.
+func generate(ctx context.Context, m *octlm.Model, prompt []int, n int, log io.Writer) (timing, error) {
+	var t timing
+	cache, err := m.NewCache(len(prompt) + n)
+	if err != nil {
+		return t, err
+	}
+	defer cache.Close()
+	t.kvBytesPerPosition = cache.BytesPerPosition()
+	compiled := m.CompileStats().Time
+	var wall time.Duration
+	step := func(ids []int) (int, time.Duration, error) {
+		begin := time.Now()
+		logits, err := m.Next(ids, cache)
+		if err != nil {
+			return 0, 0, err
+		}
+		id := octlm.Argmax(logits)
+		wall = time.Since(begin)
+		now := m.CompileStats().Time
+		took := wall - (now - compiled)
+		compiled = now
+		return id, took, nil
+	}
+	id, took, err := step(prompt)
+	if err != nil {
+		return t, err
+	}
+	t.prefill, t.firstToken, t.firstTokenWall = took, took, wall
+	lastLog := time.Now()
+	for i := 1; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return t, err
+		}
+		if id, took, err = step([]int{id}); err != nil {
+			return t, err
+		}
+		t.decode += took
+		if log != nil && (time.Since(lastLog) > 5*time.Second || i == n-1) {
+			fmt.Fprintf(log, "  decoded %d/%d tokens, %.1f ms/token\n", i, n-1, 1000*t.decode.Seconds()/float64(i))
+			lastLog = time.Now()
+		}
+	}
+	return t, nil
+}
+
+// plainRead reads every file front to back with a 1 MiB buffer, as cat would: the floor a
+// loader is measured against.
+func plainRead(paths []string) (time.Duration, error) {
+	buf := make([]byte, 1<<20)
+	begin := time.Now()
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return 0, fmt.Errorf("bench: %w", err)
+		}
+		_, err = io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
+		f.Close()
+		if err != nil {
+			return 0, fmt.Errorf("bench: reading %s: %w", p, err)
+		}
+	}
+	return time.Since(begin), nil
+}

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/gomlx/compute"
+	_ "github.com/gomlx/compute/gobackend"
+
+	"github.com/octlm/octlm/octlm"
+)
+
+func TestSumFloat32(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 7, 8, 31, 32, 33, 100, 4096 + 5} {
+		a := make([]float32, n)
+		want := 0.0
+		for i := range a {
+			a[i] = float32(r.IntN(200) - 100) // small integers: every order of summation is exact
+			want += float64(a[i])
+		}
+		if got := sumFloat32(a); float64(got) != want {
+			t.Errorf("n=%d: sumFloat32 = %v, want %v", n, got, want)
+		}
+		if got := sumScalar(a); float64(got) != want {
+			t.Errorf("n=%d: sumScalar = %v, want %v", n, got, want)
+		}
+	}
+}
+
+func TestPromptIDs(t *testing.T) {
+	a, b := promptIDs(300, 320), promptIDs(300, 320)
+	seen := map[int]bool{}
+	for i, id := range a {
+		if id < 0 || id >= 320 {
+			t.Fatalf("id %d at %d outside the vocabulary", id, i)
+		}
+		if id != b[i] {
+			t.Fatalf("prompt differs between calls at %d", i)
+		}
+		seen[id] = true
+	}
+	if len(seen) < 100 {
+		t.Fatalf("only %d distinct IDs in 300: not a varied prompt", len(seen))
+	}
+}
+
+// TestRun runs the whole benchmark on the tiny fixture and checks that the numbers hang
+// together: counts as asked, throughputs consistent with their times, sizes as the config says.
+func TestRun(t *testing.T) {
+	backend, err := compute.NewWithConfig("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("..", "testdata", "tiny-qwen3")
+	r, err := Run(context.Background(), Options{Dir: dir, Backend: backend, BackendName: "go",
+		PromptTokens: 20, DecodeTokens: 5, BandwidthBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := octlm.ReadQwenConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{"prompt and decode counts", r.PromptTokens == 20 && r.DecodeTokens == 5},
+		{"dtype defaults to f32", r.DType == "f32"},
+		{"decode speed = tokens / seconds", near(r.DecodeTokensPerSecond, 5/r.DecodeSeconds)},
+		{"ms per token = 1000 / speed", near(r.DecodeMsPerToken, 1000/r.DecodeTokensPerSecond)},
+		{"prefill speed = tokens / seconds", near(r.PrefillTokensPerSecond, 20/r.PrefillSeconds)},
+		{"load ratio = plain read time / load time", near(r.LoadReadRatio, r.PlainReadSeconds/r.LoadSeconds)},
+		{"KV bytes per position from the config", r.KVCacheBytesPerPosition == int64(2*cfg.NLayers*cfg.KVHeads*cfg.HeadWidth()*4)},
+		{"weights: float32 parameters", r.WeightBytes == 4*cfg.Parameters()},
+		{"roofline from its parts", near(r.RooflineRatio, float64(r.WeightBytesPerToken)*r.DecodeTokensPerSecond/r.ReadBandwidthBytesPerSec)},
+		{"compiled at least prefill and decode", r.CompiledGraphs >= 2 && r.CompileSeconds > 0},
+		{"cold first token includes compile", r.ColdTimeToFirstToken > r.CompileSeconds/float64(r.CompiledGraphs)},
+		{"peak RSS measured", r.PeakRSSBytes >= r.LoadPeakRSSBytes && r.LoadPeakRSSBytes > 0},
+		{"bandwidth measured", r.ReadBandwidthBytesPerSec > 1e8},
+		{"checkpoint size", r.CheckpointBytes > 0 && r.PlainReadSeconds > 0},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: not so in %+v", c.name, r)
+		}
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	backend, err := compute.NewWithConfig("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("..", "testdata", "tiny-qwen3")
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{"no backend", Options{Dir: dir}},
+		{"no checkpoint", Options{Dir: t.TempDir(), Backend: backend}},
+		{"longer than the context", Options{Dir: dir, Backend: backend, PromptTokens: 40000, DecodeTokens: 1000, BandwidthBytes: 1 << 20}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Run(context.Background(), tt.opts); err == nil {
+				t.Fatal("Run succeeded")
+			}
+		})
+	}
+}

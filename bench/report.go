@@ -1,0 +1,43 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/octlm/octlm/loader"
+)
+
+// WriteText prints r as the aligned table the README shows.
+func (r Result) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	simd := "GOEXPERIMENT=simd"
+	if !r.SIMD {
+		simd = "built WITHOUT GOEXPERIMENT=simd"
+	}
+	gb := func(b float64) string { return fmt.Sprintf("%.2f GB/s", b/1e9) }
+	rows := [][2]string{
+		{"date", r.Date},
+		{"machine", fmt.Sprintf("%s; GOMAXPROCS %d; load average %.2f", r.Machine, r.GOMAXPROCS, r.LoadAverage)},
+		{"build", fmt.Sprintf("%s, %s", r.GoVersion, simd)},
+		{"model", fmt.Sprintf("%s (%d layers, hidden %d, vocab %d)", r.Model, r.Layers, r.Hidden, r.Vocab)},
+		{"backend", fmt.Sprintf("%s, dtype %s", r.Backend, r.DType)},
+		{"plain read", fmt.Sprintf("%s in %.2f s: %s", loader.HumanBytes(r.CheckpointBytes), r.PlainReadSeconds, gb(r.PlainReadBytesPerSecond))},
+		{"load", fmt.Sprintf("%.2f s: %s, %.2f of the plain read", r.LoadSeconds, gb(r.LoadBytesPerSecond), r.LoadReadRatio)},
+		{"resident weights", loader.HumanBytes(r.WeightBytes)},
+		{"peak RSS", fmt.Sprintf("%s after the load (%.2f × the weights), %s in all", loader.HumanBytes(r.LoadPeakRSSBytes), r.LoadPeakRSSWeightRatio, loader.HumanBytes(r.PeakRSSBytes))},
+		{"compile", fmt.Sprintf("%.2f s for %d graphs", r.CompileSeconds, r.CompiledGraphs)},
+		{"prefill", fmt.Sprintf("%d tokens in %.3f s: %.1f tokens/s", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerSecond)},
+		{"time to first token", fmt.Sprintf("%.3f s (%.3f s on the first call, compile included)", r.TimeToFirstTokenSeconds, r.ColdTimeToFirstToken)},
+		{"decode", fmt.Sprintf("%d tokens: %.1f ms/token, %.2f tokens/s", r.DecodeTokens, r.DecodeMsPerToken, r.DecodeTokensPerSecond)},
+		{"KV cache", fmt.Sprintf("%s per position", loader.HumanBytes(r.KVCacheBytesPerPosition))},
+		{"read bandwidth", gb(r.ReadBandwidthBytesPerSec) + " (streaming read, all cores)"},
+		{"roofline", fmt.Sprintf("%.2f: %s/token × %.2f tokens/s = %s of %s", r.RooflineRatio,
+			loader.HumanBytes(r.WeightBytesPerToken), r.DecodeTokensPerSecond,
+			gb(float64(r.WeightBytesPerToken)*r.DecodeTokensPerSecond), gb(r.ReadBandwidthBytesPerSec))},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/octlm/octlm/bench"
+	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/xla"
+)
+
+func init() {
+	register("bench", "measure load, compile, prefill and decode speed, peak memory and the decode roofline ratio", func(args []string) error {
+		return runBench(args, os.Stdout, os.Stderr)
+	})
+}
+
+func runBench(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var mf modelFlags
+	mf.register(fs, "")
+	prompt := fs.Int("prompt", 128, "prompt `tokens` for prefill and time to first token")
+	decode := fs.Int("decode", 64, "`tokens` decoded one at a time after the prompt")
+	bandwidth := fs.Float64("bandwidth-gib", 1, "size in GiB of the streaming read that measures memory bandwidth (at least 1)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--json]\n\n"+
+			"Loads the checkpoint (timed against a plain read of the same files), compiles, runs a\n"+
+			"prompt of random token IDs and decodes greedily, then measures the memory read bandwidth\n"+
+			"and reports decode speed as a fraction of it (the roofline ratio). Progress on stderr,\n"+
+			"results on stdout.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if mf.model == "" {
+		return usageError{"--model is required"}
+	}
+	if *prompt <= 0 || *decode <= 0 {
+		return usageError{"--prompt and --decode must be positive"}
+	}
+	if *bandwidth < 1 {
+		return usageError{"--bandwidth-gib must be at least 1"}
+	}
+	dtype, err := octlm.ParseDType(mf.dtype)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	dir, err := resolveCheckpoint(ctx, mf.model)
+	if err != nil {
+		return err
+	}
+	backend, info, err := xla.Open(mf.backend)
+	if err != nil {
+		return err
+	}
+	defer backend.Finalize()
+	fmt.Fprintf(stderr, "backend: %s\n", info)
+	bar := newProgress(stderr, "loading")
+	res, err := bench.Run(ctx, bench.Options{
+		Dir: dir, Backend: backend, BackendName: info.Name, DType: dtype,
+		PromptTokens: *prompt, DecodeTokens: *decode, BandwidthBytes: int64(*bandwidth * (1 << 30)),
+		Log: stderr, LoadProgress: func(done, total int64) {
+			bar.update(done, total)
+			if done == total {
+				bar.finish()
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if res.LoadAverage > float64(res.GOMAXPROCS) {
+		fmt.Fprintf(stderr, "note: the load average was %.1f on %d cores: other work shared the machine, so these numbers are low\n", res.LoadAverage, res.GOMAXPROCS)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return res.WriteText(stdout)
+}

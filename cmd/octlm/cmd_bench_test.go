@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestBenchUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"no model", nil},
+		{"bad dtype", []string{"--model", testdata("tiny-qwen3"), "--dtype", "f8"}},
+		{"zero prompt", []string{"--model", testdata("tiny-qwen3"), "--prompt", "0"}},
+		{"small bandwidth read", []string{"--model", testdata("tiny-qwen3"), "--bandwidth-gib", "0.5"}},
+		{"stray argument", []string{"--model", testdata("tiny-qwen3"), "extra"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := runBench(tt.args, &out, &errOut)
+			var ue usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("got %v, want a usage error", err)
+			}
+			if out.Len() != 0 {
+				t.Fatalf("wrote results for bad usage: %q", out.String())
+			}
+		})
+	}
+}
+
+// TestBenchJSON runs the benchmark on the tiny fixture and checks the JSON carries the keys the
+// issue names, with results on stdout only.
+func TestBenchJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 1 GiB for the bandwidth measurement")
+	}
+	var out, errOut bytes.Buffer
+	err := runBench([]string{"--model", testdata("tiny-qwen3"), "--backend", "go", "--prompt", "8", "--decode", "3", "--json"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
+	}
+	for _, key := range []string{"prefill_tokens_per_second", "decode_tokens_per_second", "decode_ms_per_token",
+		"roofline_ratio", "read_bandwidth_bytes_per_second", "load_read_ratio", "peak_rss_bytes",
+		"compile_seconds", "backend", "dtype", "time_to_first_token_seconds", "kv_cache_bytes_per_position"} {
+		if _, ok := got[key]; !ok {
+			t.Errorf("missing key %q", key)
+		}
+	}
+	if got["backend"] != "go" || got["dtype"] != "f32" || got["decode_tokens"] != 3.0 {
+		t.Errorf("backend %v, dtype %v, decode_tokens %v: want go, f32, 3", got["backend"], got["dtype"], got["decode_tokens"])
+	}
+	if !strings.Contains(errOut.String(), "loading") {
+		t.Errorf("no progress on stderr: %q", errOut.String())
+	}
+}
