@@ -82,28 +82,54 @@ var nfcTables = sync.OnceValue(func() *nfcData {
 })
 
 // nfc returns the canonical composition of s as the reference computes it. s must be valid UTF-8.
+//
+// Only the stretches around code points that NFC may act on are normalized: such a stretch
+// starts at the code point before the first of them (a starter that may compose with it) and
+// ends before the next code point that NFC leaves alone and that nothing composes with.
 func nfc(s string) string {
 	d := nfcTables()
-	prev := 0 // start of the code point before i
+	var b []byte // the result, nil while it is s[:i]
+	done := 0    // s[:done] has been appended to b
+	prev := 0    // start of the code point before i
 	for i := 0; i < len(s); {
-		if s[i] < utf8.RuneSelf {
+		c := s[i]
+		if c < utf8.RuneSelf {
 			prev = i
 			i++
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if d.isTouchy(r) {
-			// The code point before i is a starter that nothing acts on, but it may compose with r.
-			start := i
-			if i > 0 {
-				start = prev
-			}
-			return s[:start] + d.normalize(s[start:])
+		if !d.isTouchy(r) {
+			prev = i
+			i += n
+			continue
 		}
-		prev = i
-		i += n
+		start := i
+		if i > 0 {
+			start = prev // not touchy, or it would be in the stretch
+		}
+		end := i + n
+		for end < len(s) {
+			r2, n2 := utf8.DecodeRuneInString(s[end:])
+			if r2 < utf8.RuneSelf || !d.isTouchy(r2) {
+				break
+			}
+			end += n2
+		}
+		if seg := d.normalize(s[start:end]); b != nil || seg != s[start:end] {
+			if b == nil {
+				b = make([]byte, 0, len(s)+8)
+			}
+			b = append(b, s[done:start]...)
+			b = append(b, seg...)
+			done = end
+		}
+		i = end
 	}
-	return s
+	if b == nil {
+		return s
+	}
+	return string(append(b, s[done:]...))
 }
 
 // normalize decomposes, reorders and recomposes all of s.
@@ -131,12 +157,12 @@ func (d *nfcData) normalize(s string) string {
 	}
 	// Canonical ordering: a stable sort of each run of non-starters by class.
 	for i := 1; i < len(buf); i++ {
-		c := d.ccc[buf[i]]
+		c := d.cccOf(buf[i])
 		if c == 0 {
 			continue
 		}
 		for j := i; j > 0; j-- {
-			pc := d.ccc[buf[j-1]]
+			pc := d.cccOf(buf[j-1])
 			if pc <= c {
 				break
 			}
@@ -146,16 +172,16 @@ func (d *nfcData) normalize(s string) string {
 	// Canonical composition.
 	if len(buf) > 0 {
 		starter := 0
-		lastClass := d.ccc[buf[0]]
+		lastClass := d.cccOf(buf[0])
 		if lastClass != 0 {
 			lastClass = 255 // no starter yet: block everything
 		}
 		out := 1
 		for i := 1; i < len(buf); i++ {
 			r := buf[i]
-			c := d.ccc[r]
-			if lastClass < c || lastClass == 0 {
-				if comp, ok := d.compose(buf[starter], r); ok && lastClass != 255 {
+			c := d.cccOf(r)
+			if (lastClass < c || lastClass == 0) && d.isTouchy(r) {
+				if comp, ok := d.compose(buf[starter], r); ok {
 					buf[starter] = comp
 					continue
 				}
@@ -177,6 +203,15 @@ func (d *nfcData) normalize(s string) string {
 	return b.String()
 }
 
+// cccOf returns the canonical combining class of r.
+func (d *nfcData) cccOf(r rune) uint8 {
+	if !d.isTouchy(r) {
+		return 0
+	}
+	return d.ccc[r]
+}
+
+// compose returns the primary composite of a and b, if any.
 func (d *nfcData) compose(a, b rune) (rune, bool) {
 	if a >= hangulLBase && a < hangulLBase+hangulLCount && b >= hangulVBase && b < hangulVBase+hangulVCount {
 		return hangulSBase + ((a-hangulLBase)*hangulVCount+(b-hangulVBase))*hangulTCount, true

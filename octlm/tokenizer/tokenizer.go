@@ -12,6 +12,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -158,11 +159,15 @@ func (t *Tokenizer) SpecialToken(name string) (id int, ok bool) {
 // single_word, lstrip and rstrip flags.
 type matcher struct {
 	byFirst [256][]*addedToken // by first byte, longest first
+	firsts  []byte             // the first bytes in use
 }
 
 func (m *matcher) add(a *addedToken) {
 	c := a.match[0]
 	l := m.byFirst[c]
+	if len(l) == 0 {
+		m.firsts = append(m.firsts, c)
+	}
 	i := len(l)
 	for i > 0 && len(l[i-1].match) < len(a.match) {
 		i--
@@ -178,6 +183,13 @@ func (m *matcher) add(a *addedToken) {
 func (m *matcher) split(s string, fn func(piece string, tok *addedToken)) {
 	done := 0 // end of what fn has seen
 	for i := 0; i < len(s); {
+		if len(m.firsts) == 1 { // skip ahead to the only possible first byte
+			j := strings.IndexByte(s[i:], m.firsts[0])
+			if j < 0 {
+				break
+			}
+			i += j
+		}
 		var tok *addedToken
 		for _, a := range m.byFirst[s[i]] {
 			if len(s)-i >= len(a.match) && s[i:i+len(a.match)] == a.match {
