@@ -2,12 +2,14 @@ package loader
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -18,6 +20,7 @@ import (
 type File struct {
 	path     string
 	f        *os.File
+	data     []byte // read-only mapping of the whole file, or nil (reads use ReadAt)
 	size     int64
 	tensors  []TensorInfo
 	index    map[string]int
@@ -49,7 +52,7 @@ func Open(path string) (*File, error) {
 	for i, t := range tensors {
 		index[t.Name] = i
 	}
-	return &File{path: path, f: f, size: st.Size(), tensors: tensors, index: index, metadata: metadata}, nil
+	return &File{path: path, f: f, data: mapFile(f, st.Size()), size: st.Size(), tensors: tensors, index: index, metadata: metadata}, nil
 }
 
 // Path is the path the file was opened with.
@@ -58,8 +61,15 @@ func (f *File) Path() string { return f.path }
 // Size is the file size in bytes.
 func (f *File) Size() int64 { return f.size }
 
-// Close closes the file.
-func (f *File) Close() error { return f.f.Close() }
+// Close unmaps and closes the file. Tensors already decoded stay valid.
+func (f *File) Close() error {
+	var err error
+	if f.data != nil {
+		err = unmapFile(f.data)
+		f.data = nil
+	}
+	return errors.Join(err, f.f.Close())
+}
 
 // Metadata returns a copy of the header's __metadata__ strings.
 func (f *File) Metadata() map[string]string { return maps.Clone(f.metadata) }
@@ -224,8 +234,10 @@ const chunkBytes = 256 << 10
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return &b }}
 
-// readInto reads t in chunks of at most chunkBytes raw bytes and decodes each into the matching
-// slice of dst. Large tensors are split across up to GOMAXPROCS workers.
+// readInto decodes t chunk by chunk into the matching slices of dst, with up to GOMAXPROCS
+// workers for large tensors. Chunks come straight from the file's mapping when it has one
+// (their pages released once decoded, so the file never joins the resident set), else from
+// ReadAt into a pooled buffer of chunkBytes.
 func readInto[T any](f *File, t TensorInfo, dst []T, elemSize int, decode func(out []T, raw []byte)) error {
 	if err := f.check(t); err != nil {
 		return err
@@ -243,9 +255,30 @@ func readInto[T any](f *File, t TensorInfo, dst []T, elemSize int, decode func(o
 	var next atomic.Int64
 	var firstErr error
 	var once sync.Once
+	fail := func(err error) {
+		once.Do(func() { firstErr = fmt.Errorf("loader: %s: tensor %q: %w", f.path, t.Name, err) })
+		next.Store(int64(chunks))
+	}
 	work := func() {
-		bp := chunkPool.Get().(*[]byte)
-		defer chunkPool.Put(bp)
+		if f.data != nil {
+			// A file truncated by someone else while mapped faults on access: turn that into
+			// an error instead of a crash.
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			defer func() {
+				if r := recover(); r != nil {
+					if _, ok := r.(interface{ Addr() uintptr }); !ok {
+						panic(r)
+					}
+					fail(fmt.Errorf("file changed while being read (%v)", r))
+				}
+			}()
+		}
+		var buf []byte
+		if f.data == nil {
+			bp := chunkPool.Get().(*[]byte)
+			defer chunkPool.Put(bp)
+			buf = *bp
+		}
 		for {
 			c := int(next.Add(1) - 1)
 			if c >= chunks {
@@ -253,10 +286,16 @@ func readInto[T any](f *File, t TensorInfo, dst []T, elemSize int, decode func(o
 			}
 			lo := c * per
 			hi := min(lo+per, n)
-			raw := (*bp)[:(hi-lo)*elemSize]
-			if _, err := f.f.ReadAt(raw, t.Offset+int64(lo*elemSize)); err != nil {
-				once.Do(func() { firstErr = fmt.Errorf("loader: %s: tensor %q: %w", f.path, t.Name, err) })
-				next.Store(int64(chunks))
+			off := t.Offset + int64(lo*elemSize)
+			end := t.Offset + int64(hi*elemSize)
+			if f.data != nil {
+				decode(dst[lo:hi], f.data[off:end])
+				releasePages(f.data, off, end)
+				continue
+			}
+			raw := buf[:end-off]
+			if _, err := f.f.ReadAt(raw, off); err != nil {
+				fail(err)
 				return
 			}
 			decode(dst[lo:hi], raw)
@@ -264,13 +303,17 @@ func readInto[T any](f *File, t TensorInfo, dst []T, elemSize int, decode func(o
 	}
 	if workers <= 1 {
 		work()
-		return firstErr
+	} else {
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(work)
+		}
+		wg.Wait()
 	}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(work)
+	if f.data != nil {
+		// Also the pages shared with neighbouring tensors, which no chunk released alone.
+		releasePages(f.data, t.Offset&^4095, t.Offset+t.Size+4095)
 	}
-	wg.Wait()
 	return firstErr
 }
 

@@ -71,6 +71,9 @@ func WriteFileFunc(path string, specs []TensorSpec, metadata map[string]string, 
 			os.Remove(tmp.Name())
 		}
 	}()
+	if err := tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	if _, err := bw.Write(header); err != nil {
 		return fmt.Errorf("loader: writing %s: %w", path, err)

@@ -149,9 +149,9 @@ func inspectPath(ctx context.Context, path string, offline bool, progress io.Wri
 }
 
 func printInspect(w io.Writer, r *inspectReport) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	multi := len(r.Files) > 1
-	head := "name\tdtype\tshape\tbytes\t"
+	head := fmt.Sprintf("name\tdtype\tshape\t%15s\t", "bytes")
 	if multi {
 		head += "file\t"
 	}
@@ -161,7 +161,7 @@ func printInspect(w io.Writer, r *inspectReport) error {
 		for i, d := range t.Shape {
 			dims[i] = fmt.Sprint(d)
 		}
-		line := fmt.Sprintf("%s\t%s\t[%s]\t%s\t", t.Name, t.DType, strings.Join(dims, ", "), commas(t.Bytes))
+		line := fmt.Sprintf("%s\t%s\t[%s]\t%15s\t", t.Name, t.DType, strings.Join(dims, ", "), commas(t.Bytes))
 		if multi {
 			line += t.File + "\t"
 		}
