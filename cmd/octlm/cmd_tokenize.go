@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -17,14 +18,19 @@ func init() {
 }
 
 func runTokenize(args []string) error {
+	return runTokenizeIO(args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+func runTokenizeIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tokenize", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	model := fs.String("model", "", "model directory holding tokenizer.json, or the path of a tokenizer.json")
 	decode := fs.Bool("decode", false, "read JSON arrays of token IDs and write JSON strings")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: octlm tokenize --model DIR [--decode] < in.jsonl > out.jsonl\n\n"+
 			"Reads one JSON string a line and writes its token IDs as one JSON array a line (no special\n"+
 			"tokens added; special-token strings such as <|im_end|> in the text are recognised).\n"+
-			"With --decode, reads JSON arrays of IDs and writes JSON strings.")
+			"With --decode, reads JSON arrays of IDs and writes JSON strings. Blank lines are skipped.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -43,7 +49,7 @@ func runTokenize(args []string) error {
 	if err != nil {
 		return err
 	}
-	return tokenizeStream(tok, *decode, os.Stdin, os.Stdout)
+	return tokenizeStream(tok, *decode, stdin, stdout)
 }
 
 // loadTokenizer loads path/tokenizer.json (and tokenizer_config.json) or the file path itself.
@@ -67,7 +73,7 @@ func tokenizeStream(tok *tokenizer.Tokenizer, decode bool, in io.Reader, out io.
 	enc.SetEscapeHTML(false)
 	for lineNo := 1; ; lineNo++ {
 		line, err := r.ReadBytes('\n')
-		if len(line) > 0 {
+		if len(bytes.TrimSpace(line)) > 0 {
 			if err := tokenizeLine(tok, decode, line, enc); err != nil {
 				return fmt.Errorf("stdin line %d: %w", lineNo, err)
 			}

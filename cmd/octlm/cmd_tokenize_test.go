@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/octlm/octlm/octlm/tokenizer"
+)
+
+func TestTokenizeCorpus(t *testing.T) {
+	in, err := os.ReadFile(filepath.Join(qwenTokenizerDir, "corpus.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(qwenTokenizerDir, "corpus.expected.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := runTokenizeIO([]string{"--model", qwenTokenizerDir}, bytes.NewReader(in), &out, &errOut); err != nil {
+		t.Fatalf("tokenize: %v (stderr %q)", err, errOut.String())
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		got, exp := strings.Split(out.String(), "\n"), strings.Split(string(want), "\n")
+		for i := range min(len(got), len(exp)) {
+			if got[i] != exp[i] {
+				t.Fatalf("line %d: got %.200s, want %.200s", i+1, got[i], exp[i])
+			}
+		}
+		t.Fatalf("%d output lines, want %d", len(got), len(exp))
+	}
+
+	// --decode writes the text of each line's IDs. The path of tokenizer.json works as --model too.
+	out.Reset()
+	model := filepath.Join(qwenTokenizerDir, "tokenizer.json")
+	if err := runTokenizeIO([]string{"--model", model, "--decode"}, bytes.NewReader(want), &out, &errOut); err != nil {
+		t.Fatalf("tokenize --decode: %v", err)
+	}
+	tok, err := tokenizer.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idLines := strings.Split(strings.TrimSuffix(string(want), "\n"), "\n")
+	decoded := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(decoded) != len(idLines) {
+		t.Fatalf("--decode wrote %d lines, want %d", len(decoded), len(idLines))
+	}
+	for i := range idLines {
+		var ids []int
+		var got string
+		if err := json.Unmarshal([]byte(idLines[i]), &ids); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(decoded[i]), &got); err != nil {
+			t.Fatalf("--decode line %d: %v", i+1, err)
+		}
+		if text, err := tok.Decode(ids); err != nil || got != text {
+			t.Errorf("--decode line %d differs from Decode (%v)", i+1, err)
+		}
+	}
+}
+
+func TestTokenizeSmall(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		in, want string
+	}{
+		{nil, "\"hello<|im_end|>\"\n\n\"\"\n", "[14990,151645]\n[]\n"},
+		{[]string{"--decode"}, "[14990,151645]\n[]\n[27,1,29]\n", "\"hello<|im_end|>\"\n\"\"\n\"<\\\">\"\n"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"--model", qwenTokenizerDir}, tc.args...)
+		if err := runTokenizeIO(args, strings.NewReader(tc.in), &out, &errOut); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if out.String() != tc.want {
+			t.Errorf("%v on %q: got %q, want %q", tc.args, tc.in, out.String(), tc.want)
+		}
+	}
+}
+
+func TestTokenizeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin string
+		want  string
+		usage bool
+	}{
+		{"no model", nil, "", "--model is required", true},
+		{"bad flag", []string{"--modle", "x"}, "", "flag provided but not defined", true},
+		{"positional argument", []string{"--model", qwenTokenizerDir, "x"}, "", `unexpected arguments ["x"]`, true},
+		{"missing model", []string{"--model", filepath.Join(t.TempDir(), "nope")}, "", "no such file", false},
+		{"not a string", []string{"--model", qwenTokenizerDir}, "\"a\"\n[1]\n", "stdin line 2: want a JSON string", false},
+		{"not IDs", []string{"--model", qwenTokenizerDir, "--decode"}, "\"a\"\n", "stdin line 1: want a JSON array of token IDs", false},
+		{"unknown ID", []string{"--model", qwenTokenizerDir, "--decode"}, "[1]\n[1,151669]\n", "stdin line 2: tokenizer: token ID 151669", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := runTokenizeIO(tc.args, strings.NewReader(tc.stdin), &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			var ue usageError
+			if errors.As(err, &ue) != tc.usage {
+				t.Errorf("usage error: %v, want %v", errors.As(err, &ue), tc.usage)
+			}
+		})
+	}
+}
