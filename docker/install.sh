@@ -25,7 +25,7 @@ for arg in "$@"; do
 	--server) server=1 ;;
 	--no-apt) apt=0 ;;
 	-h | --help)
-		sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+		awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
 		exit 0
 		;;
 	*)
