@@ -43,6 +43,13 @@ die() {
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
+# gonb and Jupyter place the kernel spec under $HOME.
+if [ -z "${HOME:-}" ]; then
+	HOME="$(getent passwd "$(id -u)" | cut -d: -f6)"
+	export HOME
+fi
+[ -n "$HOME" ] || die "HOME is not set and has no passwd entry"
+
 # Go: the project needs Go 1.26 with GOEXPERIMENT=simd.
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
 	export PATH="/usr/local/go/bin:$PATH"
