@@ -45,7 +45,7 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	causal := LessOrEqual(InsertAxes(keyPos, 0), InsertAxes(positions, -1)) // [S, Lb]
 
 	// embed_tokens
-	hidden := Gather(w.embed, InsertAxes(ids, -1)) // [S, d]
+	hidden := embed(w.embed, ids) // [S, d]
 
 	newCaches := make([]*Node, 0, len(caches))
 	for i, layer := range w.layers {
@@ -65,10 +65,33 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	// Only the rows that need logits go through the final norm and the vocabulary projection.
 	hidden = Gather(hidden, InsertAxes(logitRows, -1)) // [P, d]
 	hidden = rmsNorm(hidden, w.norm, c.Eps())
-	// lm_head is tied to embed_tokens: logits = hidden · embed_tokensᵀ.
-	logits := dotLastAxes(hidden, w.embed, 0) // [P, vocab]
+	logits := lmHead(hidden, w.embed, c.VocabSize) // [P, vocab]
 	logits = ConvertDType(logits, dtypes.Float32)
 	return append([]*Node{logits}, newCaches...)
+}
+
+// embed looks token IDs up in embed_tokens, stored as row blocks [blocks, rows, d]: token id
+// is row id % rows of block id / rows.
+func embed(table, ids *Node) *Node {
+	rows := table.Shape().Dimensions[1]
+	block := DivScalar(ids, rows)
+	row := Sub(ids, MulScalar(block, rows))
+	return Gather(table, Stack([]*Node{block, row}, -1)) // [S, d]
+}
+
+// lmHead is the output head, tied to embed_tokens: logits = hidden · embed_tokensᵀ. hidden is
+// [P, d], the table [blocks, rows, d]; every block is one batch of the product and the zero
+// rows past the vocabulary in the last block are cut off.
+func lmHead(hidden, table *Node, vocab int) *Node {
+	blocks, rows, d := table.Shape().Dimensions[0], table.Shape().Dimensions[1], table.Shape().Dimensions[2]
+	p := hidden.Shape().Dimensions[0]
+	perBlock := BroadcastToDims(InsertAxes(hidden, 0), blocks, p, d)
+	logits := dotLastAxes(perBlock, table, 1)                           // [blocks, P, rows]
+	logits = Reshape(TransposeAllAxes(logits, 1, 0, 2), p, blocks*rows) // [P, blocks·rows]
+	if blocks*rows > vocab {
+		logits = SliceAxis(logits, 1, AxisRange(0, vocab))
+	}
+	return logits
 }
 
 // rmsNorm is Qwen3RMSNorm: statistics in float32, then weight * normalized (no 1+w).
@@ -83,9 +106,19 @@ func rmsNorm(x, weight *Node, eps float64) *Node {
 	return Mul(weight, ConvertDType(x32, dtype))
 }
 
-// linear applies a weight stored as [in, out] to the last axis of x.
+// linear applies a Linear weight to x [S, in]: nn.Linear's x·Wᵀ with W stored transposed,
+// [in, out], or split by output columns into blocks [blocks, in, out/blocks] (see layout).
+// Each block is one batch of the product, and the blocks' outputs are laid side by side.
 func linear(x, weight *Node) *Node {
-	return DotGeneral(x, []int{x.Rank() - 1}, nil, weight, []int{0}, nil)
+	if weight.Rank() == 2 {
+		return DotGeneral(x, []int{1}, nil, weight, []int{0}, nil)
+	}
+	dims := weight.Shape().Dimensions
+	blocks, in, cols := dims[0], dims[1], dims[2]
+	seqLen := x.Shape().Dimensions[0]
+	perBlock := BroadcastToDims(InsertAxes(x, 0), blocks, seqLen, in)
+	y := DotGeneral(perBlock, []int{2}, []int{0}, weight, []int{1}, []int{0}) // [blocks, S, cols]
+	return Reshape(TransposeAllAxes(y, 1, 0, 2), seqLen, blocks*cols)
 }
 
 // dotLastAxes contracts the last axis of lhs with the last axis of rhs, with the first

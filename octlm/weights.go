@@ -3,9 +3,14 @@ package octlm
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/gomlx/compute/dtypes/float16"
 	"github.com/gomlx/compute/shapes"
@@ -21,30 +26,109 @@ const (
 	EmbeddingName = "model.embed_tokens.weight"
 )
 
+// weightKind says how a checkpoint tensor is laid out on the backend.
+type weightKind int
+
+const (
+	vectorWeight    weightKind = iota // norms: as stored
+	linearWeight                      // Hub [out, in] -> [in, out], or [blocks, in, out/blocks]
+	embeddingWeight                   // Hub [vocab, d] -> [blocks, rows, d], rows·blocks ≥ vocab
+)
+
 // weightSpec maps one Hugging Face tensor to one resident weight.
 type weightSpec struct {
-	Name      string // Hub name
-	HubShape  []int  // shape in the checkpoint: Linear weights are [out, in]
-	Transpose bool   // stored resident as [in, out], the layout the matmul kernels like
+	Name     string // Hub name
+	HubShape []int  // shape in the checkpoint: Linear weights are [out, in]
+	Kind     weightKind
+	Blocks   int // linear: column blocks; embedding: row blocks (see layout)
 }
 
 // residentShape is the shape the weight has on the backend.
 func (s weightSpec) residentShape() []int {
-	if s.Transpose {
-		return []int{s.HubShape[1], s.HubShape[0]}
+	switch s.Kind {
+	case linearWeight:
+		out, in := s.HubShape[0], s.HubShape[1]
+		if s.Blocks <= 1 {
+			return []int{in, out}
+		}
+		return []int{s.Blocks, in, out / s.Blocks}
+	case embeddingWeight:
+		vocab, d := s.HubShape[0], s.HubShape[1]
+		return []int{s.Blocks, ceilDiv(vocab, s.Blocks), d}
 	}
 	return s.HubShape
 }
 
-// weightSpecs lists the model's weights in the order the graph takes them.
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// layout is how weights are laid out for a backend: the layout its matmul kernels like. The
+// graph reads any layout; only speed differs.
+type layout struct {
+	// linearBlocks splits each Linear weight's output columns into this many blocks,
+	// [blocks, in, out/blocks] (1 keeps [in, out]). GoMLX's pure-Go backend runs a matmul below
+	// about 4M multiply-adds (every single-row decode product) on one core unless it has a batch
+	// axis, which it spreads over the cores; the blocks are that batch axis.
+	linearBlocks int
+	// headRows is the most embedding rows per block (0: one block). The embedding doubles as the
+	// output head (tied weights); in blocks of this many rows each block of the single-row
+	// vocabulary product stays on the small-matmul kernel, which reads the weight once,
+	// instead of the large one, which first copies (packs) all of it.
+	headRows int
+}
+
+// goBackend is the name (String) of GoMLX's pure-Go backend.
+const goBackendName = "go"
+
+// layoutFor picks the layout for a backend: blocks for the pure-Go backend, plain [in, out]
+// and one embedding block elsewhere (XLA parallelises a matmul by itself).
+func layoutFor(backend compute.Backend) layout {
+	if backend.String() == goBackendName {
+		return layout{linearBlocks: goLinearBlocks, headRows: goHeadRows}
+	}
+	return layout{linearBlocks: 1}
+}
+
+// The pure-Go layout, chosen by BenchmarkLayout (see bench_test.go).
+var (
+	goLinearBlocks = 4
+	goHeadRows     = 2048
+)
+
+// blocksFor is the number of blocks to split n columns into: the most up to want that divides n.
+func blocksFor(n, want int) int {
+	for b := max(want, 1); b > 1; b-- {
+		if n%b == 0 {
+			return b
+		}
+	}
+	return 1
+}
+
+// lay sets the blocks of every weight of specs as l says.
+func (l layout) lay(specs []weightSpec) []weightSpec {
+	out := slices.Clone(specs)
+	for i, s := range out {
+		switch s.Kind {
+		case linearWeight:
+			out[i].Blocks = blocksFor(s.HubShape[0], l.linearBlocks)
+		case embeddingWeight:
+			if l.headRows > 0 {
+				out[i].Blocks = ceilDiv(s.HubShape[0], l.headRows)
+			}
+		}
+	}
+	return out
+}
+
+// weightSpecs lists the model's weights in the order the graph takes them, unblocked.
 func weightSpecs(c Config) []weightSpec {
 	d, hd, ff := c.DModel, c.HeadWidth(), c.FFWidth()
 	linear := func(name string, out, in int) weightSpec {
-		return weightSpec{Name: name, HubShape: []int{out, in}, Transpose: true}
+		return weightSpec{Name: name, HubShape: []int{out, in}, Kind: linearWeight, Blocks: 1}
 	}
 	vector := func(name string, n int) weightSpec { return weightSpec{Name: name, HubShape: []int{n}} }
 	specs := []weightSpec{
-		{Name: EmbeddingName, HubShape: []int{c.VocabSize, d}},
+		{Name: EmbeddingName, HubShape: []int{c.VocabSize, d}, Kind: embeddingWeight, Blocks: 1},
 		vector("model.norm.weight", d),
 	}
 	for i := range c.NLayers {
@@ -117,16 +201,16 @@ func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (m *M
 	if dtype == "" {
 		dtype = Float32
 	}
-	specs := weightSpecs(cfg)
+	specs := layoutFor(opts.Backend).lay(weightSpecs(cfg))
 	index := make(map[string]int, len(specs))
 	for i, s := range specs {
 		index[s.Name] = i
 	}
 	m = &Model{Config: cfg, DType: dtype, Backend: opts.Backend, specs: specs, weights: make([]*tensors.Tensor, len(specs))}
+	partial := m // error returns set m to nil; partial is what to free
 	defer func() {
 		if err != nil {
-			m.Close()
-			m = nil
+			partial.Close()
 		}
 	}()
 	var total, done int64
@@ -136,6 +220,7 @@ func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (m *M
 		}
 		total += e.Info.Size
 	}
+	from := make([]loader.Entry, len(specs)) // the checkpoint entry each weight was filled from
 	var scratch []float32
 	for e, ierr := range ckpt.Tensors() {
 		if ierr != nil {
@@ -156,27 +241,19 @@ func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (m *M
 		if !slices.Equal(e.Info.Shape, spec.HubShape) {
 			return nil, fmt.Errorf("octlm: %s: shape %v does not match the config's %v", where, e.Info.Shape, spec.HubShape)
 		}
-		n := e.Info.NumElements()
-		if cap(scratch) < n {
-			scratch = make([]float32, n)
-		}
-		values := scratch[:n]
-		if err := e.File.ReadFloat32(e.Info, values); err != nil {
-			return nil, fmt.Errorf("octlm: %s: %w", where, err)
-		}
 		if m.weights[i] != nil {
 			if name != EmbeddingName {
 				return nil, fmt.Errorf("octlm: %s: stored twice", where)
 			}
-			if err := checkTiedCopy(m.weights[i], values); err != nil {
+			if err := checkTiedCopy(from[i], e, m.weights[i], &scratch); err != nil {
 				return nil, fmt.Errorf("octlm: %s: checkpoint tied weights differ: %w", where, err)
 			}
 		} else {
-			t, err := residentTensor(opts.Backend, spec, values, dtype)
+			t, err := residentTensor(opts.Backend, spec, e, dtype, &scratch)
 			if err != nil {
 				return nil, fmt.Errorf("octlm: %s: %w", where, err)
 			}
-			m.weights[i] = t
+			m.weights[i], from[i] = t, e
 		}
 		done += e.Info.Size
 		if opts.Progress != nil {
@@ -191,74 +268,173 @@ func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (m *M
 	return m, nil
 }
 
-// residentTensor allocates a weight on the backend and fills it from float32 values in the
-// Hub's layout, transposing Linear weights to [in, out] and converting to dtype in one pass.
-func residentTensor(backend compute.Backend, spec weightSpec, values []float32, dtype DType) (*tensors.Tensor, error) {
+// residentTensor reads a checkpoint tensor into a new backend buffer laid out as spec says.
+// Where the backend shares memory with the host (the pure-Go backend) the bytes are decoded
+// straight into the buffer; an embedding in the model's dtype needs no other copy, a Linear
+// weight passes through scratch (one weight's worth) to be transposed. Elsewhere the host
+// copy is uploaded and dropped.
+func residentTensor(backend compute.Backend, spec weightSpec, e loader.Entry, dtype DType, scratch *[]float32) (*tensors.Tensor, error) {
 	shape := shapes.Make(dtype.gomlx(), spec.residentShape()...)
-	t, err := tensors.FromShapeForBackend(backend, 0, shape)
-	if err != nil {
-		return nil, fmt.Errorf("allocating %s: %w", shape, err)
-	}
-	rows, cols := 1, len(values)
-	if spec.Transpose {
-		rows, cols = spec.HubShape[0], spec.HubShape[1] // hub [rows=out, cols=in] -> resident [in, out]
-	}
-	at := func(j int) float32 { return values[j] } // resident flat index -> value
-	if spec.Transpose {
-		at = func(j int) float32 { in, out := j/rows, j%rows; return values[out*cols+in] }
-	}
-	err = t.MutableFlatData(func(flat any) {
-		switch dst := flat.(type) {
-		case []float32:
-			if !spec.Transpose {
-				copy(dst, values)
-				return
-			}
-			transposeInto(dst, values, rows, cols)
-		case []float16.Float16:
-			for j := range dst {
-				dst[j] = float16.FromFloat32(at(j))
-			}
-		case []bfloat16.BFloat16:
-			for j := range dst {
-				dst[j] = bfloat16.FromFloat32(at(j))
-			}
+	var buffer compute.Buffer
+	var flat any
+	var err error
+	if backend.HasSharedBuffers() {
+		// Not zeroed: fill writes every element.
+		if buffer, flat, err = backend.NewSharedBuffer(0, shape); err != nil {
+			return nil, fmt.Errorf("allocating %s: %w", shape, err)
 		}
-	})
-	if err != nil {
-		_ = t.FinalizeAll()
+	} else {
+		flat = dtypes.MakeAnySlice(shape.DType, shape.Size())
+	}
+	if err := fill(flat, spec, e, scratch); err != nil {
+		if buffer != nil {
+			_ = buffer.Finalize()
+		}
 		return nil, err
 	}
-	if !backend.HasSharedBuffers() {
-		// Move it to the device now and drop the host copy, so only one copy stays resident.
-		if err := t.MaterializeOnDevice(backend, false, 0); err != nil {
-			_ = t.FinalizeAll()
-			return nil, fmt.Errorf("moving to the device: %w", err)
+	if buffer == nil {
+		if buffer, err = backend.BufferFromFlatData(0, flat, shape); err != nil {
+			return nil, fmt.Errorf("moving %s to the device: %w", shape, err)
 		}
-		t.FinalizeLocal()
+	}
+	t, err := tensors.FromBuffer(buffer)
+	if err != nil {
+		_ = buffer.Finalize()
+		return nil, err
 	}
 	return t, nil
 }
 
-// transposeInto writes src [rows, cols] transposed into dst [cols, rows], in cache-sized tiles.
-func transposeInto(dst, src []float32, rows, cols int) {
-	const tile = 64
-	for r0 := 0; r0 < rows; r0 += tile {
-		for c0 := 0; c0 < cols; c0 += tile {
-			for r := r0; r < min(r0+tile, rows); r++ {
-				for c := c0; c < min(c0+tile, cols); c++ {
-					dst[c*rows+r] = src[r*cols+c]
-				}
+// fill decodes the checkpoint tensor of e into flat, the resident weight's elements, in the
+// layout spec gives it: as stored for vectors, zero rows after the vocabulary for the
+// embedding's last block, blocked and transposed for Linear weights.
+func fill(flat any, spec weightSpec, e loader.Entry, scratch *[]float32) error {
+	n := e.Info.NumElements()
+	if spec.Kind != linearWeight {
+		switch dst := flat.(type) {
+		case []float32:
+			clear(dst[n:]) // padding rows of the embedding's last block
+			return e.File.ReadFloat32(e.Info, dst[:n])
+		case []bfloat16.BFloat16:
+			if e.Info.DType == loader.BF16 { // same bits: no conversion, no scratch
+				clear(dst[n:])
+				return e.File.ReadBFloat16(e.Info, unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(dst))), n))
 			}
 		}
 	}
+	if cap(*scratch) < n {
+		*scratch = make([]float32, n)
+	}
+	values := (*scratch)[:n]
+	if err := e.File.ReadFloat32(e.Info, values); err != nil {
+		return err
+	}
+	switch dst := flat.(type) {
+	case []float32:
+		placeFloat32(dst, values, spec)
+	case []bfloat16.BFloat16:
+		place(dst, values, spec, bfloat16.FromFloat32)
+	case []float16.Float16:
+		place(dst, values, spec, float16.FromFloat32)
+	default:
+		return fmt.Errorf("unsupported resident type %T", flat)
+	}
+	return nil
 }
 
-// checkTiedCopy compares a second stored copy of the embedding with the resident one.
-func checkTiedCopy(resident *tensors.Tensor, values []float32) error {
-	var mismatch error
-	err := resident.ConstFlatData(func(flat any) {
+// placeFloat32 writes values (Hub layout) into dst in spec's resident layout.
+func placeFloat32(dst, values []float32, spec weightSpec) {
+	if spec.Kind != linearWeight {
+		copy(dst, values)
+		clear(dst[len(values):])
+		return
+	}
+	out, in := spec.HubShape[0], spec.HubShape[1]
+	blocks := max(spec.Blocks, 1)
+	cols := out / blocks
+	// Block b is rows [b·cols, (b+1)·cols) of the Hub's [out, in], transposed to [in, cols].
+	parallelTiles(blocks, in, cols, func(b, i0, i1, j0, j1 int) {
+		src := values[b*cols*in:]
+		d := dst[b*in*cols:]
+		for j := j0; j < j1; j++ {
+			row := src[j*in : (j+1)*in]
+			for i := i0; i < i1; i++ {
+				d[i*cols+j] = row[i]
+			}
+		}
+	})
+}
+
+// place is placeFloat32 for the half-precision types, converting as it goes.
+func place[T any](dst []T, values []float32, spec weightSpec, convert func(float32) T) {
+	if spec.Kind != linearWeight {
 		for j, v := range values {
+			dst[j] = convert(v)
+		}
+		clear(dst[len(values):])
+		return
+	}
+	out, in := spec.HubShape[0], spec.HubShape[1]
+	blocks := max(spec.Blocks, 1)
+	cols := out / blocks
+	parallelTiles(blocks, in, cols, func(b, i0, i1, j0, j1 int) {
+		src := values[b*cols*in:]
+		d := dst[b*in*cols:]
+		for j := j0; j < j1; j++ {
+			for i := i0; i < i1; i++ {
+				d[i*cols+j] = convert(src[j*in+i])
+			}
+		}
+	})
+}
+
+// parallelTiles calls tile for every 64×64 tile of blocks matrices [rows, cols], spread over
+// GOMAXPROCS goroutines: tile(b, i0, i1, j0, j1) covers rows [i0, i1) and columns [j0, j1)
+// of block b.
+func parallelTiles(blocks, rows, cols int, tile func(b, i0, i1, j0, j1 int)) {
+	const size = 64
+	rowTiles, colTiles := ceilDiv(rows, size), ceilDiv(cols, size)
+	count := blocks * rowTiles * colTiles
+	var next atomic.Int64
+	work := func() {
+		for {
+			k := int(next.Add(1) - 1)
+			if k >= count {
+				return
+			}
+			b, rest := k/(rowTiles*colTiles), k%(rowTiles*colTiles)
+			i0, j0 := (rest/colTiles)*size, (rest%colTiles)*size
+			tile(b, i0, min(i0+size, rows), j0, min(j0+size, cols))
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), count)
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// checkTiedCopy checks that a second stored copy of the embedding (e) equals the one the
+// resident weight was filled from (first): byte for byte when both are stored alike, else value
+// by value after decoding e, which needs a float32 copy of it.
+func checkTiedCopy(first, e loader.Entry, resident *tensors.Tensor, scratch *[]float32) error {
+	same, err := loader.SameData(first, e)
+	if err != nil || same {
+		return err
+	}
+	n := e.Info.NumElements()
+	if cap(*scratch) < n {
+		*scratch = make([]float32, n)
+	}
+	values := (*scratch)[:n]
+	if err := e.File.ReadFloat32(e.Info, values); err != nil {
+		return err
+	}
+	var mismatch error
+	err = resident.ConstFlatData(func(flat any) {
+		for j, v := range values { // the embedding's first vocab·d elements are in the Hub's layout
 			var got float32
 			switch f := flat.(type) {
 			case []float32:

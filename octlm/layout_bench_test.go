@@ -1,0 +1,170 @@
+package octlm
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/octlm/octlm/loader"
+)
+
+// withLayout sets the pure-Go layout for the rest of the test.
+func withLayout(t testing.TB, blocks, headRows int) {
+	oldBlocks, oldRows := goLinearBlocks, goHeadRows
+	goLinearBlocks, goHeadRows = blocks, headRows
+	t.Cleanup(func() { goLinearBlocks, goHeadRows = oldBlocks, oldRows })
+}
+
+// TestLayouts holds every weight layout to the same parity as the default: Linear weights
+// plain or in column blocks, the embedding in one block or in row blocks with zero rows past
+// the vocabulary, on the full and token-by-token paths.
+func TestLayouts(t *testing.T) {
+	tests := []struct {
+		blocks, headRows int
+		embed            []int // resident shape of the embedding in tiny-qwen3 (vocab 320, d 64)
+		qProj            []int // resident shape of a q_proj (out 128, in 64)
+	}{
+		{1, 0, []int{1, 320, 64}, []int{64, 128}},
+		{2, 64, []int{5, 64, 64}, []int{2, 64, 64}},
+		{4, 96, []int{4, 80, 64}, []int{4, 64, 32}},   // 16 zero rows
+		{3, 300, []int{2, 160, 64}, []int{2, 64, 64}}, // 3 does not divide 128: 2 blocks
+		{8, 1000, []int{1, 320, 64}, []int{8, 64, 16}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("blocks=%d,headRows=%d", tt.blocks, tt.headRows), func(t *testing.T) {
+			withLayout(t, tt.blocks, tt.headRows)
+			for _, name := range fixtures {
+				m := loadFixture(t, name, Float32)
+				if name == "tiny-qwen3" {
+					if got := m.weights[0].Shape().Dimensions; !slices.Equal(got, tt.embed) {
+						t.Errorf("embedding resident as %v, want %v", got, tt.embed)
+					}
+					if got := m.weights[3].Shape().Dimensions; !slices.Equal(got, tt.qProj) {
+						t.Errorf("q_proj resident as %v, want %v", got, tt.qProj)
+					}
+				}
+				for n, ref := range readReference(t, name) {
+					full, err := m.Forward(ref.ids)
+					if err != nil {
+						t.Fatal(err)
+					}
+					results := map[string]Logits{"full": full}
+					if len(ref.ids) > 64 { // long cases: the full path only, to keep the test short
+						checkParity(t, name, n, results, ref)
+						continue
+					}
+					cache, err := m.NewCache(1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var parts []Logits
+					for _, id := range ref.ids {
+						l, err := m.ForwardCached([]int{id}, cache)
+						if err != nil {
+							t.Fatal(err)
+						}
+						parts = append(parts, l)
+					}
+					cache.Close()
+					results["token-by-token"] = concatLogits(parts...)
+					checkParity(t, name, n, results, ref)
+				}
+			}
+		})
+	}
+}
+
+func checkParity(t *testing.T, name string, n int, results map[string]Logits, ref referenceCase) {
+	t.Helper()
+	for path, got := range results {
+		if worst := maxAbsError(t, got, ref.logits); worst > 1e-4 {
+			t.Errorf("%s case %d %s: max abs error %.3g > 1e-4", name, n, path, worst)
+		}
+	}
+}
+
+// rewriteFixture writes a copy of a fixture's checkpoint with edit applied to its tensors.
+func rewriteFixture(t *testing.T, name string, edit func([]loader.WriteTensor) []loader.WriteTensor) string {
+	t.Helper()
+	src := fixtureDir(name)
+	f, err := loader.Open(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ts []loader.WriteTensor
+	for _, info := range f.Tensors() {
+		data := make([]byte, info.Size)
+		if err := f.ReadRaw(info, data); err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, loader.WriteTensor{Name: info.Name, DType: info.DType, Shape: info.Shape, Data: data})
+	}
+	dir := t.TempDir()
+	config, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := loader.WriteFile(filepath.Join(dir, "model.safetensors"), edit(ts), nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestTiedHead checks the stored copy of the tied output head: equal bytes load, either copy
+// alone loads, a copy that differs by one value is refused with both names.
+func TestTiedHead(t *testing.T) {
+	withLayout(t, 4, 96) // padded embedding blocks: the check must compare the real rows only
+	ref := readReference(t, "tiny-qwen3")[1]
+	byName := func(ts []loader.WriteTensor, name string) int {
+		return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
+	}
+	tests := []struct {
+		name    string
+		edit    func([]loader.WriteTensor) []loader.WriteTensor
+		wantErr string
+	}{
+		{"both copies equal", func(ts []loader.WriteTensor) []loader.WriteTensor { return ts }, ""},
+		{"head only", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			return slices.Delete(ts, byName(ts, EmbeddingName), byName(ts, EmbeddingName)+1)
+		}, ""},
+		{"embedding only", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			return slices.Delete(ts, byName(ts, TiedHeadName), byName(ts, TiedHeadName)+1)
+		}, ""},
+		{"head differs in its last value", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			h := ts[byName(ts, TiedHeadName)]
+			h.Data = slices.Clone(h.Data)
+			h.Data[len(h.Data)-1] ^= 0x40
+			ts[byName(ts, TiedHeadName)] = h
+			return ts
+		}, "tied weights differ"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := Load(rewriteFixture(t, "tiny-qwen3", tt.edit), LoadOptions{Backend: goBackend(t)})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "lm_head.weight") && !strings.Contains(err.Error(), EmbeddingName) {
+					t.Fatalf("got error %v, want one saying %q and naming the tensor", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			got, err := m.Forward(ref.ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if worst := maxAbsError(t, got, ref.logits); worst > 1e-4 {
+				t.Fatalf("max abs error %.3g", worst)
+			}
+		})
+	}
+}
