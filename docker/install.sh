@@ -132,5 +132,7 @@ with open(path, "w") as f:
 PY
 say "kernel spec $spec:"
 sed 's/^/  /' "$spec" >&2
-jupyter kernelspec list 2>/dev/null | grep -q '^ *gonb ' || die "jupyter does not list the gonb kernel"
+specs="$(jupyter kernelspec list 2>/dev/null)" || die "jupyter kernelspec list failed"
+grep -q '^ *gonb ' <<<"$specs" || die "jupyter does not list the gonb kernel:
+$specs"
 say "done: gonb kernel installed; GOEXPERIMENT=simd set in its environment"
