@@ -279,7 +279,7 @@ func parse(data []byte) (*Tokenizer, error) {
 		}
 	}
 
-	if err := t.resolveMerges(merges); err != nil {
+	if err := t.resolveMerges(merges, vocabTokens); err != nil {
 		return nil, fmt.Errorf("field model.merges: %w", err)
 	}
 	return t, nil
@@ -496,10 +496,11 @@ func readMerges(r *jsonReader) (*rawMerges, error) {
 
 // resolveMerges looks the merges' tokens up in the vocabulary, in parallel, and fills the merges
 // table.
-func (t *Tokenizer) resolveMerges(m *rawMerges) error {
+// vocabTokens are the raw bytes of the vocabulary's tokens by ID, added tokens aside.
+func (t *Tokenizer) resolveMerges(m *rawMerges, vocabTokens []string) error {
 	n := m.len()
-	vals := make([]uint64, n) // pairKey, then rank<<32 | merged ID
-	keys := make([]uint64, n)
+	keys := make([]uint64, n) // pairKey
+	vals := make([]uint64, n) // rank<<32 | merged ID
 	workers := min(runtime.GOMAXPROCS(0), max(1, n/16384))
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
@@ -514,14 +515,19 @@ func (t *Tokenizer) resolveMerges(m *rawMerges) error {
 				}
 				return id, nil
 			}
+			guess := -1 // vocabularies usually list merged tokens in merge order
 			for i := w * n / workers; i < (w+1)*n/workers; i++ {
 				left, right, both := m.pair(i)
 				a, err := lookup(i, left)
 				if err == nil {
 					var b int
 					if b, err = lookup(i, right); err == nil {
-						var ab int
-						if ab, err = lookup(i, both); err == nil {
+						ab := guess + 1
+						if ab <= 0 || ab >= len(vocabTokens) || vocabTokens[ab] != string(both) {
+							ab, err = lookup(i, both)
+						}
+						guess = ab
+						if err == nil {
 							keys[i] = pairKey(int32(a), int32(b))
 							vals[i] = uint64(i)<<32 | uint64(uint32(ab))
 							continue
