@@ -1,0 +1,199 @@
+package figures
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/octlm/octlm/octlm"
+)
+
+// Defaults shared by the notebooks and All, so both draw the same figures.
+var (
+	// TokenizerText is the text 03-generation tokenizes.
+	TokenizerText = "Rotary embeddings pair channels: Qwen3 rotates channel i with i+64, not 2i with 2i+1. 東京 → 🚀\n"
+	// Question is the chat prompt's question.
+	Question = "Why does the pairing of RoPE channels matter?"
+	// HalfQuestions are the prompts of the half-precision comparison on a real Qwen3.
+	HalfQuestions = []string{Question, "Write a haiku about float32.", "What is 17 times 23?"}
+)
+
+const (
+	// PairChannels is the head width RopePairs draws.
+	PairChannels = 16
+	// GenerateTokens is how many tokens 03-generation generates per run.
+	GenerateTokens = 32
+	// HalfTokens is how many greedy tokens the half-precision comparison generates per prompt.
+	HalfTokens = 32
+)
+
+// AnglePairs are the RoPE pairs RopeAngles draws for a head of headDim channels: the fastest, the
+// next, and a few slower ones up to the slowest.
+func AnglePairs(headDim int) []int {
+	half := headDim / 2
+	out := []int{0, 1}
+	for _, p := range []int{half / 8, half / 4, half / 2, half - 1} {
+		if p > out[len(out)-1] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// AnglePositions are the positions RopeAngles draws.
+var AnglePositions = []int{0, 1, 2, 3, 4, 8, 64, 1000, 30000}
+
+// Set is every output of All.
+type Set struct {
+	Figures  []Figure
+	Tables   []Table
+	Snippets []Snippet
+}
+
+// All computes every figure and table of the four notebooks on src. logf, when not nil, is told
+// each step. tmp is a folder for corrupted copies (01-loading).
+func All(src *Source, tmp string, logf func(format string, args ...any)) (*Set, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	set := &Set{}
+	fig := func(f Figure) { set.Figures = append(set.Figures, f) }
+	tab := func(t Table) { set.Tables = append(set.Tables, t) }
+
+	logf("01-loading: header, corruptions, switches, parameters, memory")
+	file, err := src.SafetensorsFile()
+	if err != nil {
+		return nil, err
+	}
+	f, t, err := HeaderAnatomy(file)
+	if err != nil {
+		return nil, err
+	}
+	fig(f)
+	tab(t)
+	if t, err = Corruptions(file, tmp); err != nil {
+		return nil, err
+	}
+	tab(t)
+	cfg, err := src.Config()
+	if err != nil {
+		return nil, err
+	}
+	tab(ConfigSwitches(cfg))
+	if t, err = ParameterCount(src.Dir); err != nil {
+		return nil, err
+	}
+	tab(t)
+	if f, t, err = LoadMemory(src, octlm.Float32); err != nil {
+		return nil, err
+	}
+	fig(f)
+	tab(t)
+
+	logf("02-rope: pairs, angles, wrong pairing")
+	if f, err = RopePairs(PairChannels); err != nil {
+		return nil, err
+	}
+	fig(f)
+	if f, t, err = RopeAngles(cfg.HeadWidth(), cfg.Base(), AnglePairs(cfg.HeadWidth()), AnglePositions); err != nil {
+		return nil, err
+	}
+	fig(f)
+	tab(t)
+	if src.Reference != "" {
+		if f, t, err = WrongPairing(src); err != nil {
+			return nil, err
+		}
+		fig(f)
+		tab(t)
+	} else {
+		logf("02-rope: no reference folder: skipping the wrong-pairing figure")
+	}
+
+	logf("03-generation: tokens, chat prompt, generation, half precision")
+	tok, _, err := src.Tokenizer()
+	if err != nil {
+		return nil, err
+	}
+	sn, _, err := TokenHTML(tok, "03-tokens", "Qwen3's tokenizer: one colour per token", TokenizerText)
+	if err != nil {
+		return nil, err
+	}
+	set.Snippets = append(set.Snippets, sn)
+	if sn, _, err = ChatPrompt(tok, Question, false); err != nil {
+		return nil, err
+	}
+	set.Snippets = append(set.Snippets, sn)
+	prompts, err := Prompts(src, tok, HalfQuestions)
+	if err != nil {
+		return nil, err
+	}
+	m, err := src.Load(octlm.Float32, nil)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := Generate(m, tok, prompts[0].IDs, GenerateTokens)
+	m.Close()
+	if err != nil {
+		return nil, err
+	}
+	tab(GenerationTable(runs, src.Label))
+	fig(LatencyFigure(runs, src.Label))
+	if f, t, err = HalfGreedy(src, tok, prompts, HalfTokens); err != nil {
+		return nil, err
+	}
+	fig(f)
+	tab(t)
+
+	if src.Reference != "" {
+		logf("04-parity: protocol, histogram, per position, logit range")
+		r, err := MeasureParity(src)
+		if err != nil {
+			return nil, err
+		}
+		tab(r.Table())
+		fig(r.Histogram())
+		fig(r.PerPosition())
+		tab(r.RangeTable())
+		fig(r.RangeFigure())
+		if err := r.Err(); err != nil {
+			return set, fmt.Errorf("figures: %w", err) // matches parity.ErrFailed
+		}
+	} else {
+		logf("04-parity: no reference folder: skipping the parity figures")
+	}
+	return set, nil
+}
+
+// Write writes every output of set into dir: NAME.svg for figures, NAME.md for tables and
+// NAME.html for snippets. It returns the paths written.
+func (set *Set) Write(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("figures: %w", err)
+	}
+	var paths []string
+	write := func(name string, data []byte) error {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return fmt.Errorf("figures: %w", err)
+		}
+		paths = append(paths, p)
+		return nil
+	}
+	for _, f := range set.Figures {
+		if err := write(f.Name+".svg", f.SVG); err != nil {
+			return paths, err
+		}
+	}
+	for _, t := range set.Tables {
+		if err := write(t.Name+".md", []byte(t.Markdown())); err != nil {
+			return paths, err
+		}
+	}
+	for _, s := range set.Snippets {
+		if err := write(s.Name+".html", []byte(s.Page())); err != nil {
+			return paths, err
+		}
+	}
+	return paths, nil
+}

@@ -1,0 +1,326 @@
+package figures
+
+import (
+	"errors"
+	"fmt"
+	"html"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/octlm/chat"
+	"github.com/octlm/octlm/octlm/tokenizer"
+	"github.com/octlm/octlm/parity"
+)
+
+// tokenColors are the backgrounds of successive tokens.
+var tokenColors = []string{"#cfe2f3", "#fde2c4", "#d5ecd0", "#f6cfcf", "#d7f0ee", "#e8d6ea", "#fbf0c4"}
+
+// tokenSpan is a run of text drawn as one coloured token: usually one token, several when a
+// character's UTF-8 bytes are split across tokens.
+type tokenSpan struct {
+	ids     []int
+	text    string
+	special bool
+}
+
+// spans groups ids into spans of whole characters.
+func spans(tok *tokenizer.Tokenizer, ids []int) ([]tokenSpan, error) {
+	var out []tokenSpan
+	var cur tokenSpan
+	var pending []byte
+	for _, id := range ids {
+		b, err := tok.DecodeToken(id)
+		if err != nil {
+			return nil, err
+		}
+		cur.ids = append(cur.ids, id)
+		cur.special = cur.special || tok.IsSpecial(id)
+		pending = append(pending, b...)
+		if utf8.Valid(pending) {
+			cur.text = string(pending)
+			out = append(out, cur)
+			cur, pending = tokenSpan{}, nil
+		}
+	}
+	if len(cur.ids) > 0 {
+		cur.text = strings.ToValidUTF8(string(pending), "\uFFFD")
+		out = append(out, cur)
+	}
+	return out, nil
+}
+
+// spansHTML draws spans as coloured boxes, whitespace kept and newlines shown as ↵.
+func spansHTML(sp []tokenSpan) string {
+	var b strings.Builder
+	b.WriteString(`<div class="tokens" style="font-family:monospace;white-space:pre-wrap;line-height:1.9">`)
+	for i, s := range sp {
+		ids := make([]string, len(s.ids))
+		for j, id := range s.ids {
+			ids[j] = strconv.Itoa(id)
+		}
+		style := "background:" + tokenColors[i%len(tokenColors)] + ";border-radius:3px;padding:1px 0"
+		if s.special {
+			style = "background:#444;color:white;border-radius:3px;padding:1px 2px"
+		}
+		text := html.EscapeString(s.text)
+		text = strings.ReplaceAll(text, "\n", "↵\n")
+		fmt.Fprintf(&b, `<span class="token" title="id %s" style="%s">%s</span>`, strings.Join(ids, "+"), style, text)
+	}
+	b.WriteString("</div>")
+	return b.String()
+}
+
+// TokenHTML shows how the tokenizer cuts text: each token in its own colour (special tokens dark),
+// its ID in the tooltip, followed by the ID list.
+func TokenHTML(tok *tokenizer.Tokenizer, name, title, text string) (Snippet, []int, error) {
+	ids := tok.Encode(text)
+	sp, err := spans(tok, ids)
+	if err != nil {
+		return Snippet{}, nil, err
+	}
+	back, err := tok.Decode(ids)
+	if err != nil {
+		return Snippet{}, nil, err
+	}
+	if back != text {
+		return Snippet{}, nil, fmt.Errorf("figures: %s: decoding the tokens does not give the text back", name)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<p>%d characters, %d tokens (%.2f characters per token)</p>`, utf8.RuneCountInString(text), len(ids), float64(utf8.RuneCountInString(text))/float64(max(1, len(ids))))
+	b.WriteString(spansHTML(sp))
+	fmt.Fprintf(&b, `<p style="font-family:monospace;font-size:smaller;color:#555">%s</p>`, html.EscapeString(fmt.Sprint(ids)))
+	return Snippet{Name: name, Title: title, HTML: b.String()}, ids, nil
+}
+
+// ChatPrompt renders a one-question conversation with Qwen3's chat template (think selects
+// thinking mode) and shows its tokens.
+func ChatPrompt(tok *tokenizer.Tokenizer, question string, think bool) (Snippet, []int, error) {
+	text, err := chat.Render(chat.UserPrompt(question, think))
+	if err != nil {
+		return Snippet{}, nil, err
+	}
+	return TokenHTML(tok, "03-chat-prompt", "Qwen3 chat template: the rendered prompt, tokenized", text)
+}
+
+// Prompt is a token prompt for generation and a description of where it came from.
+type Prompt struct {
+	Name string // short: "q1", "case 2"
+	IDs  []int
+	From string
+}
+
+// Prompts returns generation prompts for the checkpoint: the chat prompts of questions when the
+// model's vocabulary holds the tokenizer's (a real Qwen3), else the token-ID cases of the
+// checkpoint's cases.json or reference (a tiny checkpoint's vocabulary is too small for text).
+func Prompts(src *Source, tok *tokenizer.Tokenizer, questions []string) ([]Prompt, error) {
+	cfg, err := src.Config()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.VocabSize >= tok.VocabSize() {
+		var out []Prompt
+		for _, q := range questions {
+			text, err := chat.Render(chat.UserPrompt(q, false))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Prompt{Name: fmt.Sprintf("q%d", len(out)+1), IDs: tok.Encode(text), From: "chat prompt: " + q})
+		}
+		return out, nil
+	}
+	var cases [][]int
+	if _, err := os.Stat(filepath.Join(src.Dir, parity.CasesFileName)); err == nil {
+		if cases, err = parity.ReadCases(filepath.Join(src.Dir, parity.CasesFileName)); err != nil {
+			return nil, err
+		}
+	} else if src.Reference != "" {
+		ref, err := src.ReadReference()
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range ref.Cases {
+			cases = append(cases, c.IDs)
+		}
+	}
+	var out []Prompt
+	for i, c := range cases {
+		if len(c) >= 2 {
+			out = append(out, Prompt{Name: fmt.Sprintf("case %d", i), IDs: c, From: fmt.Sprintf("cases.json case %d (%d token IDs below %d: the vocabulary is too small for text)", i, len(c), cfg.VocabSize)})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("figures: %s: vocabulary %d < the tokenizer's %d, and no cases.json or reference to take prompts from", src.Label, cfg.VocabSize, tok.VocabSize())
+	}
+	return out, nil
+}
+
+// decodeIDs decodes generated IDs, writing IDs the tokenizer does not have (embedding rows beyond
+// the vocabulary) as ⟨id⟩.
+func decodeIDs(tok *tokenizer.Tokenizer, ids []int) string {
+	d := tokenizer.NewStreamDecoder(tok)
+	var b strings.Builder
+	for _, id := range ids {
+		s, err := d.Add(id)
+		if errors.Is(err, tokenizer.ErrUnknownID) {
+			b.WriteString(d.Flush())
+			fmt.Fprintf(&b, "⟨%d⟩", id)
+			continue
+		}
+		b.WriteString(s)
+	}
+	b.WriteString(d.Flush())
+	return b.String()
+}
+
+// GenRun is one generation with its per-token timing.
+type GenRun struct {
+	Mode     string
+	Sampling octlm.Sampling
+	Gen      octlm.Generation
+	Text     string
+	Steps    []time.Duration // time from the previous token (the first: from the start) to each token
+}
+
+// Generate continues prompt n tokens greedily and with Qwen3's sampling defaults under two seeds,
+// after one untimed greedy run that compiles the graphs.
+func Generate(m *octlm.Model, tok *tokenizer.Tokenizer, prompt []int, n int) ([]GenRun, error) {
+	var stop []int
+	for _, id := range octlm.QwenStopIDs {
+		if id < m.Config.VocabSize {
+			stop = append(stop, id)
+		}
+	}
+	if _, err := m.Generate(prompt, octlm.GenerateOptions{MaxNewTokens: n, Sampling: octlm.Greedy(), StopIDs: stop}); err != nil {
+		return nil, err // warm-up: compiles every graph the runs below use
+	}
+	seeded := func(seed uint64) octlm.Sampling { s := octlm.QwenDefaults(); s.Seed = seed; return s }
+	runs := []GenRun{{Mode: "greedy", Sampling: octlm.Greedy()}, {Mode: "sampled, seed 1", Sampling: seeded(1)}, {Mode: "sampled, seed 2", Sampling: seeded(2)}}
+	for i := range runs {
+		r := &runs[i]
+		last := time.Now()
+		var err error
+		r.Gen, err = m.Generate(prompt, octlm.GenerateOptions{MaxNewTokens: n, Sampling: r.Sampling, StopIDs: stop, OnToken: func(int) bool {
+			now := time.Now()
+			r.Steps = append(r.Steps, now.Sub(last))
+			last = now
+			return true
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("figures: %s generation: %w", r.Mode, err)
+		}
+		r.Text = decodeIDs(tok, r.Gen.GeneratedIDs)
+	}
+	return runs, nil
+}
+
+// samplingText describes sampling settings.
+func samplingText(s octlm.Sampling) string {
+	if s.Temperature == 0 {
+		return "argmax"
+	}
+	return fmt.Sprintf("T=%g top-k=%d top-p=%g min-p=%g", s.Temperature, s.TopK, s.TopP, s.MinP)
+}
+
+// GenerationTable tabulates generation runs: settings, tokens, stop reason, speed and text.
+func GenerationTable(runs []GenRun, label string) Table {
+	t := Table{Name: "03-generation", Caption: "greedy and sampled generation, " + label,
+		Header: []string{"mode", "sampling", "tokens", "stop", "prefill", "decode tokens/s", "text"}}
+	for _, r := range runs {
+		t.Rows = append(t.Rows, []string{r.Mode, samplingText(r.Sampling), strconv.Itoa(len(r.Gen.GeneratedIDs)), r.Gen.StopReason,
+			r.Gen.Prefill.Round(10 * time.Microsecond).String(), fmt.Sprintf("%.1f", r.Gen.TokensPerSecond()), shorten(r.Text, 160)})
+	}
+	return t
+}
+
+// LatencyFigure draws the time each generated token took.
+func LatencyFigure(runs []GenRun, label string) Figure {
+	var all []series
+	for _, r := range runs {
+		s := series{Label: r.Mode, Kind: lineSeries}
+		for i, d := range r.Steps {
+			if i == 0 {
+				continue // the prefill, in the table
+			}
+			s.X = append(s.X, float64(i))
+			s.Y = append(s.Y, float64(d)/float64(time.Millisecond))
+		}
+		all = append(all, s)
+	}
+	title := "Time per generated token: " + label
+	c := chart{Title: title, Width: 760, Series: all, X: axis{Label: "generated token"}, Y: axis{Label: "ms since the previous token"},
+		Note: "after a warm-up run that compiled the graphs; the first token (the prompt's forward pass) is left out"}
+	return Figure{Name: "03-token-latency", Title: title, SVG: c.render()}
+}
+
+// HalfGreedy generates n tokens greedily from each prompt with float32, bfloat16 and float16
+// weights and activations, and compares the half-precision tokens with the float32 ones: how many
+// steps agree, how many tokens come before the first difference, and a strip per prompt (green:
+// same token as float32).
+func HalfGreedy(src *Source, tok *tokenizer.Tokenizer, prompts []Prompt, n int) (Figure, Table, error) {
+	dtypes := []octlm.DType{octlm.Float32, octlm.BFloat16, octlm.Float16}
+	gen := map[octlm.DType][][]int{}
+	for _, dt := range dtypes {
+		m, err := src.Load(dt, nil)
+		if err != nil {
+			return Figure{}, Table{}, err
+		}
+		for i, p := range prompts {
+			g, err := m.Generate(p.IDs, octlm.GenerateOptions{MaxNewTokens: n, Sampling: octlm.Greedy()})
+			if err != nil {
+				m.Close()
+				return Figure{}, Table{}, fmt.Errorf("figures: %s greedy generation from prompt %d: %w", dt, i, err)
+			}
+			gen[dt] = append(gen[dt], g.GeneratedIDs)
+		}
+		m.Close()
+	}
+	t := Table{Name: "03-half-greedy", Caption: fmt.Sprintf("%d greedy tokens per prompt: half precision against float32, %s", n, src.Label),
+		Header: []string{"dtype", "prompt", "same token", "common prefix", "first difference (float32 → half)"}}
+	const cell, left, top = 14.0, 130.0, 40.0
+	rowsN := (len(dtypes) - 1) * len(prompts)
+	w := max(760, left+cell*float64(n)+20)
+	h := top + 18*float64(rowsN) + 40
+	title := "Greedy tokens of bfloat16 and float16 against float32: " + src.Label
+	var b strings.Builder
+	svgOpen(&b, w, h, title)
+	row := 0
+	for _, dt := range dtypes[1:] {
+		for i, p := range prompts {
+			gr := parity.GreedyRow{DType: dt, Case: i, Float32IDs: gen[octlm.Float32][i], IDs: gen[dt][i]}
+			diff := "none"
+			if p := gr.CommonPrefix(); p < gr.Tokens() {
+				a, b := gr.Float32IDs[p], gr.IDs[p]
+				diff = fmt.Sprintf("step %d: %q (%d) → %q (%d)", p, decodeIDs(tok, []int{a}), a, decodeIDs(tok, []int{b}), b)
+			}
+			t.Rows = append(t.Rows, []string{string(dt), p.Name, fmt.Sprintf("%d/%d", gr.Matches(), gr.Tokens()), strconv.Itoa(gr.CommonPrefix()), diff})
+			y := top + 18*float64(row)
+			fmt.Fprintf(&b, `<g class="series" data-label="%s %s"><text x="%g" y="%.1f" text-anchor="end">%s · %s</text>`, dt, esc(p.Name), left-8, y+10, dt, esc(p.Name))
+			for s := range gr.Tokens() {
+				color := "#54a24b"
+				if gr.Float32IDs[s] != gr.IDs[s] {
+					color = "#e45756"
+				} else if s >= gr.CommonPrefix() {
+					color = "#b5d9a8" // same token, but after the texts diverged
+				}
+				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="14" fill="%s"/>`, left+cell*float64(s), y, cell-1, color)
+			}
+			b.WriteString("</g>")
+			row++
+		}
+	}
+	fmt.Fprintf(&b, `<text class="axis-label x" x="%g" y="%.1f">generated token →   green: float32's token · light: the same token after the texts diverged · red: another token</text>`,
+		left, h-12)
+	b.WriteString("</svg>\n")
+	return Figure{Name: "03-half-greedy", Title: title, SVG: []byte(b.String())}, t, nil
+}
+
+// ModelSummary is one line about a loaded model, for notebooks.
+func ModelSummary(m *octlm.Model, label string) string {
+	return fmt.Sprintf("%s: %s parameters, %s of %s weights on %s", label, humanCount(m.Config.Parameters()), loader.HumanBytes(m.WeightBytes()), m.DType, m.Backend.Name())
+}
