@@ -1,8 +1,10 @@
-// Package tokenizer is a pure-Go byte-level BPE tokenizer that reads Hugging Face
-// tokenizer.json files of the Qwen2/Qwen3 family and gives exactly the token IDs of the
-// reference Rust tokenizer (tokenizers 0.23): added and special tokens matched first, NFC,
-// the Split pre-tokenizer regex (reproduced by a hand-written scanner with the reference's
-// Unicode 16.0 character classes), byte-level mapping, merges by rank, and the ByteLevel decoder.
+// Package tokenizer is a pure-Go byte-level BPE tokenizer for Hugging Face tokenizer.json files
+// of the Qwen2/Qwen3 family (and the Llama 3 variant of their regex) that gives exactly the token
+// IDs of the reference Rust tokenizer (tokenizers 0.23): added and special tokens matched first
+// as its AddedVocabulary does, NFC with the reference's own (Unicode 9.0) tables, the Split
+// pre-tokenizer regex reproduced by a hand-written scanner with the reference's Unicode 16.0
+// character classes, byte-level mapping, merges by rank with a word cache, and the ByteLevel
+// decoder. StreamDecoder turns generated IDs into text as they arrive.
 //
 // It owns text <-> token IDs and nothing else: it knows no chat template, no model and no
 // generation settings, and it refuses tokenizer.json files whose pipeline it cannot reproduce
@@ -107,7 +109,8 @@ func (t *Tokenizer) DecodeToken(id int) ([]byte, error) {
 	return []byte(b), nil
 }
 
-// ErrUnknownID is wrapped by the errors of Decode and DecodeToken for an ID with no token.
+// ErrUnknownID is wrapped by the errors of Decode, DecodeToken and StreamDecoder.Add for an ID
+// with no token.
 var ErrUnknownID = errors.New("no token has this ID")
 
 func (t *Tokenizer) tokenBytes(id int) (string, error) {
