@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/xla"
 )
@@ -63,11 +65,15 @@ func (f *modelFlags) open(ctx context.Context) (*loadedModel, error) {
 }
 
 // resolveCheckpoint turns --model into a folder: a local folder as it is, a Hub name through
-// the Hugging Face cache (downloading what is missing).
+// the Hugging Face cache (downloading what is missing, with progress on stderr). The folder is
+// then checked against its snapshot manifest, where it has one, before any tensor is read.
 func resolveCheckpoint(ctx context.Context, name string) (string, error) {
-	// TODO(lead): loader.Resolve once it lands.
-	if st, err := os.Stat(name); err == nil && st.IsDir() {
-		return name, nil
+	dir, err := loader.Resolve(ctx, name, loader.HubOptions{Progress: os.Stderr})
+	if err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("--model %s: no such checkpoint folder", name)
+	if _, err := loader.VerifySnapshot(dir, os.Stderr); err != nil && !errors.Is(err, loader.ErrNoManifest) {
+		return "", err
+	}
+	return dir, nil
 }
