@@ -192,8 +192,9 @@ func parse(data []byte) (*Tokenizer, error) {
 	for _, e := range vocab {
 		maxID = max(maxID, e.id)
 	}
-	if maxID >= 1<<24 {
-		return nil, fmt.Errorf("field model.vocab: token ID %d is implausibly large", maxID)
+	// IDs index tables: a sparse vocabulary (none seen in practice) would only waste memory.
+	if maxID >= 2*len(vocab)+1024 {
+		return nil, fmt.Errorf("field model.vocab: token ID %d is too large for a vocabulary of %d tokens", maxID, len(vocab))
 	}
 	t.ids = make(map[string]int, len(vocab))
 	vocabTokens := make([]string, maxID+1)
@@ -221,7 +222,7 @@ func parse(data []byte) (*Tokenizer, error) {
 	// vocabulary and the added tokens so far.
 	byContent := map[string]*addedToken{}
 	maxAdded := -1
-	for i, a := range added {
+	for _, a := range added {
 		if a.Content == "" {
 			continue // ignored by Hugging Face too
 		}
@@ -238,9 +239,6 @@ func parse(data []byte) (*Tokenizer, error) {
 				if maxAdded >= len(vocab) || (maxAdded >= 0 && len(vocab) == 0) {
 					id = maxAdded + 1
 				}
-			}
-			if id >= 1<<24 {
-				return nil, fmt.Errorf("field added_tokens: token %d %q: ID %d is implausibly large", i, a.Content, id)
 			}
 			tok = &addedToken{id: id, content: a.Content}
 			byContent[a.Content] = tok

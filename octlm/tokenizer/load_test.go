@@ -183,3 +183,27 @@ func TestConcurrentEncode(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// FuzzLoad checks that no tokenizer.json, however broken, makes the loader panic, and that what
+// loads can encode.
+func FuzzLoad(f *testing.F) {
+	for _, name := range []string{"small.json", "small-llama3.json"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":{},"merges":[]}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tok, err := parse(data)
+		if err != nil {
+			return
+		}
+		for _, s := range []string{"hello world", "<s> [SW] x", "é\u0301 12"} {
+			if _, err := tok.Decode(tok.Encode(s)); err != nil {
+				t.Fatalf("Decode(Encode(%q)): %v", s, err)
+			}
+		}
+	})
+}
