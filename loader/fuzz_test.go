@@ -11,9 +11,9 @@ import (
 // FuzzReadHeader feeds arbitrary files to the header reader: it must never panic, and whatever
 // it accepts must satisfy the format's invariants.
 func FuzzReadHeader(f *testing.F) {
+	// Only the small reference file seeds from disk: with the 2.8 KB headers of the checkpoints
+	// as seeds, Go 1.26's coverage-guided fuzzer stalls (0 execs/s) on this machine.
 	for _, p := range []string{
-		filepath.Join("..", "testdata", "tiny-qwen3", "model.safetensors"),
-		filepath.Join("..", "testdata", "tiny-qwen3-mha", "model.safetensors"),
 		filepath.Join("..", "testdata", "tiny-qwen3", "reference", "reference-logits-0.safetensors"),
 	} {
 		data, err := os.ReadFile(p)
