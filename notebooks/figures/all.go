@@ -154,6 +154,7 @@ func All(src *Source, tmp string, logf func(format string, args ...any)) (*Set, 
 		tab(r.Table())
 		fig(r.Histogram())
 		fig(r.PerPosition())
+		tab(r.ArgmaxTable())
 		tab(r.RangeTable())
 		fig(r.RangeFigure())
 		if err := r.Err(); err != nil {

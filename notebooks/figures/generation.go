@@ -108,6 +108,25 @@ func ChatPrompt(tok *tokenizer.Tokenizer, question string, think bool) (Snippet,
 	return TokenHTML(tok, "03-chat-prompt", "Qwen3 chat template: the rendered prompt, tokenized", text)
 }
 
+// ReplyTable takes a generated reply apart with chat.ParseReply: its thinking, its answer and its
+// tool calls, one row each, and any part that could not be parsed.
+func ReplyTable(reply string) Table {
+	r := chat.ParseReply(reply)
+	t := Table{Name: "03-reply", Caption: "chat.ParseReply on a Qwen3-style reply", Header: []string{"part", "text"}}
+	t.Rows = append(t.Rows, []string{"thinking", r.Thinking}, []string{"content", r.Content})
+	for _, tc := range r.ToolCalls {
+		args, err := tc.ArgumentsText()
+		if err != nil {
+			args = "(" + err.Error() + ")"
+		}
+		t.Rows = append(t.Rows, []string{"tool call", tc.Name + " " + args})
+	}
+	for _, err := range r.Errors {
+		t.Rows = append(t.Rows, []string{"error", err.Error()})
+	}
+	return t
+}
+
 // Prompt is a token prompt for generation and a description of where it came from.
 type Prompt struct {
 	Name string // short: "q1", "case 2"
