@@ -1,0 +1,255 @@
+package octlm
+
+// Benchmarks of the decoder's hot pieces at Qwen3-0.6B's widths with random weights:
+//
+//	GOEXPERIMENT=simd go test ./octlm/ -run '^$' -bench . -benchtime 20x
+//
+// Each reports tokens/s and, for the memory-bound pieces, the weight bytes it streams per
+// second (weight_GB/s), which a decoder that reads every weight once per token cannot beat the
+// machine's memory bandwidth with. BenchmarkHeadLayouts and BenchmarkLinearLayouts run the
+// weight layouts side by side.
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
+
+	"github.com/octlm/octlm/octlm/synth"
+)
+
+// fullVocab is Qwen3's vocabulary size; smallVocab keeps the head out of the layer benchmarks.
+const (
+	fullVocab  = 151936
+	smallVocab = 1024
+	benchLen   = 128 // prompt length of the prefill benchmarks and cache fill of the decode ones
+)
+
+// benchCheckpoint writes a random checkpoint with Qwen3-0.6B's widths and the given number of
+// layers and vocabulary (without tokenizer files) into a temporary folder.
+func benchCheckpoint(b *testing.B, layers, vocab int) string {
+	b.Helper()
+	cfg := synth.Qwen3_0_6B()
+	cfg.NumLayers, cfg.VocabSize = layers, vocab
+	if vocab < fullVocab {
+		cfg.BOSTokenID, cfg.EOSTokenID = 0, 1
+	}
+	dir := b.TempDir()
+	if err := synth.WriteWith(dir, cfg, synth.Options{Seed: 1, NoTokenizer: true}); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+// benchModel loads a benchmark checkpoint with the current layout.
+func benchModel(b *testing.B, layers, vocab int) *Model {
+	b.Helper()
+	return loadBench(b, benchCheckpoint(b, layers, vocab))
+}
+
+func loadBench(b *testing.B, dir string) *Model {
+	b.Helper()
+	m, err := Load(dir, LoadOptions{Backend: goBackend(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Close)
+	return m
+}
+
+func benchPrompt(n, vocab int) []int {
+	r := rand.New(rand.NewPCG(7, 7))
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = r.IntN(vocab)
+	}
+	return ids
+}
+
+// layerBytes is the float32 size of one decoder layer's weights.
+func layerBytes(c Config) float64 {
+	d, hd, ff := c.DModel, c.HeadWidth(), c.FFWidth()
+	return 4 * float64(d*c.NHeads*hd*2+2*d*c.KVHeads*hd+3*d*ff+2*d+2*hd)
+}
+
+// BenchmarkLayerPrefill runs one decoder layer over a 128-token prompt (a 1024-token
+// vocabulary keeps the head negligible).
+func BenchmarkLayerPrefill(b *testing.B) {
+	m := benchModel(b, 1, smallVocab)
+	prompt := benchPrompt(benchLen, smallVocab)
+	run := func() {
+		cache, err := m.NewCache(benchLen)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.Next(prompt, cache); err != nil {
+			b.Fatal(err)
+		}
+		cache.Close()
+	}
+	run() // compile
+	b.ResetTimer()
+	for b.Loop() {
+		run()
+	}
+	b.ReportMetric(float64(benchLen*b.N)/b.Elapsed().Seconds(), "tokens/s")
+	b.ReportMetric(2*layerBytes(m.Config)/4*benchLen*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// decoder steps one token at a time on top of a 128-token prompt, starting over (untimed)
+// when the cache is full, so every step attends over 129 to 192 positions.
+type decoder struct {
+	b      *testing.B
+	m      *Model
+	prompt []int
+	cache  *Cache
+	next   int
+}
+
+func newDecoder(b *testing.B, m *Model) *decoder {
+	d := &decoder{b: b, m: m, prompt: benchPrompt(benchLen, m.Config.VocabSize)}
+	d.reset()
+	d.step() // compile the decode graph
+	return d
+}
+
+func (d *decoder) reset() {
+	if d.cache != nil {
+		d.cache.Close()
+	}
+	var err error
+	if d.cache, err = d.m.NewCache(benchLen + 64); err != nil {
+		d.b.Fatal(err)
+	}
+	logits, err := d.m.Next(d.prompt, d.cache)
+	if err != nil {
+		d.b.Fatal(err)
+	}
+	d.next = Argmax(logits)
+}
+
+// step decodes one token and returns how long it took (a refill of the cache is not counted).
+func (d *decoder) step() time.Duration {
+	if d.cache.Len() == d.cache.Capacity() {
+		d.reset()
+	}
+	begin := time.Now()
+	logits, err := d.m.Next([]int{d.next}, d.cache)
+	if err != nil {
+		d.b.Fatal(err)
+	}
+	d.next = Argmax(logits)
+	return time.Since(begin)
+}
+
+// BenchmarkLayerDecode decodes single tokens through one decoder layer.
+func BenchmarkLayerDecode(b *testing.B) {
+	m := benchModel(b, 1, smallVocab)
+	d := newDecoder(b, m)
+	var took time.Duration
+	for b.Loop() {
+		took += d.step()
+	}
+	b.ReportMetric(float64(b.N)/took.Seconds(), "tokens/s")
+	b.ReportMetric(layerBytes(m.Config)*float64(b.N)/took.Seconds()/1e9, "weight_GB/s")
+}
+
+// BenchmarkLMHead runs the final norm and the tied output head on one row at the full
+// vocabulary, through the same graph code as the model.
+func BenchmarkLMHead(b *testing.B) {
+	m := benchModel(b, 1, fullVocab)
+	exec, err := NewExec(m.Backend, func(hidden, table, norm *Node) *Node {
+		return lmHead(rmsNorm(hidden, norm, m.Config.Eps()), table, m.Config.VocabSize)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer exec.Finalize()
+	hidden := tensors.FromValue([][]float32{make([]float32, m.Config.DModel)})
+	run := func() {
+		out, err := exec.Exec(hidden, m.weights[0], m.weights[1])
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[0].FinalizeAll()
+	}
+	run()
+	b.ResetTimer()
+	for b.Loop() {
+		run()
+	}
+	bytes := float64(m.weights[0].Shape().ByteSize())
+	b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "weight_GB/s")
+}
+
+// BenchmarkSample picks a token from logits at Qwen3's vocabulary: greedy, and Qwen3's
+// default sampling (temperature 0.6, top-k 20, top-p 0.95) on the host.
+func BenchmarkSample(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 3))
+	logits := make([]float32, fullVocab)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 3)
+	}
+	work := make([]float32, fullVocab)
+	for _, s := range []struct {
+		name string
+		s    Sampling
+	}{{"greedy", Greedy()}, {"qwen-defaults", QwenDefaults()}} {
+		b.Run(s.name, func(b *testing.B) {
+			sp := NewSampler(s.s)
+			for b.Loop() {
+				copy(work, logits) // Next works in place
+				sp.Next(work, nil)
+			}
+		})
+	}
+}
+
+// layoutCase is one weight layout of the pure-Go backend.
+type layoutCase struct {
+	name             string
+	blocks, headRows int
+}
+
+// decodeSideBySide loads the checkpoint once per layout and decodes one step with each in turn,
+// reporting each layout's time per step and its ratio to the first layout's ("x_<first>" below
+// 1 is faster). Interleaving the layouts makes the ratios fair on a machine shared with other
+// work, where absolute times drift.
+func decodeSideBySide(b *testing.B, dir string, layouts []layoutCase) {
+	withLayout(b, goLinearBlocks, goHeadRows) // restores the defaults afterwards
+	decoders := make([]*decoder, len(layouts))
+	for i, l := range layouts {
+		goLinearBlocks, goHeadRows = l.blocks, l.headRows
+		decoders[i] = newDecoder(b, loadBench(b, dir))
+	}
+	took := make([]time.Duration, len(layouts))
+	for b.Loop() {
+		for i, d := range decoders {
+			took[i] += d.step()
+		}
+	}
+	for i, l := range layouts {
+		b.ReportMetric(float64(took[i].Microseconds())/1000/float64(b.N), "ms/"+l.name)
+		if i > 0 {
+			b.ReportMetric(took[i].Seconds()/took[0].Seconds(), "x_"+layouts[0].name+"/"+l.name)
+		}
+	}
+}
+
+// BenchmarkHeadLayouts decodes through one layer and the full-vocabulary head with the
+// embedding (the tied head) in one block and in blocks of 1024, 2048 and 4096 rows.
+func BenchmarkHeadLayouts(b *testing.B) {
+	decodeSideBySide(b, benchCheckpoint(b, 1, fullVocab), []layoutCase{
+		{"head1", 1, 0}, {"head1024", 1, 1024}, {"head2048", 1, 2048}, {"head4096", 1, 4096},
+	})
+}
+
+// BenchmarkLinearLayouts decodes through four layers (small vocabulary) with the Linear
+// weights plain [in, out] and in 2, 4 and 8 column blocks.
+func BenchmarkLinearLayouts(b *testing.B) {
+	decodeSideBySide(b, benchCheckpoint(b, 4, smallVocab), []layoutCase{
+		{"plain", 1, 0}, {"blocks2", 2, 0}, {"blocks4", 4, 0}, {"blocks8", 8, 0},
+	})
+}
