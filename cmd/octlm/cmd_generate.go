@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +18,9 @@ import (
 )
 
 func init() {
-	register("generate", "continue a prompt with the decoder, streaming text as tokens arrive", runGenerate)
+	register("generate", "continue a prompt with the decoder, streaming text as tokens arrive", func(args []string) error {
+		return runGenerate(args, os.Stdout, os.Stderr)
+	})
 }
 
 // generationResult is what --json prints.
@@ -33,8 +36,9 @@ type generationResult struct {
 	ToolCalls        []chat.ToolCall `json:"tool_calls,omitempty"`
 }
 
-func runGenerate(args []string) error {
+func runGenerate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var mf modelFlags
 	mf.register(fs, "")
 	prompt := fs.String("prompt", "", "raw prompt text (no chat template)")
@@ -50,7 +54,13 @@ func runGenerate(args []string) error {
 	seed := fs.Uint64("seed", 0, "random seed for sampling")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
 	}
 	given := 0
 	for _, s := range []string{*prompt, *chatText, *promptIDs} {
@@ -67,7 +77,7 @@ func runGenerate(args []string) error {
 		return usageError{err.Error()}
 	}
 
-	m, err := mf.open(context.Background())
+	m, err := mf.open(context.Background(), stderr)
 	if err != nil {
 		return err
 	}
@@ -104,6 +114,7 @@ func runGenerate(args []string) error {
 	}
 	var text strings.Builder
 	var streamErr error
+	unknown := 0
 	opts := octlm.GenerateOptions{
 		MaxNewTokens: *maxNew,
 		Sampling:     sampling,
@@ -111,13 +122,19 @@ func runGenerate(args []string) error {
 		OnToken: func(id int) bool {
 			if stream != nil {
 				piece, err := stream.Add(id)
+				if errors.Is(err, tokenizer.ErrUnknownID) {
+					// IDs past the tokenizer's vocabulary (Qwen3's embedding has 267 padding
+					// rows) have no text; Hugging Face's decoder skips them too.
+					unknown++
+					return true
+				}
 				if err != nil {
 					streamErr = err
 					return false
 				}
 				text.WriteString(piece)
 				if !*asJSON {
-					fmt.Print(piece)
+					fmt.Fprint(stdout, piece)
 				}
 			}
 			return true
@@ -134,7 +151,7 @@ func runGenerate(args []string) error {
 		rest := stream.Flush()
 		text.WriteString(rest)
 		if !*asJSON {
-			fmt.Println(rest)
+			fmt.Fprintln(stdout, rest)
 		}
 	}
 	res := generationResult{PromptIDs: g.PromptIDs, GeneratedIDs: g.GeneratedIDs, Text: text.String(),
@@ -143,22 +160,25 @@ func runGenerate(args []string) error {
 		reply := chat.ParseReply(res.Text)
 		res.Thinking, res.Content, res.ToolCalls = reply.Thinking, reply.Content, reply.ToolCalls
 		for _, e := range reply.Errors {
-			fmt.Fprintf(os.Stderr, "reply: %v\n", e)
+			fmt.Fprintf(stderr, "reply: %v\n", e)
 		}
 	}
+	if unknown > 0 {
+		fmt.Fprintf(stderr, "%d generated IDs have no token in the tokenizer and were left out of the text\n", unknown)
+	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(res)
 	}
 	if tok == nil {
-		fmt.Println(strings.Trim(fmt.Sprint(g.GeneratedIDs), "[]"))
+		fmt.Fprintln(stdout, strings.Trim(fmt.Sprint(g.GeneratedIDs), "[]"))
 	}
 	for _, call := range res.ToolCalls {
 		args, _ := call.ArgumentsText()
-		fmt.Fprintf(os.Stderr, "tool call: %s(%s)\n", call.Name, args)
+		fmt.Fprintf(stderr, "tool call: %s(%s)\n", call.Name, args)
 	}
-	fmt.Fprintf(os.Stderr, "%d prompt tokens, %d generated (%s); first token after %.2fs, %.1f tokens/s\n",
+	fmt.Fprintf(stderr, "%d prompt tokens, %d generated (%s); first token after %.2fs, %.1f tokens/s\n",
 		len(g.PromptIDs), len(g.GeneratedIDs), g.StopReason, g.TimeToFirstToken.Seconds(), g.TokensPerSecond())
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -35,7 +36,7 @@ type loadedModel struct {
 }
 
 // open resolves the checkpoint, opens the backend and streams the weights in, with progress on stderr.
-func (f *modelFlags) open(ctx context.Context) (*loadedModel, error) {
+func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*loadedModel, error) {
 	if f.model == "" {
 		return nil, usageError{"--model is required"}
 	}
@@ -51,9 +52,9 @@ func (f *modelFlags) open(ctx context.Context) (*loadedModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "backend: %s\n", info)
+	fmt.Fprintf(stderr, "backend: %s\n", info)
 	begin := time.Now()
-	bar := newProgress(os.Stderr, "loading")
+	bar := newProgress(stderr, "loading")
 	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
 		bar.update(done, total)
 	}})

@@ -3,26 +3,39 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 )
 
-// progress draws a one-line progress bar on a terminal or log, at most a few times a second.
+// progress draws a progress bar: redrawn in place a few times a second on a terminal, one
+// line every few seconds in a log.
 type progress struct {
-	w     io.Writer
-	label string
-	begin time.Time
-	last  time.Time
-	drawn bool
+	w        io.Writer
+	label    string
+	begin    time.Time
+	last     time.Time
+	drawn    bool
+	terminal bool
 }
 
 func newProgress(w io.Writer, label string) *progress {
-	return &progress{w: w, label: label, begin: time.Now()}
+	p := &progress{w: w, label: label, begin: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.terminal = true
+		}
+	}
+	return p
 }
 
 // update redraws the bar for done of total bytes.
 func (p *progress) update(done, total int64) {
 	now := time.Now()
-	if now.Sub(p.last) < 200*time.Millisecond && done < total {
+	every := 200 * time.Millisecond
+	if !p.terminal {
+		every = 3 * time.Second
+	}
+	if now.Sub(p.last) < every && done < total {
 		return
 	}
 	p.last = now
@@ -39,14 +52,21 @@ func (p *progress) update(done, total int64) {
 			bar[i] = '='
 		}
 	}
-	fmt.Fprintf(p.w, "\r%s [%s] %s / %s  %.0f MiB/s", p.label, bar, byteSize(done), byteSize(total), rate)
+	start, end := "\r", ""
+	if !p.terminal {
+		start, end = "", "\n"
+	}
+	fmt.Fprintf(p.w, "%s%s [%s] %s / %s  %.0f MiB/s%s", start, p.label, bar, byteSize(done), byteSize(total), rate, end)
 	p.drawn = true
 }
 
-// finish ends the bar's line.
+// finish ends the bar's line with the time taken.
 func (p *progress) finish() {
-	if p.drawn {
+	switch {
+	case p.terminal && p.drawn:
 		fmt.Fprintf(p.w, "  %.1fs\n", time.Since(p.begin).Seconds())
+	case p.drawn:
+		fmt.Fprintf(p.w, "%s: done in %.1fs\n", p.label, time.Since(p.begin).Seconds())
 	}
 }
 
