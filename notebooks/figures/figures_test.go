@@ -686,7 +686,7 @@ func TestGenerationAndHalf(t *testing.T) {
 	if got := parseSVG(t, LatencyFigure(runs, "tiny").SVG).labels("series"); !slices.Equal(got, []string{"greedy", "sampled, seed 1", "sampled, seed 2"}) {
 		t.Errorf("latency series %q", got)
 	}
-	if tab := GenerationTable(runs, "tiny"); len(tab.Rows) != 3 || tab.Rows[0][2] != "8" {
+	if tab := GenerationTable(runs, "tiny"); len(tab.Rows) != 3 || tab.Rows[0][2] != "8" || tab.Rows[0][6] != fmt.Sprint(runs[0].Gen.GeneratedIDs) {
 		t.Errorf("generation table %q", tab.Rows)
 	}
 

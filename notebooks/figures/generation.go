@@ -249,10 +249,15 @@ func samplingText(s octlm.Sampling) string {
 // GenerationTable tabulates generation runs: settings, tokens, stop reason, speed and text.
 func GenerationTable(runs []GenRun, label string) Table {
 	t := Table{Name: "03-generation", Caption: "greedy and sampled generation, " + label,
-		Header: []string{"mode", "sampling", "tokens", "stop", "prefill", "decode tokens/s", "text"}}
+		Header: []string{"mode", "sampling", "tokens", "stop", "prefill", "decode tokens/s", "first IDs", "text"}}
 	for _, r := range runs {
-		t.Rows = append(t.Rows, []string{r.Mode, samplingText(r.Sampling), strconv.Itoa(len(r.Gen.GeneratedIDs)), r.Gen.StopReason,
-			r.Gen.Prefill.Round(10 * time.Microsecond).String(), fmt.Sprintf("%.1f", r.Gen.TokensPerSecond()), shorten(r.Text, 160)})
+		ids := r.Gen.GeneratedIDs
+		first := fmt.Sprint(ids[:min(8, len(ids))])
+		if len(ids) > 8 {
+			first = strings.TrimSuffix(first, "]") + " …]"
+		}
+		t.Rows = append(t.Rows, []string{r.Mode, samplingText(r.Sampling), strconv.Itoa(len(ids)), r.Gen.StopReason,
+			r.Gen.Prefill.Round(10 * time.Microsecond).String(), fmt.Sprintf("%.1f", r.Gen.TokensPerSecond()), first, shorten(r.Text, 160)})
 	}
 	return t
 }

@@ -154,7 +154,7 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 		{"JSON header", fmt.Sprintf("%d tensors, dtype · shape · data_offsets", len(h.tensors)), 8, h.dataStart() - int64(h.padding), 300, palette[1]},
 	}
 	if h.padding > 0 {
-		segs = append(segs, seg{"padding", fmt.Sprintf("%d spaces", h.padding), h.dataStart() - int64(h.padding), h.dataStart(), 80, "#ccc"})
+		segs = append(segs, seg{"padding", plural(h.padding, "space"), h.dataStart() - int64(h.padding), h.dataStart(), 80, "#ccc"})
 	}
 	rest := right - left
 	for _, s := range segs {
@@ -198,7 +198,7 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 	t.Rows = append(t.Rows,
 		[]string{"0 – 8", "8", "length prefix: u64 little-endian = " + strconv.FormatInt(h.headerLen, 10), "", ""},
 		[]string{fmt.Sprintf("8 – %d", h.dataStart()), strconv.FormatInt(h.headerLen, 10),
-			fmt.Sprintf("JSON header (%d tensors, %d metadata keys, %d spaces of padding)", len(h.tensors), len(h.metadata), h.padding), "", ""})
+			fmt.Sprintf("JSON header (%s, %s, %s of padding)", plural(len(h.tensors), "tensor"), plural(len(h.metadata), "metadata key"), plural(h.padding, "space")), "", ""})
 	for i, ti := range h.tensors {
 		if len(h.tensors) > 12 && i == 8 {
 			t.Rows = append(t.Rows, []string{"…", "", fmt.Sprintf("%d more tensors", len(h.tensors)-10), "", ""})
@@ -209,6 +209,14 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 		t.Rows = append(t.Rows, []string{fmt.Sprintf("%d – %d", ti.Offset, ti.Offset+ti.Size), strconv.FormatInt(ti.Size, 10), ti.Name, string(ti.DType), fmt.Sprint(ti.Shape)})
 	}
 	return Figure{Name: "01-header", Title: title, SVG: []byte(b.String())}, t, nil
+}
+
+// plural writes "1 tensor", "2 tensors".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func anchor(i int) string {
