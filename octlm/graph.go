@@ -106,9 +106,9 @@ func rmsNorm(x, weight *Node, eps float64) *Node {
 	return Mul(weight, ConvertDType(x32, dtype))
 }
 
-// linear applies a Linear weight to x [S, in]: nn.Linear's x·Wᵀ with W stored transposed,
-// [in, out], or split by output columns into blocks [blocks, in, out/blocks] (see layout).
-// Each block is one batch of the product, and the blocks' outputs are laid side by side.
+// linear is nn.Linear without bias on x [S, in]: x·Wᵀ, with W stored transposed, [in, out],
+// or split by output columns into blocks [blocks, in, out/blocks] (see layout). Each block is
+// one batch of the product, and the blocks' outputs are laid side by side.
 func linear(x, weight *Node) *Node {
 	if weight.Rank() == 2 {
 		return DotGeneral(x, []int{1}, nil, weight, []int{0}, nil)

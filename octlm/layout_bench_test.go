@@ -168,3 +168,32 @@ func TestTiedHead(t *testing.T) {
 		})
 	}
 }
+
+// TestTranspose32 checks the (vector) transpose against the definition, for sizes with and
+// without whole 8×8 blocks and edges on either side, inside larger strided matrices.
+func TestTranspose32(t *testing.T) {
+	for _, sz := range [][2]int{{1, 1}, {3, 5}, {8, 8}, {9, 8}, {8, 13}, {17, 23}, {64, 64}, {70, 35}} {
+		rows, cols := sz[0], sz[1]
+		srcStride, dstStride := cols+3, rows+5
+		src := make([]float32, rows*srcStride)
+		for i := range src {
+			src[i] = float32(i)
+		}
+		dst := make([]float32, cols*dstStride)
+		for i := range dst {
+			dst[i] = -1
+		}
+		transpose32(dst, dstStride, src, srcStride, rows, cols)
+		for c := range cols {
+			for r := range dstStride {
+				want := float32(-1) // outside the matrix: untouched
+				if r < rows {
+					want = src[r*srcStride+c]
+				}
+				if got := dst[c*dstStride+r]; got != want {
+					t.Fatalf("%d×%d: dst[%d][%d] = %v, want %v", rows, cols, c, r, got, want)
+				}
+			}
+		}
+	}
+}

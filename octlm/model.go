@@ -79,9 +79,9 @@ func (m *Model) CompileStats() CompileStats {
 // layerNodes are one layer's weights inside a graph.
 type layerNodes struct {
 	inputLayernorm, postAttentionLayernorm *graph.Node
-	qProj, kProj, vProj, oProj             *graph.Node // [in, out]
+	qProj, kProj, vProj, oProj             *graph.Node // [in, out] or [blocks, in, out/blocks]
 	qNorm, kNorm                           *graph.Node // nil without qk_norm
-	gateProj, upProj, downProj             *graph.Node // [in, out]
+	gateProj, upProj, downProj             *graph.Node // [in, out] or [blocks, in, out/blocks]
 }
 
 type weightNodes struct {

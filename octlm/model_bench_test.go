@@ -11,6 +11,7 @@ package octlm
 
 import (
 	"math/rand/v2"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,6 +69,16 @@ func benchPrompt(n, vocab int) []int {
 	return ids
 }
 
+// cpuTime is the CPU time the process has used (user and system), to report how many cores
+// a benchmark kept busy: on a machine shared with other work, fewer than GOMAXPROCS.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // layerBytes is the float32 size of one decoder layer's weights.
 func layerBytes(c Config) float64 {
 	d, hd, ff := c.DModel, c.HeadWidth(), c.FFWidth()
@@ -91,9 +102,11 @@ func BenchmarkLayerPrefill(b *testing.B) {
 	}
 	run() // compile
 	b.ResetTimer()
+	cpu := cpuTime()
 	for b.Loop() {
 		run()
 	}
+	b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
 	b.ReportMetric(float64(benchLen*b.N)/b.Elapsed().Seconds(), "tokens/s")
 	b.ReportMetric(2*layerBytes(m.Config)/4*benchLen*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
@@ -149,9 +162,11 @@ func BenchmarkLayerDecode(b *testing.B) {
 	m := benchModel(b, 1, smallVocab)
 	d := newDecoder(b, m)
 	var took time.Duration
+	cpu := cpuTime()
 	for b.Loop() {
 		took += d.step()
 	}
+	b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
 	b.ReportMetric(float64(b.N)/took.Seconds(), "tokens/s")
 	b.ReportMetric(layerBytes(m.Config)*float64(b.N)/took.Seconds()/1e9, "weight_GB/s")
 }
@@ -238,11 +253,56 @@ func decodeSideBySide(b *testing.B, dir string, layouts []layoutCase) {
 	}
 }
 
+// prefillSideBySide is decodeSideBySide for a 128-token prefill.
+func prefillSideBySide(b *testing.B, dir string, layouts []layoutCase) {
+	withLayout(b, goLinearBlocks, goHeadRows)
+	models := make([]*Model, len(layouts))
+	for i, l := range layouts {
+		goLinearBlocks, goHeadRows = l.blocks, l.headRows
+		models[i] = loadBench(b, dir)
+	}
+	prompt := benchPrompt(benchLen, models[0].Config.VocabSize)
+	prefill := func(m *Model) time.Duration {
+		cache, err := m.NewCache(benchLen)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cache.Close()
+		begin := time.Now()
+		if _, err := m.Next(prompt, cache); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(begin)
+	}
+	for _, m := range models {
+		prefill(m) // compile
+	}
+	took := make([]time.Duration, len(layouts))
+	for b.Loop() {
+		for i, m := range models {
+			took[i] += prefill(m)
+		}
+	}
+	for i, l := range layouts {
+		b.ReportMetric(float64(benchLen*b.N)/took[i].Seconds(), "tok/s/"+l.name)
+		if i > 0 {
+			b.ReportMetric(took[i].Seconds()/took[0].Seconds(), "x_"+layouts[0].name+"/"+l.name)
+		}
+	}
+}
+
 // BenchmarkHeadLayouts decodes through one layer and the full-vocabulary head with the
 // embedding (the tied head) in one block and in blocks of 1024, 2048 and 4096 rows.
 func BenchmarkHeadLayouts(b *testing.B) {
 	decodeSideBySide(b, benchCheckpoint(b, 1, fullVocab), []layoutCase{
 		{"head1", 1, 0}, {"head1024", 1, 1024}, {"head2048", 1, 2048}, {"head4096", 1, 4096},
+	})
+}
+
+// BenchmarkLinearLayoutsPrefill is BenchmarkLinearLayouts for a 128-token prefill.
+func BenchmarkLinearLayoutsPrefill(b *testing.B) {
+	prefillSideBySide(b, benchCheckpoint(b, 4, smallVocab), []layoutCase{
+		{"plain", 1, 0}, {"blocks2", 2, 0}, {"blocks4", 4, 0}, {"blocks8", 8, 0},
 	})
 }
 

@@ -354,15 +354,18 @@ func placeFloat32(dst, values []float32, spec weightSpec) {
 	cols := out / blocks
 	// Block b is rows [b·cols, (b+1)·cols) of the Hub's [out, in], transposed to [in, cols].
 	parallelTiles(blocks, in, cols, func(b, i0, i1, j0, j1 int) {
-		src := values[b*cols*in:]
-		d := dst[b*in*cols:]
-		for j := j0; j < j1; j++ {
-			row := src[j*in : (j+1)*in]
-			for i := i0; i < i1; i++ {
-				d[i*cols+j] = row[i]
-			}
-		}
+		transpose32(dst[b*in*cols+i0*cols+j0:], cols, values[b*cols*in+j0*in+i0:], in, j1-j0, i1-i0)
 	})
+}
+
+// transposeScalar is transpose32 one element at a time.
+func transposeScalar(dst []float32, dstStride int, src []float32, srcStride, rows, cols int) {
+	for r := range rows {
+		row := src[r*srcStride : r*srcStride+cols]
+		for c, v := range row {
+			dst[c*dstStride+r] = v
+		}
+	}
 }
 
 // place is placeFloat32 for the half-precision types, converting as it goes.
