@@ -86,6 +86,8 @@ type Result struct {
 	DecodeSeconds            float64 `json:"decode_seconds"`
 	DecodeTokensPerSecond    float64 `json:"decode_tokens_per_second"`
 	DecodeMsPerToken         float64 `json:"decode_ms_per_token"`
+	PrefillCores             float64 `json:"prefill_cores"` // CPU seconds per wall second: how many cores the prefill kept busy
+	DecodeCores              float64 `json:"decode_cores"`  // the same for decoding; below GOMAXPROCS when other work shares the machine
 	KVCacheBytesPerPosition  int64   `json:"kv_cache_bytes_per_position"`
 	WeightBytesPerToken      int64   `json:"weight_bytes_per_token"` // weight bytes one decode step reads
 	ReadBandwidthBytesPerSec float64 `json:"read_bandwidth_bytes_per_second"`
@@ -206,6 +208,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	r.DecodeTokensPerSecond = float64(opts.DecodeTokens) / run.decode.Seconds()
 	r.DecodeMsPerToken = 1000 * run.decode.Seconds() / float64(opts.DecodeTokens)
 	r.KVCacheBytesPerPosition = run.kvBytesPerPosition
+	r.PrefillCores = run.prefillCPU.Seconds() / run.prefill.Seconds()
+	r.DecodeCores = run.decodeCPU.Seconds() / run.decode.Seconds()
 
 	if err := ctx.Err(); err != nil {
 		return r, err
@@ -250,6 +254,7 @@ func promptIDs(n, vocab int) []int {
 type timing struct {
 	prefill, firstToken, decode time.Duration
 	firstTokenWall              time.Duration // compile included
+	prefillCPU, decodeCPU       time.Duration // process CPU time over the same calls
 	kvBytesPerPosition          int64
 }
 
@@ -265,8 +270,9 @@ func generate(ctx context.Context, m *octlm.Model, prompt []int, n int, log io.W
 	defer cache.Close()
 	t.kvBytesPerPosition = cache.BytesPerPosition()
 	compiled := m.CompileStats().Time
-	var wall time.Duration
+	var wall, cpu time.Duration
 	step := func(ids []int) (int, time.Duration, error) {
+		cpu0 := cpuTime()
 		begin := time.Now()
 		logits, err := m.Next(ids, cache)
 		if err != nil {
@@ -274,6 +280,7 @@ func generate(ctx context.Context, m *octlm.Model, prompt []int, n int, log io.W
 		}
 		id := octlm.Argmax(logits)
 		wall = time.Since(begin)
+		cpu = cpuTime() - cpu0
 		now := m.CompileStats().Time
 		took := wall - (now - compiled)
 		compiled = now
@@ -283,7 +290,7 @@ func generate(ctx context.Context, m *octlm.Model, prompt []int, n int, log io.W
 	if err != nil {
 		return t, err
 	}
-	t.prefill, t.firstToken, t.firstTokenWall = took, took, wall
+	t.prefill, t.firstToken, t.firstTokenWall, t.prefillCPU = took, took, wall, cpu
 	lastLog := time.Now()
 	for i := 1; i < n; i++ {
 		if err := ctx.Err(); err != nil {
@@ -293,6 +300,7 @@ func generate(ctx context.Context, m *octlm.Model, prompt []int, n int, log io.W
 			return t, err
 		}
 		t.decode += took
+		t.decodeCPU += cpu
 		if log != nil && (time.Since(lastLog) > 5*time.Second || i == n-1) {
 			fmt.Fprintf(log, "  decoded %d/%d tokens, %.1f ms/token\n", i, n-1, 1000*t.decode.Seconds()/float64(i))
 			lastLog = time.Now()

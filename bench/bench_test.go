@@ -83,6 +83,7 @@ func TestRun(t *testing.T) {
 		{"cold first token includes compile", r.ColdTimeToFirstToken > r.CompileSeconds/float64(r.CompiledGraphs)},
 		{"peak RSS measured", r.PeakRSSBytes >= r.LoadPeakRSSBytes && r.LoadPeakRSSBytes > 0},
 		{"bandwidth measured", r.ReadBandwidthBytesPerSec > 1e8},
+		{"cores busy measured", r.PrefillCores > 0 && r.DecodeCores > 0},
 		{"checkpoint size", r.CheckpointBytes > 0 && r.PlainReadSeconds > 0},
 	}
 	for _, c := range checks {
