@@ -505,11 +505,10 @@ func humanCount(n int64) string {
 
 // memSample is the process's memory at one moment of a load.
 type memSample struct {
-	t          time.Duration
-	rss, heap  int64 // bytes
-	loaded     int64 // checkpoint bytes loaded so far
-	hasRSS     bool
-	fromTensor bool
+	t         time.Duration
+	rss, heap int64 // bytes
+	loaded    int64 // checkpoint bytes loaded so far
+	hasRSS    bool
 }
 
 // rss reads the resident set size from /proc/self/statm (Linux); false elsewhere.
@@ -555,14 +554,14 @@ func LoadMemory(src *Source, dtype octlm.DType) (Figure, Table, error) {
 		loaded  atomic.Int64
 		total   atomic.Int64
 	)
-	sample := func(fromTensor bool) {
+	sample := func() {
 		r, ok := rss()
-		s := memSample{t: time.Since(start), rss: r - base, heap: heapBytes() - baseHeap, loaded: loaded.Load(), hasRSS: ok, fromTensor: fromTensor}
+		s := memSample{t: time.Since(start), rss: r - base, heap: heapBytes() - baseHeap, loaded: loaded.Load(), hasRSS: ok}
 		mu.Lock()
 		samples = append(samples, s)
 		mu.Unlock()
 	}
-	sample(false)
+	sample()
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -574,14 +573,14 @@ func LoadMemory(src *Source, dtype octlm.DType) (Figure, Table, error) {
 			case <-stop:
 				return
 			case <-tick.C:
-				sample(false)
+				sample()
 			}
 		}
 	}()
 	m, err := src.load(octlm.LoadOptions{DType: dtype, Progress: func(_ string, d, t int64) {
 		loaded.Store(d)
 		total.Store(t)
-		sample(true)
+		sample()
 	}}, nil)
 	close(stop)
 	<-done
@@ -589,7 +588,7 @@ func LoadMemory(src *Source, dtype octlm.DType) (Figure, Table, error) {
 		return Figure{}, Table{}, err
 	}
 	took := time.Since(start)
-	sample(false)
+	sample()
 	weights := m.WeightBytes()
 	params := m.Config.Parameters()
 	m.Close()
