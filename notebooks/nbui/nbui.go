@@ -23,10 +23,18 @@ import (
 func InNotebook() bool { return gonbui.IsNotebook }
 
 // HTML shows an HTML fragment.
-func HTML(fragment string) { gonbui.DisplayHTML(fragment) }
+func HTML(fragment string) { gonbui.DisplayHTML(fragment); sync() }
 
 // Markdown shows Markdown text.
-func Markdown(text string) { gonbui.DisplayMarkdown(text) }
+func Markdown(text string) { gonbui.DisplayMarkdown(text); sync() }
+
+// sync waits until gonb has received what was displayed: a cell's program may exit right
+// after its last display, and without it that display can be lost (seen once in four runs).
+func sync() {
+	if gonbui.IsNotebook {
+		gonbui.Sync()
+	}
+}
 
 // SVG shows an SVG document as image/svg+xml.
 func SVG(svg string) {
@@ -34,10 +42,11 @@ func SVG(svg string) {
 		return
 	}
 	gonbui.SendData(&protocol.DisplayData{Data: map[protocol.MIMEType]any{protocol.MIMEImageSVG: svg}})
+	sync()
 }
 
 // PNG shows a PNG image given as the bytes of a PNG file.
-func PNG(png []byte) { gonbui.DisplayPNG(png) }
+func PNG(png []byte) { gonbui.DisplayPNG(png); sync() }
 
 // Table shows an HTML table; see TableHTML.
 func Table(caption string, header []string, rows [][]string) { HTML(TableHTML(caption, header, rows)) }
