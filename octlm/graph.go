@@ -106,19 +106,26 @@ func rmsNorm(x, weight *Node, eps float64) *Node {
 	return Mul(weight, ConvertDType(x32, dtype))
 }
 
-// linear is nn.Linear without bias on x [S, in]: x·Wᵀ, with W stored transposed, [in, out],
-// or split by output columns into blocks [blocks, in, out/blocks] (see layout). Each block is
-// one batch of the product, and the blocks' outputs are laid side by side.
-func linear(x, weight *Node) *Node {
-	if weight.Rank() == 2 {
-		return DotGeneral(x, []int{1}, nil, weight, []int{0}, nil)
-	}
-	dims := weight.Shape().Dimensions
-	blocks, in, cols := dims[0], dims[1], dims[2]
-	seqLen := x.Shape().Dimensions[0]
-	perBlock := BroadcastToDims(InsertAxes(x, 0), blocks, seqLen, in)
-	y := DotGeneral(perBlock, []int{2}, []int{0}, weight, []int{1}, []int{0}) // [blocks, S, cols]
-	return Reshape(TransposeAllAxes(y, 1, 0, 2), seqLen, blocks*cols)
+// The Linear layers run as tensor parallelism splits them over devices (see layout), with
+// the blocks as a batch axis: q_proj, k_proj, v_proj, gate_proj and up_proj split by output
+// columns leave their result in blocks, [blocks, S, out/blocks]; o_proj and down_proj, split by
+// input rows, take those blocks and sum the blocks' partial products. nn.Linear's x·Wᵀ is the
+// same product; the weights are stored transposed, [in, out], cut into blocks.
+
+// columnParallel is nn.Linear (no bias) on x [S, in] with the weight in output blocks
+// [blocks, in, out/blocks]; the result stays in blocks: [blocks, S, out/blocks].
+func columnParallel(x, weight *Node) *Node {
+	blocks, in := weight.Shape().Dimensions[0], weight.Shape().Dimensions[1]
+	perBlock := BroadcastToDims(InsertAxes(x, 0), blocks, x.Shape().Dimensions[0], in)
+	return DotGeneral(perBlock, []int{2}, []int{0}, weight, []int{1}, []int{0})
+}
+
+// rowParallel is nn.Linear (no bias) on x in blocks [blocks, S, in/blocks] with the weight in
+// matching input blocks [blocks, in/blocks, out]: the sum of the blocks' products, [S, out].
+// The partial products are summed in float32, as one matmul's accumulator would.
+func rowParallel(x, weight *Node) *Node {
+	partial := Dot(x, weight).WithOutputDType(dtypes.Float32).General([]int{2}, []int{0}, []int{1}, []int{0})
+	return ConvertDType(ReduceSum(partial, 0), x.DType())
 }
 
 // dotLastAxes contracts the last axis of lhs with the last axis of rhs, with the first
@@ -141,11 +148,12 @@ func dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
 	return ConvertDType(out, dtype)
 }
 
-// mlp is Qwen3MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
+// mlp is Qwen3MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), block by block of the
+// hidden units.
 func mlp(x *Node, layer layerNodes) *Node {
-	gate := linear(x, layer.gateProj)
-	up := linear(x, layer.upProj)
-	return linear(Mul(Mul(gate, Sigmoid(gate)), up), layer.downProj)
+	gate := columnParallel(x, layer.gateProj) // [blocks, S, ff/blocks]
+	up := columnParallel(x, layer.upProj)
+	return rowParallel(Mul(Mul(gate, Sigmoid(gate)), up), layer.downProj)
 }
 
 // rotaryEmbedding is Qwen3RotaryEmbedding: inv_freq = 1 / base^(2i/d) in float32 (computed on
@@ -177,9 +185,12 @@ func applyRotary(x, cos, sin *Node, split bool) *Node {
 	dtype := x.DType()
 	headDim := x.Shape().Dimensions[x.Rank()-1]
 	half := headDim / 2
-	// cos/sin broadcast over heads: [S, 1, half].
+	// cos/sin broadcast over heads (and any leading axes): [..., S, 1, half].
 	cos = ConvertDType(InsertAxes(cos, 1), dtype)
 	sin = ConvertDType(InsertAxes(sin, 1), dtype)
+	for cos.Rank() < x.Rank() {
+		cos, sin = InsertAxes(cos, 0), InsertAxes(sin, 0)
+	}
 	if split {
 		// emb = cat(freqs, freqs); q_embed = q*cos + rotate_half(q)*sin,
 		// rotate_half(x) = cat(-x[..., half:], x[..., :half]).
@@ -203,18 +214,23 @@ func applyRotary(x, cos, sin *Node, split bool) *Node {
 // values into the caches (zeroed slots, so a scatter-add writes them; padding rows add zeros)
 // and attends over the first Lb slots with the causal mask. Returns o_proj's output and the
 // updated caches.
+//
+// The heads come in blocks (see columnParallel): block b holds kv heads b·kvPer … and the
+// query heads that share them, so q, k and v are [blocks, S, heads in the block, headDim].
 func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, vCache, start, real *Node) (out, newK, newV *Node) {
 	c := m.Config
 	g := x.Graph()
 	seqLen := x.Shape().Dimensions[0]
 	heads, kvHeads, headDim := c.NHeads, c.KVHeads, c.HeadWidth()
 	group := heads / kvHeads
+	blocks := layer.qProj.Shape().Dimensions[0]
+	kvPer := kvHeads / blocks // kv heads per block
 	capacity := kCache.Shape().Dimensions[1]
 	attendLen := causal.Shape().Dimensions[1]
 
-	q := Reshape(linear(x, layer.qProj), seqLen, heads, headDim)
-	k := Reshape(linear(x, layer.kProj), seqLen, kvHeads, headDim)
-	v := Reshape(linear(x, layer.vProj), seqLen, kvHeads, headDim)
+	q := Reshape(columnParallel(x, layer.qProj), blocks, seqLen, kvPer*group, headDim)
+	k := Reshape(columnParallel(x, layer.kProj), blocks, seqLen, kvPer, headDim)
+	v := Reshape(columnParallel(x, layer.vProj), blocks, seqLen, kvPer, headDim)
 	if c.QKNorm {
 		q = rmsNorm(q, layer.qNorm, c.Eps())
 		k = rmsNorm(k, layer.kNorm, c.Eps())
@@ -225,9 +241,12 @@ func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, v
 	// Write k and v at cache slots start..start+S-1 of every kv head; padding rows write zeros.
 	// The cache may be wider than the activations (see cacheDType); values stay exact.
 	dtype := k.DType()
-	keep := ConvertDType(Reshape(real, seqLen, 1, 1), dtype)
-	k = ConvertDType(Transpose(Mul(k, keep), 0, 1), kCache.DType()) // [kvHeads, S, headDim]
-	v = ConvertDType(Transpose(Mul(v, keep), 0, 1), vCache.DType())
+	keep := ConvertDType(Reshape(real, 1, seqLen, 1, 1), dtype)
+	perHead := func(t *Node) *Node { // [blocks, S, kvPer, headDim] -> [kvHeads, S, headDim]
+		return Reshape(TransposeAllAxes(Mul(t, keep), 0, 2, 1, 3), kvHeads, seqLen, headDim)
+	}
+	k = ConvertDType(perHead(k), kCache.DType())
+	v = ConvertDType(perHead(v), vCache.DType())
 	headIdx := Iota(g, shapesOf(dtypes.Int32, kvHeads, seqLen, 1), 0)
 	slotIdx := BroadcastToDims(Reshape(Add(start, Iota(g, shapesOf(dtypes.Int32, seqLen), 0)), 1, seqLen, 1), kvHeads, seqLen, 1)
 	indices := Concatenate([]*Node{headIdx, slotIdx}, -1) // [kvHeads, S, 2]
@@ -243,7 +262,8 @@ func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, v
 	keys, values = ConvertDType(keys, dtype), ConvertDType(values, dtype)
 	// Grouped-query attention without copying K/V per query head: query head h uses kv head
 	// h / group, so q is laid out [kvHeads, group·S, headDim] and kv heads are the batch axis.
-	q = TransposeAllAxes(Reshape(q, seqLen, kvHeads, group, headDim), 1, 2, 0, 3) // [kvHeads, group, S, headDim]
+	q = Reshape(q, blocks, seqLen, kvPer, group, headDim)
+	q = TransposeAllAxes(q, 0, 2, 3, 1, 4) // [blocks, kvPer, group, S, headDim]
 	q = Reshape(q, kvHeads, group*seqLen, headDim)
 	scores := dotLastAxes(q, keys, 1) // [kvHeads, group·S, Lb]
 	scores = MulScalar(scores, 1/math.Sqrt(float64(headDim)))
@@ -252,10 +272,11 @@ func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, v
 	mask = Reshape(mask, kvHeads, group*seqLen, attendLen)
 	scores = Where(mask, scores, BroadcastToDims(Infinity(g, dtypes.Float32, -1), scores.Shape().Dimensions...))
 	probs := ConvertDType(Softmax(scores, -1), values.DType())
-	ctx := DotGeneral(probs, []int{2}, []int{0}, values, []int{1}, []int{0})          // [kvHeads, group·S, headDim]
-	ctx = TransposeAllAxes(Reshape(ctx, kvHeads, group, seqLen, headDim), 2, 0, 1, 3) // [S, kvHeads, group, headDim]
-	ctx = Reshape(ctx, seqLen, heads*headDim)
-	return linear(ctx, layer.oProj), newK, newV
+	ctx := DotGeneral(probs, []int{2}, []int{0}, values, []int{1}, []int{0}) // [kvHeads, group·S, headDim]
+	ctx = Reshape(ctx, blocks, kvPer, group, seqLen, headDim)
+	ctx = TransposeAllAxes(ctx, 0, 3, 1, 2, 4) // [blocks, S, kvPer, group, headDim]
+	ctx = Reshape(ctx, blocks, seqLen, kvPer*group*headDim)
+	return rowParallel(ctx, layer.oProj), newK, newV
 }
 
 func shapesOf(dtype dtypes.DType, dims ...int) shapes.Shape { return shapes.Make(dtype, dims...) }

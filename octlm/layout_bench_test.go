@@ -22,16 +22,18 @@ func withLayout(t testing.TB, blocks, headRows int) {
 // plain or in column blocks, the embedding in one block or in row blocks with zero rows past
 // the vocabulary, on the full and token-by-token paths.
 func TestLayouts(t *testing.T) {
+	// Resident shapes in tiny-qwen3 (vocab 320, d 64, 4 heads over 2 kv heads of 32, MLP 96):
+	// attention splits into at most 2 blocks (its kv heads), the MLP into divisors of 96.
 	tests := []struct {
-		blocks, headRows int
-		embed            []int // resident shape of the embedding in tiny-qwen3 (vocab 320, d 64)
-		qProj            []int // resident shape of a q_proj (out 128, in 64)
+		blocks, headRows  int
+		embed, qProj, o   []int
+		gateProj, downPrj []int
 	}{
-		{1, 0, []int{1, 320, 64}, []int{64, 128}},
-		{2, 64, []int{5, 64, 64}, []int{2, 64, 64}},
-		{4, 96, []int{4, 80, 64}, []int{4, 64, 32}},   // 16 zero rows
-		{3, 300, []int{2, 160, 64}, []int{2, 64, 64}}, // 3 does not divide 128: 2 blocks
-		{8, 1000, []int{1, 320, 64}, []int{8, 64, 16}},
+		{1, 0, []int{1, 320, 64}, []int{1, 64, 128}, []int{1, 128, 64}, []int{1, 64, 96}, []int{1, 96, 64}},
+		{2, 64, []int{5, 64, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{2, 64, 48}, []int{2, 48, 64}},
+		{4, 96, []int{4, 80, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{4, 64, 24}, []int{4, 24, 64}}, // 16 zero rows
+		{3, 300, []int{2, 160, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{3, 64, 32}, []int{3, 32, 64}},
+		{8, 1000, []int{1, 320, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{8, 64, 12}, []int{8, 12, 64}},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("blocks=%d,headRows=%d", tt.blocks, tt.headRows), func(t *testing.T) {
@@ -39,11 +41,13 @@ func TestLayouts(t *testing.T) {
 			for _, name := range fixtures {
 				m := loadFixture(t, name, Float32)
 				if name == "tiny-qwen3" {
-					if got := m.weights[0].Shape().Dimensions; !slices.Equal(got, tt.embed) {
-						t.Errorf("embedding resident as %v, want %v", got, tt.embed)
-					}
-					if got := m.weights[3].Shape().Dimensions; !slices.Equal(got, tt.qProj) {
-						t.Errorf("q_proj resident as %v, want %v", got, tt.qProj)
+					for _, w := range []struct {
+						index int
+						want  []int
+					}{{0, tt.embed}, {3, tt.qProj}, {6, tt.o}, {10, tt.gateProj}, {12, tt.downPrj}} {
+						if got := m.weights[w.index].Shape().Dimensions; !slices.Equal(got, w.want) {
+							t.Errorf("%s resident as %v, want %v", m.specs[w.index].Name, got, w.want)
+						}
 					}
 				}
 				for n, ref := range readReference(t, name) {

@@ -79,9 +79,11 @@ func (m *Model) CompileStats() CompileStats {
 // layerNodes are one layer's weights inside a graph.
 type layerNodes struct {
 	inputLayernorm, postAttentionLayernorm *graph.Node
-	qProj, kProj, vProj, oProj             *graph.Node // [in, out] or [blocks, in, out/blocks]
+	qProj, kProj, vProj                    *graph.Node // [blocks, in, out/blocks]
+	oProj                                  *graph.Node // [blocks, in/blocks, out]
 	qNorm, kNorm                           *graph.Node // nil without qk_norm
-	gateProj, upProj, downProj             *graph.Node // [in, out] or [blocks, in, out/blocks]
+	gateProj, upProj                       *graph.Node // [blocks, in, out/blocks]
+	downProj                               *graph.Node // [blocks, in/blocks, out]
 }
 
 type weightNodes struct {

@@ -11,6 +11,7 @@ package octlm
 
 import (
 	"math/rand/v2"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -307,9 +308,27 @@ func BenchmarkLinearLayoutsPrefill(b *testing.B) {
 }
 
 // BenchmarkLinearLayouts decodes through four layers (small vocabulary) with the Linear
-// weights plain [in, out] and in 2, 4 and 8 column blocks.
+// weights in 1 ("plain"), 2, 4 and 8 blocks.
 func BenchmarkLinearLayouts(b *testing.B) {
 	decodeSideBySide(b, benchCheckpoint(b, 4, smallVocab), []layoutCase{
 		{"plain", 1, 0}, {"blocks2", 2, 0}, {"blocks4", 4, 0}, {"blocks8", 8, 0},
 	})
+}
+
+// BenchmarkCheckpointLayouts compares one block for every weight (the [in, out] Linear
+// weights and single embedding octlm started with) with the current layout, side by side on a
+// full checkpoint:
+//
+//	OCTLM_BENCH_CHECKPOINT=/path/to/qwen3-0.6b GOEXPERIMENT=simd go test ./octlm/ -run '^$' \
+//	    -bench CheckpointLayouts -benchtime 16x
+//
+// It needs memory for two copies of the model.
+func BenchmarkCheckpointLayouts(b *testing.B) {
+	dir := os.Getenv("OCTLM_BENCH_CHECKPOINT")
+	if dir == "" {
+		b.Skip("set OCTLM_BENCH_CHECKPOINT to a checkpoint folder")
+	}
+	layouts := []layoutCase{{"before", 1, 0}, {"now", goLinearBlocks, goHeadRows}}
+	b.Run("decode", func(b *testing.B) { decodeSideBySide(b, dir, layouts) })
+	b.Run("prefill", func(b *testing.B) { prefillSideBySide(b, dir, layouts) })
 }

@@ -31,7 +31,8 @@ type weightKind int
 
 const (
 	vectorWeight    weightKind = iota // norms: as stored
-	linearWeight                      // Hub [out, in] -> [in, out], or [blocks, in, out/blocks]
+	columnWeight                      // Linear split by outputs: Hub [out, in] -> [blocks, in, out/blocks]
+	rowWeight                         // Linear split by inputs: Hub [out, in] -> [blocks, in/blocks, out]
 	embeddingWeight                   // Hub [vocab, d] -> [blocks, rows, d], rows·blocks ≥ vocab
 )
 
@@ -40,18 +41,21 @@ type weightSpec struct {
 	Name     string // Hub name
 	HubShape []int  // shape in the checkpoint: Linear weights are [out, in]
 	Kind     weightKind
-	Blocks   int // linear: column blocks; embedding: row blocks (see layout)
+	Blocks   int // see layout
+	// BlockUnit is what a Linear weight's blocks must divide: kv heads for attention (so a
+	// block holds whole groups of query heads with their key/value heads), the MLP width.
+	BlockUnit int
 }
 
 // residentShape is the shape the weight has on the backend.
 func (s weightSpec) residentShape() []int {
 	switch s.Kind {
-	case linearWeight:
+	case columnWeight:
 		out, in := s.HubShape[0], s.HubShape[1]
-		if s.Blocks <= 1 {
-			return []int{in, out}
-		}
 		return []int{s.Blocks, in, out / s.Blocks}
+	case rowWeight:
+		out, in := s.HubShape[0], s.HubShape[1]
+		return []int{s.Blocks, in / s.Blocks, out}
 	case embeddingWeight:
 		vocab, d := s.HubShape[0], s.HubShape[1]
 		return []int{s.Blocks, ceilDiv(vocab, s.Blocks), d}
@@ -64,10 +68,14 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // layout is how weights are laid out for a backend: the layout its matmul kernels like. The
 // graph reads any layout; only speed differs.
 type layout struct {
-	// linearBlocks splits each Linear weight's output columns into this many blocks,
-	// [blocks, in, out/blocks] (1 keeps [in, out]). GoMLX's pure-Go backend runs a matmul below
-	// about 4M multiply-adds (every single-row decode product) on one core unless it has a batch
-	// axis, which it spreads over the cores; the blocks are that batch axis.
+	// linearBlocks cuts the Linear weights into this many blocks (at most; fewer where the
+	// heads or the MLP width do not divide), as tensor parallelism splits a layer over devices:
+	// q_proj, k_proj, v_proj, gate_proj and up_proj by output columns, [blocks, in, out/blocks],
+	// o_proj and down_proj by input rows, [blocks, in/blocks, out], so each block of the
+	// attention heads or of the MLP's hidden units runs from its input to its share of the
+	// output with no reshuffle in between. GoMLX's pure-Go backend runs a matmul below about 4M
+	// multiply-adds (every single-row decode product) on one core unless it has a batch axis,
+	// which it spreads over the cores; the blocks are that batch axis.
 	linearBlocks int
 	// headRows is the most embedding rows per block (0: one block). The embedding doubles as the
 	// output head (tied weights); in blocks of this many rows each block of the single-row
@@ -109,8 +117,8 @@ func (l layout) lay(specs []weightSpec) []weightSpec {
 	out := slices.Clone(specs)
 	for i, s := range out {
 		switch s.Kind {
-		case linearWeight:
-			out[i].Blocks = blocksFor(s.HubShape[0], l.linearBlocks)
+		case columnWeight, rowWeight:
+			out[i].Blocks = blocksFor(s.BlockUnit, l.linearBlocks)
 		case embeddingWeight:
 			if l.headRows > 0 {
 				out[i].Blocks = ceilDiv(s.HubShape[0], l.headRows)
@@ -123,8 +131,8 @@ func (l layout) lay(specs []weightSpec) []weightSpec {
 // weightSpecs lists the model's weights in the order the graph takes them, unblocked.
 func weightSpecs(c Config) []weightSpec {
 	d, hd, ff := c.DModel, c.HeadWidth(), c.FFWidth()
-	linear := func(name string, out, in int) weightSpec {
-		return weightSpec{Name: name, HubShape: []int{out, in}, Kind: linearWeight, Blocks: 1}
+	linear := func(name string, kind weightKind, out, in, unit int) weightSpec {
+		return weightSpec{Name: name, HubShape: []int{out, in}, Kind: kind, Blocks: 1, BlockUnit: unit}
 	}
 	vector := func(name string, n int) weightSpec { return weightSpec{Name: name, HubShape: []int{n}} }
 	specs := []weightSpec{
@@ -135,19 +143,19 @@ func weightSpecs(c Config) []weightSpec {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		specs = append(specs,
 			vector(p+"input_layernorm.weight", d),
-			linear(p+"self_attn.q_proj.weight", c.NHeads*hd, d),
-			linear(p+"self_attn.k_proj.weight", c.KVHeads*hd, d),
-			linear(p+"self_attn.v_proj.weight", c.KVHeads*hd, d),
-			linear(p+"self_attn.o_proj.weight", d, c.NHeads*hd),
+			linear(p+"self_attn.q_proj.weight", columnWeight, c.NHeads*hd, d, c.KVHeads),
+			linear(p+"self_attn.k_proj.weight", columnWeight, c.KVHeads*hd, d, c.KVHeads),
+			linear(p+"self_attn.v_proj.weight", columnWeight, c.KVHeads*hd, d, c.KVHeads),
+			linear(p+"self_attn.o_proj.weight", rowWeight, d, c.NHeads*hd, c.KVHeads),
 		)
 		if c.QKNorm {
 			specs = append(specs, vector(p+"self_attn.q_norm.weight", hd), vector(p+"self_attn.k_norm.weight", hd))
 		}
 		specs = append(specs,
 			vector(p+"post_attention_layernorm.weight", d),
-			linear(p+"mlp.gate_proj.weight", ff, d),
-			linear(p+"mlp.up_proj.weight", ff, d),
-			linear(p+"mlp.down_proj.weight", d, ff),
+			linear(p+"mlp.gate_proj.weight", columnWeight, ff, d, ff),
+			linear(p+"mlp.up_proj.weight", columnWeight, ff, d, ff),
+			linear(p+"mlp.down_proj.weight", rowWeight, d, ff, ff),
 		)
 	}
 	return specs
@@ -310,7 +318,7 @@ func residentTensor(backend compute.Backend, spec weightSpec, e loader.Entry, dt
 // embedding's last block, blocked and transposed for Linear weights.
 func fill(flat any, spec weightSpec, e loader.Entry, scratch *[]float32) error {
 	n := e.Info.NumElements()
-	if spec.Kind != linearWeight {
+	if spec.Kind == vectorWeight || spec.Kind == embeddingWeight {
 		switch dst := flat.(type) {
 		case []float32:
 			clear(dst[n:]) // padding rows of the embedding's last block
@@ -344,18 +352,28 @@ func fill(flat any, spec weightSpec, e loader.Entry, scratch *[]float32) error {
 
 // placeFloat32 writes values (Hub layout) into dst in spec's resident layout.
 func placeFloat32(dst, values []float32, spec weightSpec) {
-	if spec.Kind != linearWeight {
+	if spec.Kind == vectorWeight || spec.Kind == embeddingWeight {
 		copy(dst, values)
 		clear(dst[len(values):])
 		return
 	}
-	out, in := spec.HubShape[0], spec.HubShape[1]
-	blocks := max(spec.Blocks, 1)
-	cols := out / blocks
+	_, in, blocks, cols := linearGeometry(spec)
 	// Block b is rows [b·cols, (b+1)·cols) of the Hub's [out, in], transposed to [in, cols].
 	parallelTiles(blocks, in, cols, func(b, i0, i1, j0, j1 int) {
 		transpose32(dst[b*in*cols+i0*cols+j0:], cols, values[b*cols*in+j0*in+i0:], in, j1-j0, i1-i0)
 	})
+}
+
+// linearGeometry is how a Linear weight is transposed: as blocks matrices [cols, in] of the
+// Hub's [out, in], each to [in, cols]. A weight split by input rows is, in memory, the plain
+// transpose [in, out]: one block.
+func linearGeometry(spec weightSpec) (out, in, blocks, cols int) {
+	out, in = spec.HubShape[0], spec.HubShape[1]
+	blocks = spec.Blocks
+	if spec.Kind == rowWeight {
+		blocks = 1
+	}
+	return out, in, blocks, out / blocks
 }
 
 // transposeScalar is transpose32 one element at a time.
@@ -370,16 +388,14 @@ func transposeScalar(dst []float32, dstStride int, src []float32, srcStride, row
 
 // place is placeFloat32 for the half-precision types, converting as it goes.
 func place[T any](dst []T, values []float32, spec weightSpec, convert func(float32) T) {
-	if spec.Kind != linearWeight {
+	if spec.Kind == vectorWeight || spec.Kind == embeddingWeight {
 		for j, v := range values {
 			dst[j] = convert(v)
 		}
 		clear(dst[len(values):])
 		return
 	}
-	out, in := spec.HubShape[0], spec.HubShape[1]
-	blocks := max(spec.Blocks, 1)
-	cols := out / blocks
+	_, in, blocks, cols := linearGeometry(spec)
 	parallelTiles(blocks, in, cols, func(b, i0, i1, j0, j1 int) {
 		src := values[b*cols*in:]
 		d := dst[b*in*cols:]
