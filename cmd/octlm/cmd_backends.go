@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,14 +25,8 @@ func runBackends(args []string) error {
 		fmt.Fprintln(os.Stderr, "usage: octlm backends [--install cpu|cuda] [--check=false] [--backend NAME]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 0 {
-		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *install != "" && *backend != "" {
 		return usageError{"--install and --backend are separate steps; give one"}

@@ -33,14 +33,8 @@ func runFigures(args []string, stdout, stderr io.Writer) error {
 			"parity gate fails (the figures are still written), 2 on bad input.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 0 {
-		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *outFlag == "" {
 		return usageError{"--out must name a folder"}

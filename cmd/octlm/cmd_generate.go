@@ -53,14 +53,8 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	repetition := fs.Float64("repetition-penalty", 1, "divide the logits of tokens already seen (1 is none)")
 	seed := fs.Uint64("seed", 0, "random seed for sampling")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	given := 0
 	for _, s := range []string{*prompt, *chatText, *promptIDs} {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -59,14 +58,8 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 			"stored copies of tied weights counted once in the unique parameter count.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 1 {
-		return usageError{"inspect takes exactly one PATH"}
+	if err := parseFlags(fs, args, "PATH"); err != nil {
+		return err
 	}
 	report, err := inspectPath(context.Background(), fs.Arg(0), *offline, stderr)
 	if err != nil {

@@ -28,14 +28,8 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 			"checks DIR against it (exit 1 on a mismatch).\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 1 {
-		return usageError{"manifest takes exactly one DIR"}
+	if err := parseFlags(fs, args, "DIR"); err != nil {
+		return err
 	}
 	dir := fs.Arg(0)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {

@@ -46,14 +46,8 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 			"(exit status 1) when any is non-finite or off by more than %g. Bad input exits with status 2.\n\n", parity.Tolerance)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 0 {
-		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	halfDTypes, err := parseHalfDTypes(*dtypesFlag)
 	if err != nil {

@@ -33,14 +33,8 @@ func runTemplate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 			"optional enable_thinking) and writes each rendered prompt as one JSON string a line.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q (conversations come on stdin)", fs.Arg(0))}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *model == "" {
 		return usageError{"--model DIR is required"}

@@ -51,7 +51,7 @@ func TestTemplateErrors(t *testing.T) {
 	}{
 		{"no model", nil, "", "--model DIR is required", true},
 		{"bad flag", []string{"--modle", "x"}, "", "flag provided but not defined", true},
-		{"positional argument", []string{"--model", qwenTokenizerDir, "chat.jsonl"}, "", `unexpected argument "chat.jsonl"`, true},
+		{"positional argument", []string{"--model", qwenTokenizerDir, "chat.jsonl"}, "", `unexpected arguments ["chat.jsonl"]`, true},
 		{"another template", []string{"--model", other}, "", "chat template is not Qwen3's", false},
 		{"missing folder", []string{"--model", filepath.Join(other, "nope")}, "", "no chat template", false},
 		{"bad line", []string{"--model", qwenTokenizerDir}, `{"messages":[{"role":"user","content":"q"}]}` + "\n\n" + `{"messages": [}` + "\n",

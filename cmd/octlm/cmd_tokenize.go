@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,17 +32,11 @@ func runTokenizeIO(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 			"With --decode, reads JSON arrays of IDs and writes JSON strings. Blank lines are skipped.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *model == "" {
 		return usageError{"--model is required"}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
 	}
 	tok, err := loadTokenizer(*model)
 	if err != nil {

@@ -6,9 +6,11 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 )
 
 // command is one subcommand of octlm.
@@ -27,6 +29,27 @@ func register(name, summary string, run func(args []string) error) {
 
 // errCheckFailed marks a check that ran and failed (exit status 1), as opposed to bad input (2).
 var errCheckFailed = errors.New("check failed")
+
+// errHelp ends a command after -h printed its usage (exit status 0).
+var errHelp = errors.New("help shown")
+
+// parseFlags parses a command's flags. -h ends the command with errHelp; bad flags, and
+// positional arguments other than the ones named, are usage errors.
+func parseFlags(fs *flag.FlagSet, args []string, positional ...string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return usageError{err.Error()}
+	}
+	switch {
+	case fs.NArg() == len(positional):
+		return nil
+	case len(positional) == 0:
+		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	}
+	return usageError{fmt.Sprintf("%s takes exactly one %s", fs.Name(), strings.Join(positional, " "))}
+}
 
 // usageError marks bad flags or arguments (exit status 2).
 type usageError struct{ msg string }
@@ -52,7 +75,7 @@ func run(args []string) int {
 		return 2
 	}
 	warnWithoutSIMD()
-	if err := cmd.run(args[1:]); err != nil {
+	if err := cmd.run(args[1:]); err != nil && !errors.Is(err, errHelp) {
 		fmt.Fprintf(os.Stderr, "octlm %s: %v\n", args[0], err)
 		if errors.Is(err, errCheckFailed) {
 			return 1
