@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,14 +37,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			"results on stdout.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if mf.model == "" {
 		return usageError{"--model is required"}
