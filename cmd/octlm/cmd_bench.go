@@ -65,9 +65,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	defer backend.Finalize()
 	fmt.Fprintf(stderr, "backend: %s\n", info)
-	if info.Name == xla.Go && dtype != octlm.Float32 {
-		fmt.Fprintf(stderr, "warning: the pure-Go backend's %s matmuls above 4M multiply-adds run about 100x slower than float32 (GoMLX v0.28.2); prefill will take minutes\n", dtype)
-	}
+	warnHalfOnGo(stderr, info, dtype)
 	bar := newProgress(stderr, "loading")
 	res, err := bench.Run(ctx, bench.Options{
 		Dir: dir, Backend: backend, BackendName: info.Name, DType: dtype,

@@ -53,6 +53,7 @@ func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*loadedModel, 
 		return nil, err
 	}
 	fmt.Fprintf(stderr, "backend: %s\n", info)
+	warnHalfOnGo(stderr, info, dtype)
 	begin := time.Now()
 	bar := newProgress(stderr, "loading")
 	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
@@ -77,4 +78,12 @@ func resolveCheckpoint(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// warnHalfOnGo says that half precision on the pure-Go backend is slow: GoMLX v0.28.2's bf16/f16
+// matmuls above about 4M multiply-adds run about 100× slower than float32 there.
+func warnHalfOnGo(stderr io.Writer, info xla.Info, dtype octlm.DType) {
+	if info.Name == xla.Go && dtype != octlm.Float32 {
+		fmt.Fprintf(stderr, "warning: the pure-Go backend's %s matmuls above 4M multiply-adds run about 100x slower than float32 (GoMLX v0.28.2); a large model's prefill will take minutes\n", dtype)
+	}
 }
