@@ -84,18 +84,22 @@ func (c *Cache) reserve(n int) error {
 	grown := make([]*tensors.Tensor, 2*cfg.NLayers)
 	for i := range grown {
 		t, err := tensors.FromShapeForBackend(c.model.Backend, 0, shape) // zeroed
+		if err == nil {
+			grown[i] = t
+			if c.length > 0 {
+				err = copyCacheRows(t, c.kv[i], c.capacity, capacity, c.length)
+			}
+		} else {
+			err = fmt.Errorf("octlm: allocating a KV cache of %d positions: %w", capacity, err)
+		}
 		if err != nil {
-			for _, g := range grown[:i] {
-				_ = g.FinalizeAll()
+			for _, g := range grown[:i+1] {
+				if g != nil {
+					_ = g.FinalizeAll()
+				}
 			}
-			return fmt.Errorf("octlm: allocating a KV cache of %d positions: %w", capacity, err)
+			return err
 		}
-		if c.length > 0 {
-			if err := copyCacheRows(t, c.kv[i], c.capacity, capacity, c.length); err != nil {
-				return err
-			}
-		}
-		grown[i] = t
 	}
 	for _, t := range c.kv {
 		_ = t.FinalizeAll()

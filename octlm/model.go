@@ -213,7 +213,10 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 	if err := cache.reserve(end); err != nil {
 		return Logits{}, err
 	}
-	seqLen := lengthBucket(len(ids))
+	// The padded chunk writes its (zero) padding rows into cache slots too: they must fit,
+	// which a bucket past a capacity capped by the context length, or a chunk on top of a
+	// nearly full cache, would not.
+	seqLen := min(lengthBucket(len(ids)), cache.capacity-start)
 	attend := min(lengthBucket(end), cache.capacity)
 
 	padded := make([]int32, seqLen)
@@ -242,6 +245,7 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 	for i, t := range cache.kv {
 		donated, err := graph.DonateTensorBuffer(t, m.Backend, 0)
 		if err != nil {
+			cache.broken = true // the buffers donated so far are gone
 			return Logits{}, fmt.Errorf("octlm: donating the KV cache: %w", err)
 		}
 		args[len(args)-len(cache.kv)+i] = donated

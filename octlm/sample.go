@@ -50,6 +50,7 @@ type Sampler struct {
 	rng   *rand.Rand
 	order []int     // scratch: candidate token IDs
 	probs []float64 // scratch
+	seen  []bool    // scratch: tokens already penalised this step
 }
 
 // NewSampler returns a sampler seeded with s.Seed.
@@ -73,16 +74,33 @@ func Argmax(logits []float32) int {
 func (sp *Sampler) Next(logits []float32, seen []int) int {
 	s := sp.s
 	if p := s.RepetitionPenalty; p != 0 && p != 1 {
+		// Once per distinct token, however often it was seen, as transformers does.
+		if len(sp.seen) < len(logits) {
+			sp.seen = make([]bool, len(logits))
+		}
 		for _, id := range seen {
+			if sp.seen[id] {
+				continue
+			}
+			sp.seen[id] = true
 			if v := logits[id]; v > 0 {
 				logits[id] = v / float32(p)
 			} else {
 				logits[id] = v * float32(p)
 			}
 		}
+		for _, id := range seen {
+			sp.seen[id] = false
+		}
 	}
 	if s.Temperature == 0 {
 		return Argmax(logits)
+	}
+	// A NaN logit is no candidate: it would poison the softmax and the sort.
+	for i, v := range logits {
+		if v != v {
+			logits[i] = float32(math.Inf(-1))
+		}
 	}
 	// Candidates sorted by logit, highest first; top-k cuts the list.
 	sp.order = sp.order[:0]
@@ -105,12 +123,17 @@ func (sp *Sampler) Next(logits []float32, seen []int) int {
 		}
 		return 0
 	})
-	// Softmax of logits / temperature over the candidates.
+	// Softmax of logits / temperature over the candidates, shifted by the top logit before
+	// dividing so that a tiny temperature cannot overflow to Inf-Inf. Tokens tied with the top
+	// weigh 1, which also covers a top of ±Inf (when every logit is -Inf, all tie).
 	sp.probs = sp.probs[:0]
-	top := float64(logits[sp.order[0]]) / s.Temperature
+	top := float64(logits[sp.order[0]])
 	sum := 0.0
 	for _, id := range sp.order {
-		p := math.Exp(float64(logits[id])/s.Temperature - top)
+		p := 1.0
+		if v := float64(logits[id]); v != top {
+			p = math.Exp((v - top) / s.Temperature)
+		}
 		sp.probs = append(sp.probs, p)
 		sum += p
 	}

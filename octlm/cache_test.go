@@ -1,0 +1,61 @@
+package octlm
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestChunkPaddingFitsCache runs chunks whose padded length bucket reaches past the cache's
+// capacity (capped by the context length, or a cache reserved to exactly the right size) and
+// holds their logits to the full path's.
+func TestChunkPaddingFitsCache(t *testing.T) {
+	m := loadFixture(t, "tiny-qwen3", Float32)
+	tests := []struct {
+		context int
+		reserve int
+		chunks  []int
+	}{
+		{context: 40, reserve: 1, chunks: []int{33}},         // bucket 48 > context 40
+		{context: 70, reserve: 1, chunks: []int{30, 40}},     // 30 + bucket(40)=48 > 70
+		{context: 40960, reserve: 64, chunks: []int{47, 17}}, // 47 + bucket(17)=24 > capacity 64
+		{context: 64, reserve: 1, chunks: []int{60, 1, 3}},   // fills the context exactly
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.context, tt.chunks), func(t *testing.T) {
+			var ids []int
+			for _, n := range tt.chunks {
+				for range n {
+					ids = append(ids, 3+len(ids)*7%300)
+				}
+			}
+			want, err := m.Forward(ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			saved := m.Config.ContextLength
+			m.Config.ContextLength = tt.context
+			defer func() { m.Config.ContextLength = saved }()
+			cache, err := m.NewCache(tt.reserve)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cache.Close()
+			var parts []Logits
+			at := 0
+			for _, n := range tt.chunks {
+				l, err := m.ForwardCached(ids[at:at+n], cache)
+				if err != nil {
+					t.Fatalf("chunk of %d at %d: %v", n, at, err)
+				}
+				parts = append(parts, l)
+				at += n
+			}
+			if cache.Len() != len(ids) || cache.Capacity() > tt.context {
+				t.Errorf("cache len %d capacity %d, want len %d capacity ≤ %d", cache.Len(), cache.Capacity(), len(ids), tt.context)
+			}
+			if d := maxAbsError(t, concatLogits(parts...), want); d > 1e-4 {
+				t.Errorf("chunked logits differ from the full path by %g", d)
+			}
+		})
+	}
+}
