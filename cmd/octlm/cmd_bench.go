@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 
@@ -46,8 +47,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if *prompt <= 0 || *decode <= 0 {
 		return usageError{"--prompt and --decode must be positive"}
 	}
-	if *bandwidth < 1 {
-		return usageError{"--bandwidth-gib must be at least 1"}
+	// Also refuses NaN, and sizes whose byte count overflows int64.
+	if !(*bandwidth >= 1) || *bandwidth*(1<<30) >= math.MaxInt64 {
+		return usageError{fmt.Sprintf("--bandwidth-gib must be at least 1 and below 2^33, got %v", *bandwidth)}
 	}
 	dtype, err := octlm.ParseDType(mf.dtype)
 	if err != nil {

@@ -65,6 +65,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	if given != 1 {
 		return usageError{"give exactly one of --prompt, --chat or --prompt-ids"}
 	}
+	if *maxNew < 1 {
+		return usageError{fmt.Sprintf("--max-new-tokens must be at least 1, got %d", *maxNew)}
+	}
 	sampling := octlm.Sampling{Temperature: *temperature, TopK: *topK, TopP: *topP, MinP: *minP,
 		RepetitionPenalty: *repetition, Seed: *seed}
 	if err := sampling.Validate(); err != nil {
@@ -102,6 +105,10 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 		ids = tok.Encode(*prompt)
 	}
 
+	stops, err := stopIDs(m.Dir, tok)
+	if err != nil {
+		return err
+	}
 	var stream *tokenizer.StreamDecoder
 	if tok != nil {
 		stream = tokenizer.NewStreamDecoder(tok)
@@ -112,7 +119,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	opts := octlm.GenerateOptions{
 		MaxNewTokens: *maxNew,
 		Sampling:     sampling,
-		StopIDs:      stopIDs(m.Dir, tok),
+		StopIDs:      stops,
 		OnToken: func(id int) bool {
 			if stream != nil {
 				piece, err := stream.Add(id)
@@ -185,27 +192,36 @@ func optionalTokenizer(dir string) (*tokenizer.Tokenizer, error) {
 	return loadTokenizer(dir)
 }
 
-// stopIDs are generation_config.json's eos_token_id, else Qwen3's stop tokens when the
-// tokenizer knows them, else none.
-func stopIDs(dir string, tok *tokenizer.Tokenizer) []int {
-	data, err := os.ReadFile(filepath.Join(dir, "generation_config.json"))
+// stopIDs are generation_config.json's eos_token_id (absent or null: not given), else Qwen3's
+// stop tokens when the tokenizer knows them, else none. A generation_config.json that cannot be
+// read or whose eos_token_id is neither an ID nor a list of IDs is an error.
+func stopIDs(dir string, tok *tokenizer.Tokenizer) ([]int, error) {
+	path := filepath.Join(dir, "generation_config.json")
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	if err == nil {
 		var gc struct {
 			EOS json.RawMessage `json:"eos_token_id"`
 		}
-		if json.Unmarshal(data, &gc) == nil && len(gc.EOS) > 0 {
+		if err := json.Unmarshal(data, &gc); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(gc.EOS) > 0 && string(gc.EOS) != "null" {
 			var one int
 			var many []int
 			if json.Unmarshal(gc.EOS, &many) == nil {
-				return many
+				return many, nil
 			}
-			if json.Unmarshal(gc.EOS, &one) == nil {
-				return []int{one}
+			if err := json.Unmarshal(gc.EOS, &one); err != nil {
+				return nil, fmt.Errorf("%s: eos_token_id %s is neither a token ID nor a list of them", path, gc.EOS)
 			}
+			return []int{one}, nil
 		}
 	}
 	if tok == nil {
-		return nil
+		return nil, nil
 	}
 	var ids []int
 	for _, s := range []string{"<|im_end|>", "<|endoftext|>"} {
@@ -213,7 +229,7 @@ func stopIDs(dir string, tok *tokenizer.Tokenizer) []int {
 			ids = append(ids, id)
 		}
 	}
-	return ids
+	return ids, nil
 }
 
 // parseIDs reads "1,2,3".
