@@ -2,6 +2,7 @@ package octlm
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -55,6 +56,37 @@ func TestChunkPaddingFitsCache(t *testing.T) {
 			}
 			if d := maxAbsError(t, concatLogits(parts...), want); d > 1e-4 {
 				t.Errorf("chunked logits differ from the full path by %g", d)
+			}
+		})
+	}
+}
+
+// TestGenerateToTheContextLength: a huge --max-new-tokens stops at the context length, with
+// len(prompt)+generated-1 positions fed (the last token is never fed back), and the tokens
+// match the ones generated with room to spare.
+func TestGenerateToTheContextLength(t *testing.T) {
+	m := loadFixture(t, "tiny-qwen3", Float32)
+	tests := []struct{ context, prompt int }{{40, 33}, {40, 40}, {40, 39}, {64, 1}}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.context, "-", tt.prompt), func(t *testing.T) {
+			prompt := make([]int, tt.prompt)
+			for i := range prompt {
+				prompt[i] = 3 + i*11%300
+			}
+			want := tt.context - tt.prompt + 1
+			free, err := m.Generate(prompt, GenerateOptions{MaxNewTokens: want})
+			if err != nil {
+				t.Fatal(err)
+			}
+			saved := m.Config.ContextLength
+			m.Config.ContextLength = tt.context
+			defer func() { m.Config.ContextLength = saved }()
+			g, err := m.Generate(prompt, GenerateOptions{MaxNewTokens: 1 << 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.StopReason != StopLength || !slices.Equal(g.GeneratedIDs, free.GeneratedIDs) {
+				t.Errorf("generated %v (%s), want %v (length)", g.GeneratedIDs, g.StopReason, free.GeneratedIDs)
 			}
 		})
 	}
