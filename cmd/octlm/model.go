@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/gomlx/compute"
+
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/xla"
@@ -33,6 +35,14 @@ type loadedModel struct {
 	Dir     string
 	Backend xla.Info
 	Load    time.Duration
+
+	backend compute.Backend
+}
+
+// Close frees the model's weights and graphs, then the backend it opened.
+func (l *loadedModel) Close() {
+	l.Model.Close()
+	l.backend.Finalize()
 }
 
 // open resolves the checkpoint, opens the backend and streams the weights in, with progress on stderr.
@@ -61,9 +71,10 @@ func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*loadedModel, 
 	}})
 	bar.finish()
 	if err != nil {
+		backend.Finalize()
 		return nil, err
 	}
-	return &loadedModel{Model: m, Dir: dir, Backend: info, Load: time.Since(begin)}, nil
+	return &loadedModel{Model: m, Dir: dir, Backend: info, Load: time.Since(begin), backend: backend}, nil
 }
 
 // resolveCheckpoint turns --model into a folder: a local folder as it is, a Hub name through
