@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -68,14 +69,15 @@ func tokenizeStream(tok *tokenizer.Tokenizer, decode bool, in io.Reader, out io.
 		line, err := r.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
 			if err := tokenizeLine(tok, decode, line, enc); err != nil {
-				return fmt.Errorf("stdin line %d: %w", lineNo, err)
+				// The lines before it were good: write them out.
+				return errors.Join(fmt.Errorf("stdin line %d: %w", lineNo, err), w.Flush())
 			}
 		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("stdin line %d: %w", lineNo, err)
+			return errors.Join(fmt.Errorf("stdin line %d: %w", lineNo, err), w.Flush())
 		}
 		if r.Buffered() == 0 {
 			if err := w.Flush(); err != nil {

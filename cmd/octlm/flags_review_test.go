@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/octlm/octlm/xla"
@@ -77,6 +79,35 @@ func TestStopIDs(t *testing.T) {
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("stop IDs %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTokenizeKeepsOutputBeforeABadLine: the lines before a bad one are written out before
+// the error, also when the input arrives all at once (a pipe or file).
+func TestTokenizeKeepsOutputBeforeABadLine(t *testing.T) {
+	tests := []struct {
+		name, args, in string
+		lines          int
+	}{
+		{"encode", "", "\"a\"\n\"b\"\nnot json\n\"c\"\n", 2},
+		{"decode", "--decode", "[64]\n[65]\n[66]\n\"x\"\n", 3},
+		{"first line bad", "", "1\n\"a\"\n", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"--model", qwenTokenizerDir}
+			if tt.args != "" {
+				args = append(args, tt.args)
+			}
+			var out, errOut bytes.Buffer
+			err := runTokenizeIO(args, strings.NewReader(tt.in), &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d", tt.lines+1)) {
+				t.Fatalf("err = %v, want one naming line %d", err, tt.lines+1)
+			}
+			if got := strings.Count(out.String(), "\n"); got != tt.lines {
+				t.Errorf("%d lines written before the error, want %d: %q", got, tt.lines, out.String())
 			}
 		})
 	}
