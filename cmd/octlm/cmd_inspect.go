@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -172,6 +173,7 @@ func printInspect(w io.Writer, r *inspectReport) error {
 	for d, n := range r.DTypes {
 		dts = append(dts, fmt.Sprintf("%s x%d", d, n))
 	}
+	sort.Strings(dts) // map order is random; the report should read the same every time
 	fmt.Fprintf(w, "entries:        %d (%s)\n", r.Entries, strings.Join(dts, ", "))
 	fmt.Fprintf(w, "tensor bytes:   %s (%s)\n", commas(r.Bytes), loader.HumanBytes(r.Bytes))
 	fmt.Fprintf(w, "stored params:  %s\n", commas(r.Params))
