@@ -136,6 +136,12 @@ func TestManifestCommand(t *testing.T) {
 	if err := runManifest([]string{"--verify", t.TempDir()}, &out, &bytes.Buffer{}); err == nil || errors.Is(err, errCheckFailed) {
 		t.Errorf("no manifest: %v", err)
 	}
+	// So is a manifest file that is not a manifest.
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, loader.ManifestFileName), []byte(`{"format": 1`), 0o644)
+	if code := run([]string{"manifest", "--verify", bad}); code != 2 {
+		t.Errorf("exit %d for a malformed manifest, want 2", code)
+	}
 }
 
 func TestSynthUsage(t *testing.T) {

@@ -37,7 +37,10 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 	}
 	if *verify {
 		checks, err := loader.VerifySnapshot(dir, stderr)
-		if errors.Is(err, loader.ErrFormat) {
+		var fe *loader.FormatError
+		if errors.As(err, &fe) && (fe.Rule == loader.RuleManifestSize || fe.Rule == loader.RuleManifestHash || fe.Rule == loader.RuleManifestMissed) {
+			// The folder differs from its manifest: a failed check. A malformed manifest
+			// file is bad input (exit status 2).
 			return fmt.Errorf("%w: %w", errCheckFailed, err)
 		}
 		if err != nil {
