@@ -130,6 +130,8 @@ func (m *Model) Close() {
 
 // WeightBytes is the size of the resident weights.
 func (m *Model) WeightBytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var n int64
 	for _, t := range m.weights {
 		n += int64(t.Shape().ByteSize())
