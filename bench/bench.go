@@ -176,7 +176,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	r.LoadPeakRSSWeightRatio = float64(r.LoadPeakRSSBytes) / float64(r.WeightBytes)
 	c := m.Config
 	r.Layers, r.Hidden, r.Vocab = c.NLayers, c.DModel, c.VocabSize
-	if need := opts.PromptTokens + opts.DecodeTokens; need > c.ContextLength {
+	if opts.PromptTokens > c.ContextLength || opts.DecodeTokens > c.ContextLength-opts.PromptTokens {
 		return r, fmt.Errorf("bench: %d prompt + %d decode tokens exceed the context length %d", opts.PromptTokens, opts.DecodeTokens, c.ContextLength)
 	}
 	prompt := promptIDs(opts.PromptTokens, c.VocabSize)

@@ -48,7 +48,8 @@ func (g Generation) TokensPerSecond() float64 {
 }
 
 // Generate continues prompt on the cached path: one forward pass over the prompt, then one
-// token at a time on top of the KV cache, whose capacity is reserved up front.
+// token at a time on top of the KV cache, whose capacity is reserved up front. If a step fails,
+// it returns the tokens generated so far together with the error.
 func (m *Model) Generate(prompt []int, opts GenerateOptions) (Generation, error) {
 	if err := opts.Sampling.Validate(); err != nil {
 		return Generation{}, err
