@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/octlm/octlm/xla"
 )
 
 func TestBenchUsage(t *testing.T) {
@@ -61,5 +63,18 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "loading") {
 		t.Errorf("no progress on stderr: %q", errOut.String())
+	}
+}
+
+// TestBenchBeyondContext: lengths past the context are refused (huge ones used to overflow int
+// and panic in the KV cache).
+func TestBenchBeyondContext(t *testing.T) {
+	t.Setenv(xla.EnvBackend, "go")
+	for _, n := range []string{"40961", "4611686018427387904"} {
+		var out, errOut bytes.Buffer
+		err := runBench([]string{"--model", testdata("tiny-qwen3"), "--prompt", n, "--decode", n}, &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), "context length") {
+			t.Errorf("--prompt %s --decode %s: %v, want a context-length error", n, n, err)
+		}
 	}
 }
