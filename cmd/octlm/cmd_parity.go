@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gomlx/compute"
-
 	bundled "github.com/octlm/octlm"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/parity"
@@ -127,7 +125,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	m, err := loadForParity(dir, label, backend, octlm.Float32, stderr)
+	m, err := loadModel(dir, label, backend, octlm.Float32, stderr)
 	if err != nil {
 		return err
 	}
@@ -144,7 +142,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		for _, dtype := range halfDTypes {
-			hm, err := loadForParity(dir, label, backend, dtype, stderr)
+			hm, err := loadModel(dir, label, backend, dtype, stderr)
 			if err != nil {
 				return err
 			}
@@ -176,19 +174,6 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		return gateFailure{err}
 	}
 	return nil
-}
-
-// loadForParity loads the checkpoint in dir with dtype weights, with a progress bar on stderr.
-func loadForParity(dir, label string, backend compute.Backend, dtype octlm.DType, stderr io.Writer) (*octlm.Model, error) {
-	bar := newProgress(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
-	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
-		bar.update(done, total)
-	}})
-	bar.finish()
-	if err != nil {
-		return nil, fmt.Errorf("loading %s: %w", label, err)
-	}
-	return m, nil
 }
 
 // parseHalfDTypes reads --dtypes: a comma-separated list of bf16 and f16, each at most once.

@@ -65,16 +65,25 @@ func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*loadedModel, 
 	fmt.Fprintf(stderr, "backend: %s\n", info)
 	warnHalfOnGo(stderr, info, dtype)
 	begin := time.Now()
-	bar := newProgress(stderr, "loading")
-	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
-		bar.update(done, total)
-	}})
-	bar.finish()
+	m, err := loadModel(dir, dir, backend, dtype, stderr)
 	if err != nil {
 		backend.Finalize()
 		return nil, err
 	}
 	return &loadedModel{Model: m, Dir: dir, Backend: info, Load: time.Since(begin), backend: backend}, nil
+}
+
+// loadModel loads the checkpoint in dir with dtype weights, with a progress bar on stderr.
+func loadModel(dir, label string, backend compute.Backend, dtype octlm.DType, stderr io.Writer) (*octlm.Model, error) {
+	bar := newProgress(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
+	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
+		bar.update(done, total)
+	}})
+	bar.finish()
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", label, err)
+	}
+	return m, nil
 }
 
 // resolveCheckpoint turns --model into a folder: a local folder as it is, a Hub name through
