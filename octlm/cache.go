@@ -24,10 +24,12 @@ type Cache struct {
 // minCacheCapacity keeps tiny prompts from growing the cache at every step.
 const minCacheCapacity = 64
 
-// NewCache returns an empty cache with room for at least capacity positions.
+// NewCache returns an empty cache with room for capacity positions (at least
+// minCacheCapacity); it grows when a run needs more. It takes BytesPerPosition per position of
+// capacity. A capacity past the context length is a *ContextError.
 func (m *Model) NewCache(capacity int) (*Cache, error) {
 	c := &Cache{model: m}
-	if err := c.reserve(max(capacity, 1)); err != nil {
+	if err := c.reserve(max(capacity, 1), true); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -66,9 +68,10 @@ func (c *Cache) Close() {
 	c.broken = true
 }
 
-// reserve makes room for n positions, growing to a length bucket (at least minCacheCapacity,
-// at most the context length) and copying what the cache holds.
-func (c *Cache) reserve(n int) error {
+// reserve makes room for n positions, growing to exactly n or, to leave room for what comes
+// next, to a length bucket (at least minCacheCapacity, at most the context length) and copying
+// what the cache holds.
+func (c *Cache) reserve(n int, exact bool) error {
 	if c.broken {
 		return errors.New("octlm: the KV cache was closed or lost in a failed step")
 	}
@@ -77,9 +80,13 @@ func (c *Cache) reserve(n int) error {
 	}
 	cfg := c.model.Config
 	if n > cfg.ContextLength {
-		return fmt.Errorf("octlm: %d positions exceed the context length %d: %w", n, cfg.ContextLength, ErrBadInput)
+		return &ContextError{Positions: n, ContextLength: cfg.ContextLength}
 	}
-	capacity := min(max(lengthBucket(n), minCacheCapacity), cfg.ContextLength)
+	capacity := n
+	if !exact {
+		capacity = lengthBucket(n)
+	}
+	capacity = min(max(capacity, minCacheCapacity), cfg.ContextLength)
 	shape := shapes.Make(c.model.cacheDType(), cfg.KVHeads, capacity, cfg.HeadWidth())
 	grown := make([]*tensors.Tensor, 2*cfg.NLayers)
 	for i := range grown {

@@ -1,8 +1,11 @@
 package octlm
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -61,33 +64,90 @@ func TestChunkPaddingFitsCache(t *testing.T) {
 	}
 }
 
-// TestGenerateToTheContextLength: a huge --max-new-tokens stops at the context length, with
-// len(prompt)+generated-1 positions fed (the last token is never fed back), and the tokens
-// match the ones generated with room to spare.
+// TestGenerateToTheContextLength: a prompt plus MaxNewTokens that fill the context exactly
+// generate the tokens generated with room to spare; one token more, or a huge count, is a
+// *ContextError naming both numbers, before any work; the default count shrinks to fit.
 func TestGenerateToTheContextLength(t *testing.T) {
 	m := loadFixture(t, "tiny-qwen3", Float32)
-	tests := []struct{ context, prompt int }{{40, 33}, {40, 40}, {40, 39}, {64, 1}}
+	tests := []struct{ context, prompt int }{{40, 33}, {40, 39}, {64, 1}, {300, 100}}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.context, "-", tt.prompt), func(t *testing.T) {
 			prompt := make([]int, tt.prompt)
 			for i := range prompt {
 				prompt[i] = 3 + i*11%300
 			}
-			want := tt.context - tt.prompt + 1
-			free, err := m.Generate(prompt, GenerateOptions{MaxNewTokens: want})
+			room := tt.context - tt.prompt
+			free, err := m.Generate(prompt, GenerateOptions{MaxNewTokens: room})
 			if err != nil {
 				t.Fatal(err)
 			}
 			saved := m.Config.ContextLength
 			m.Config.ContextLength = tt.context
 			defer func() { m.Config.ContextLength = saved }()
-			g, err := m.Generate(prompt, GenerateOptions{MaxNewTokens: 1 << 40})
+			g, err := m.Generate(prompt, GenerateOptions{MaxNewTokens: room})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if g.StopReason != StopLength || !slices.Equal(g.GeneratedIDs, free.GeneratedIDs) {
 				t.Errorf("generated %v (%s), want %v (length)", g.GeneratedIDs, g.StopReason, free.GeneratedIDs)
 			}
+			def, err := m.Generate(prompt, GenerateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := min(room, 256); len(def.GeneratedIDs) != want {
+				t.Errorf("the default generated %d tokens, want %d", len(def.GeneratedIDs), want)
+			}
+			for _, n := range []int{room + 1, 1 << 40, math.MaxInt} {
+				_, err := m.Generate(prompt, GenerateOptions{MaxNewTokens: n})
+				var ce *ContextError
+				if !errors.As(err, &ce) || !errors.Is(err, ErrBadInput) || ce.Prompt != tt.prompt || ce.NewTokens != n ||
+					!strings.Contains(err.Error(), fmt.Sprintf("plus %d new tokens exceeds the context length %d", n, tt.context)) {
+					t.Errorf("MaxNewTokens %d: %v, want a *ContextError", n, err)
+				}
+			}
 		})
+	}
+	// A prompt that fills the context leaves no room, even for the default.
+	saved := m.Config.ContextLength
+	m.Config.ContextLength = 40
+	defer func() { m.Config.ContextLength = saved }()
+	var ce *ContextError
+	if _, err := m.Generate(make([]int, 40), GenerateOptions{}); !errors.As(err, &ce) || ce.NewTokens != 256 {
+		t.Errorf("a prompt filling the context: %v, want a *ContextError", err)
+	}
+}
+
+// TestNewCacheExact: a new cache holds the positions asked for, not a length bucket of them,
+// and grows by length buckets, never past the context length.
+func TestNewCacheExact(t *testing.T) {
+	m := loadFixture(t, "tiny-qwen3", Float32)
+	tests := []struct{ reserve, run, wantCap, wantGrown int }{
+		{reserve: 1, run: 10, wantCap: minCacheCapacity, wantGrown: minCacheCapacity},
+		{reserve: 100, run: 100, wantCap: 100, wantGrown: 100},
+		{reserve: 100, run: 101, wantCap: 100, wantGrown: lengthBucket(101)},
+		{reserve: 40000, run: 40960, wantCap: 40000, wantGrown: 40960},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.reserve, "-", tt.run), func(t *testing.T) {
+			cache, err := m.NewCache(tt.reserve)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cache.Close()
+			if cache.Capacity() != tt.wantCap {
+				t.Errorf("capacity %d, want %d", cache.Capacity(), tt.wantCap)
+			}
+			if err := cache.reserve(tt.run, false); err != nil {
+				t.Fatal(err)
+			}
+			if cache.Capacity() != tt.wantGrown {
+				t.Errorf("grown to %d, want %d", cache.Capacity(), tt.wantGrown)
+			}
+		})
+	}
+	var ce *ContextError
+	if _, err := m.NewCache(m.Config.ContextLength + 1); !errors.As(err, &ce) || ce.Positions != m.Config.ContextLength+1 {
+		t.Errorf("a cache past the context: %v, want a *ContextError", err)
 	}
 }

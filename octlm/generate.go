@@ -2,6 +2,7 @@ package octlm
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -22,7 +23,7 @@ var QwenStopIDs = []int{QwenIMEnd, QwenEndOfText}
 
 // GenerateOptions configure Generate.
 type GenerateOptions struct {
-	MaxNewTokens int      // 0 means 256
+	MaxNewTokens int      // 0 means 256, or what the context leaves room for when less
 	Sampling     Sampling // Greedy() or QwenDefaults() or your own
 	StopIDs      []int    // generation ends after emitting one of these (it is kept in GeneratedIDs)
 	// OnToken, when set, is called with every generated token as it arrives; returning false stops.
@@ -48,8 +49,10 @@ func (g Generation) TokensPerSecond() float64 {
 }
 
 // Generate continues prompt on the cached path: one forward pass over the prompt, then one
-// token at a time on top of the KV cache, whose capacity is reserved up front. If a step fails,
-// it returns the tokens generated so far together with the error.
+// token at a time on top of the KV cache, whose capacity is reserved up front. A prompt plus
+// MaxNewTokens past the context length is a *ContextError (the default of 256 new tokens
+// shrinks to fit instead). If a step fails, it returns the tokens generated so far together
+// with the error.
 func (m *Model) Generate(prompt []int, opts GenerateOptions) (Generation, error) {
 	if err := opts.Sampling.Validate(); err != nil {
 		return Generation{}, err
@@ -64,11 +67,15 @@ func (m *Model) Generate(prompt []int, opts GenerateOptions) (Generation, error)
 	if len(prompt) == 0 {
 		return Generation{}, fmt.Errorf("octlm: empty prompt: %w", ErrBadInput)
 	}
-	if len(prompt) > m.Config.ContextLength {
-		return Generation{}, fmt.Errorf("octlm: the prompt's %d tokens exceed the context length %d: %w",
-			len(prompt), m.Config.ContextLength, ErrBadInput)
+	room := m.Config.ContextLength - len(prompt)
+	if opts.MaxNewTokens == 0 && room > 0 {
+		maxNew = min(maxNew, room) // the default leaves room for the prompt
 	}
-	maxNew = min(maxNew, m.Config.ContextLength-len(prompt)+1)
+	if len(prompt) > m.Config.ContextLength || maxNew > room {
+		return Generation{}, &ContextError{Positions: len(prompt) + min(maxNew, math.MaxInt-len(prompt)), ContextLength: m.Config.ContextLength,
+			Prompt: len(prompt), NewTokens: maxNew}
+	}
+	// The last new token is never fed back: the cache holds the others.
 	cache, err := m.NewCache(len(prompt) + maxNew - 1)
 	if err != nil {
 		return Generation{}, err

@@ -191,13 +191,36 @@ func (m *Model) checkIDs(ids []int, cache *Cache) error {
 				id, i, m.Config.VocabSize, ErrBadInput)
 		}
 	}
-	if total := cache.Len() + len(ids); total > m.Config.ContextLength {
-		return fmt.Errorf("octlm: %d positions exceed the context length %d: %w", total, m.Config.ContextLength, ErrBadInput)
+	if len(ids) > m.Config.ContextLength-cache.Len() {
+		return &ContextError{Positions: cache.Len() + len(ids), ContextLength: m.Config.ContextLength}
 	}
 	return nil
 }
 
-// run executes the step graph for ids on top of cache and returns the logits of the given rows.
+// ContextError is a run or a generation that needs more positions than the model's context
+// length (config.json's max_position_embeddings). It matches ErrBadInput.
+type ContextError struct {
+	Positions     int // positions the request needs in all
+	ContextLength int
+	// Prompt and NewTokens split Positions for a generation; both are zero otherwise.
+	Prompt, NewTokens int
+}
+
+func (e *ContextError) Error() string {
+	if e.NewTokens > 0 {
+		return fmt.Sprintf("octlm: a prompt of %d tokens plus %d new tokens exceeds the context length %d by %d",
+			e.Prompt, e.NewTokens, e.ContextLength, e.Positions-e.ContextLength)
+	}
+	return fmt.Sprintf("octlm: %d positions exceed the context length %d", e.Positions, e.ContextLength)
+}
+
+// Is makes errors.Is(err, ErrBadInput) true.
+func (e *ContextError) Is(target error) bool { return target == ErrBadInput }
+
+// run executes ids on top of cache and returns the logits of the given rows (ascending). A
+// long ids runs as consecutive chunks (see chunkRows), each writing its keys and values into
+// the cache and attending over everything before it, so no step holds the attention scores of
+// the whole prompt: memory grows linearly with the prompt, as llama.cpp's micro-batches do.
 func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 	if cache == nil || cache.model != m {
 		return Logits{}, fmt.Errorf("octlm: the cache does not belong to this model: %w", ErrBadInput)
@@ -210,16 +233,72 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 	if m.weights == nil {
 		return Logits{}, errors.New("octlm: model is closed")
 	}
-	start := cache.Len()
-	end := start + len(ids)
-	if err := cache.reserve(end); err != nil {
+	if err := cache.reserve(cache.Len()+len(ids), false); err != nil {
 		return Logits{}, err
 	}
+	logits := Logits{Rows: len(rows), Vocab: m.Config.VocabSize, Data: make([]float32, 0, len(rows)*m.Config.VocabSize)}
+	for at := 0; at < len(ids); {
+		n := min(m.chunkRows(cache.Len(), cache.capacity), len(ids)-at)
+		// The rows of this chunk whose logits are wanted, relative to the chunk; a chunk that
+		// needs none still computes one row, which is dropped.
+		first := len(logits.Data) / logits.Vocab
+		last := first
+		for last < len(rows) && rows[last] < at+n {
+			last++
+		}
+		chunkRows := make([]int, 0, max(1, last-first))
+		for _, r := range rows[first:last] {
+			chunkRows = append(chunkRows, r-at)
+		}
+		if len(chunkRows) == 0 {
+			chunkRows = append(chunkRows, n-1)
+		}
+		data, err := m.runChunk(ids[at:at+n], cache, chunkRows)
+		if err != nil {
+			return Logits{}, err
+		}
+		if last > first {
+			logits.Data = append(logits.Data, data...)
+		}
+		at += n
+	}
+	return logits, nil
+}
+
+// Chunk sizes of the prefill: a chunk of n rows attending over Lb cache slots holds attention
+// scores of NHeads·n·Lb float32 values (and a few temporaries of that size); chunkRows keeps
+// that product under attentionBudget, between minChunkRows and maxChunkRows rows, in powers of
+// two so that the chunks share compiled graphs.
+var (
+	attentionBudget = 1 << 22 // score elements of one chunk: 16 MiB in float32
+	minChunkRows    = 32
+	maxChunkRows    = 1024
+)
+
+// chunkRows is the number of rows of the next prefill chunk on a cache holding start
+// positions with the given capacity.
+func (m *Model) chunkRows(start, capacity int) int {
+	rows := maxChunkRows
+	for rows > minChunkRows && m.Config.NHeads*rows*attendLength(start+rows, capacity) > attentionBudget {
+		rows /= 2
+	}
+	return rows
+}
+
+// attendLength is the number of cache slots a chunk ending at position end attends over: a
+// length bucket, so that decoding compiles a new graph only now and then, capped by the cache.
+func attendLength(end, capacity int) int { return min(lengthBucket(end), capacity) }
+
+// runChunk executes the step graph once for ids (one chunk) on top of cache, whose capacity must
+// already hold them, and returns the flat logits of the given rows of the chunk.
+func (m *Model) runChunk(ids []int, cache *Cache, rows []int) ([]float32, error) {
+	start := cache.Len()
+	end := start + len(ids)
 	// The padded chunk writes its (zero) padding rows into cache slots too: they must fit,
 	// which a bucket past a capacity capped by the context length, or a chunk on top of a
 	// nearly full cache, would not.
 	seqLen := min(lengthBucket(len(ids)), cache.capacity-start)
-	attend := min(lengthBucket(end), cache.capacity)
+	attend := attendLength(end, cache.capacity)
 
 	padded := make([]int32, seqLen)
 	for i, id := range ids {
@@ -242,13 +321,13 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 		args = append(args, t)
 	}
 	if err := m.compileFor(args); err != nil {
-		return Logits{}, err
+		return nil, err
 	}
 	for i, t := range cache.kv {
 		donated, err := graph.DonateTensorBuffer(t, m.Backend, 0)
 		if err != nil {
 			cache.broken = true // the buffers donated so far are gone
-			return Logits{}, fmt.Errorf("octlm: donating the KV cache: %w", err)
+			return nil, fmt.Errorf("octlm: donating the KV cache: %w", err)
 		}
 		args[len(args)-len(cache.kv)+i] = donated
 	}
@@ -256,17 +335,16 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 	outputs, err := m.step.Exec(args...)
 	if err != nil {
 		cache.broken = true
-		return Logits{}, fmt.Errorf("octlm: running the step graph (%d tokens at position %d): %w", len(ids), start, err)
+		return nil, fmt.Errorf("octlm: running the step graph (%d tokens at position %d): %w", len(ids), start, err)
 	}
 	cache.kv = outputs[1:]
 	cache.length = end
-	logits := Logits{Rows: len(rows), Vocab: m.Config.VocabSize}
-	logits.Data, err = tensors.CopyFlatData[float32](outputs[0])
+	data, err := tensors.CopyFlatData[float32](outputs[0])
 	_ = outputs[0].FinalizeAll()
 	if err != nil {
-		return Logits{}, fmt.Errorf("octlm: reading logits: %w", err)
+		return nil, fmt.Errorf("octlm: reading logits: %w", err)
 	}
-	return logits, nil
+	return data, nil
 }
 
 // compileFor compiles the step graph for the shapes of args unless it already has been, and

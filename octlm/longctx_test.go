@@ -1,0 +1,183 @@
+package octlm
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/octlm/octlm/octlm/synth"
+)
+
+// TestChunkedPrefill runs prompts in chunks of a few rows (the way long prompts run) and holds
+// them to the reference and to the prompt in one chunk: full path, cached path and Next.
+func TestChunkedPrefill(t *testing.T) {
+	for _, name := range fixtures {
+		m := loadFixture(t, name, Float32)
+		cases := readReference(t, name)
+		for _, rows := range []int{1, 4, 16} {
+			t.Run(fmt.Sprint(name, "/", rows, " rows"), func(t *testing.T) {
+				c := cases[len(cases)-1] // the longest
+				whole, err := m.Forward(c.ids)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer setChunkRows(rows, rows)()
+				full, err := m.Forward(c.ids)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cache, err := m.NewCache(1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cache.Close()
+				split := len(c.ids) / 2
+				first, err := m.ForwardCached(c.ids[:split], cache)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last, err := m.Next(c.ids[split:], cache)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, check := range []struct {
+					what      string
+					got, want Logits
+					tolerance float64
+				}{
+					{"full path vs reference", full, c.logits, parityTolerance},
+					{"full path vs one chunk", full, whole, 1e-4},
+					{"cached first half vs one chunk", first, Logits{Rows: split, Vocab: whole.Vocab, Data: whole.Data[:split*whole.Vocab]}, 1e-4},
+					{"Next vs one chunk", Logits{Rows: 1, Vocab: whole.Vocab, Data: last}, Logits{Rows: 1, Vocab: whole.Vocab, Data: whole.Row(whole.Rows - 1)}, 1e-4},
+				} {
+					if d := maxAbsError(t, check.got, check.want); d > check.tolerance {
+						t.Errorf("%s: max abs error %g > %g", check.what, d, check.tolerance)
+					}
+				}
+			})
+		}
+	}
+}
+
+// setChunkRows sets the chunk size limits and returns the function that restores them.
+func setChunkRows(lo, hi int) (restore func()) {
+	savedLo, savedHi := minChunkRows, maxChunkRows
+	minChunkRows, maxChunkRows = lo, hi
+	return func() { minChunkRows, maxChunkRows = savedLo, savedHi }
+}
+
+// TestChunkRows: chunks stay within the attention budget down to the smallest chunk, in powers
+// of two, and shrink as the attended prefix grows.
+func TestChunkRows(t *testing.T) {
+	tests := []struct {
+		heads, start, capacity, want int
+	}{
+		{heads: 16, start: 0, capacity: 40960, want: 512},
+		{heads: 1, start: 0, capacity: 40960, want: maxChunkRows},
+		{heads: 16, start: 4096, capacity: 40960, want: 32},
+		{heads: 16, start: 40000, capacity: 40960, want: minChunkRows},
+		{heads: 2, start: 0, capacity: 2048, want: maxChunkRows},
+		{heads: 2, start: 30000, capacity: 40960, want: 64},
+		{heads: 2, start: 8000, capacity: 40960, want: 128},
+	}
+	for _, tt := range tests {
+		m := &Model{Config: Config{NHeads: tt.heads}}
+		got := m.chunkRows(tt.start, tt.capacity)
+		if got != tt.want {
+			t.Errorf("%d heads at %d: %d rows, want %d", tt.heads, tt.start, got, tt.want)
+		}
+		if got > minChunkRows && tt.heads*got*attendLength(tt.start+got, tt.capacity) > attentionBudget {
+			t.Errorf("%d heads at %d: %d rows exceed the attention budget", tt.heads, tt.start, got)
+		}
+	}
+}
+
+// TestLongContextMemory runs Qwen3's whole context, 40,960 positions, through the full and the
+// cached path of a small random model and checks that memory grows linearly: the peak RSS
+// added by a 40,960-position prompt is well under 16× (quadratic growth) that of a 10,240
+// one. Attention scores of the whole prompt at once would take 6.7 GB per head.
+func TestLongContextMemory(t *testing.T) {
+	if !resetPeakRSS() {
+		t.Skip("cannot reset the peak RSS (Linux /proc/self/clear_refs)")
+	}
+	cfg := synth.QwenLike{VocabSize: 64, HiddenSize: 32, NumLayers: 1, NumHeads: 1, NumKVHeads: 1, HeadDim: 16,
+		IntermediateSize: 32, MaxPositionEmbeddings: 40960, RopeTheta: 1_000_000, RMSNormEps: 1e-6, EOSTokenID: 1}
+	dir := t.TempDir()
+	if err := synth.WriteWith(dir, cfg, synth.Options{Seed: 3, NoTokenizer: true}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir, LoadOptions{Backend: goBackend(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	growth := map[int]int64{}
+	for _, n := range []int{10240, 40960} {
+		ids := make([]int, n)
+		for i := range ids {
+			ids[i] = (i*37 + i/5) % cfg.VocabSize
+		}
+		runtime.GC()
+		debug.FreeOSMemory()
+		before := procStatus("VmRSS:")
+		resetPeakRSS()
+		full, err := m.Forward(ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache, err := m.NewCache(n / 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.ForwardCached(ids[:n/2], cache); err != nil {
+			t.Fatal(err)
+		}
+		second, err := m.ForwardCached(ids[n/2:], cache)
+		cache.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		growth[n] = procStatus("VmHWM:") - before
+		worst := 0.0
+		for i, v := range second.Data {
+			if math.IsNaN(float64(v)) {
+				t.Fatalf("%d positions: NaN logit", n)
+			}
+			worst = max(worst, math.Abs(float64(v)-float64(full.Data[(n/2)*full.Vocab+i])))
+		}
+		t.Logf("%d positions: peak RSS %d MiB above the %d MiB before; cached vs full path %.3g", n, growth[n]>>20, before>>20, worst)
+		if worst > 1e-3 {
+			t.Errorf("%d positions: the cached path differs from the full path by %g", n, worst)
+		}
+	}
+	if ratio := float64(growth[40960]) / float64(max(growth[10240], 1<<20)); ratio > 6 {
+		t.Errorf("peak RSS grew %.1f× from 10,240 to 40,960 positions (%d → %d MiB): want linear (4×), not quadratic (16×)",
+			ratio, growth[10240]>>20, growth[40960]>>20)
+	}
+}
+
+// resetPeakRSS sets VmHWM back to the current RSS (Linux ≥ 4.0); it reports whether it could.
+func resetPeakRSS() bool { return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil }
+
+// procStatus reads a "Key:   123 kB" line of /proc/self/status, in bytes.
+func procStatus(key string) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), key); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n << 10
+		}
+	}
+	return 0
+}
