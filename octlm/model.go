@@ -285,9 +285,20 @@ func (m *Model) chunkRows(start, capacity int) int {
 	return rows
 }
 
-// attendLength is the number of cache slots a chunk ending at position end attends over: a
-// length bucket, so that decoding compiles a new graph only now and then, capped by the cache.
-func attendLength(end, capacity int) int { return min(lengthBucket(end), capacity) }
+// attendLength is the number of cache slots a chunk ending at position end attends over,
+// capped by the cache: a length bucket, so that decoding compiles a new graph only now and
+// then, and past attendStep positions the next multiple of attendStep, so that long prompts
+// do not attend over up to a third more slots than they hold.
+func attendLength(end, capacity int) int {
+	n := lengthBucket(end)
+	if end > attendStep {
+		n = (end + attendStep - 1) / attendStep * attendStep
+	}
+	return min(n, capacity)
+}
+
+// attendStep is the granularity of attended lengths past it (see attendLength).
+const attendStep = 1024
 
 // runChunk executes the step graph once for ids (one chunk) on top of cache, whose capacity must
 // already hold them, and returns the flat logits of the given rows of the chunk.
