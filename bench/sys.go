@@ -12,6 +12,10 @@ import (
 // peakRSS is the process's peak resident set size (VmHWM) since start or the last resetPeakRSS.
 func peakRSS() int64 { return procField("/proc/self/status", "VmHWM:") << 10 }
 
+// PeakRSS is the process's peak resident set size in bytes since it started (Linux; 0 where
+// /proc/self/status is missing).
+func PeakRSS() int64 { return peakRSS() }
+
 // currentRSS is the process's resident set size now (VmRSS).
 func currentRSS() int64 { return procField("/proc/self/status", "VmRSS:") << 10 }
 

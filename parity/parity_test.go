@@ -388,7 +388,7 @@ func TestJSONL(t *testing.T) {
 	}
 	rep := &Report{
 		Run: RunInfo{Model: "tiny", Reference: ref.Dir, Backend: "go", Cases: len(ref.Cases), Checkpoint: checkpoint,
-			ReferenceFiles: refFiles, Versions: Versions(), HalfDTypes: []octlm.DType{octlm.BFloat16}},
+			ReferenceFiles: refFiles, Versions: Versions(), HalfDTypes: []octlm.DType{octlm.BFloat16}, PeakRSSBytes: 123 << 20},
 		Rows:   rows,
 		Half:   []HalfRow{{DType: octlm.BFloat16, Case: 0, Path: PathFull, Stats: rows[0].Stats}},
 		Greedy: []GreedyRow{{DType: octlm.BFloat16, Case: 0, PromptPositions: 1, Float32IDs: []int{1, 2, 3, 4}, IDs: []int{1, 2, 9, 4}}},
@@ -403,7 +403,7 @@ func TestJSONL(t *testing.T) {
 	}
 	keys := map[string][]string{
 		"run": {"type", "model", "reference", "backend", "dtype", "half_dtypes", "tolerance", "cases", "checkpoint",
-			"reference_files", "versions"},
+			"reference_files", "versions", "peak_rss_bytes"},
 		"logit_parity": {"type", "case", "path", "positions", "max_absolute_error", "mean_absolute_error",
 			"argmax_agreement", "argmax_matches", "tolerance"},
 		"half_logit_parity": {"type", "dtype", "case", "path", "positions", "max_absolute_error", "mean_absolute_error",
@@ -437,7 +437,7 @@ func TestJSONL(t *testing.T) {
 				t.Errorf("line %d: %s does not hold row %+v", i, line, r)
 			}
 		case "run":
-			if row["dtype"] != "f32" || row["tolerance"] != 1e-3 || row["cases"] != 4.0 {
+			if row["dtype"] != "f32" || row["tolerance"] != 1e-3 || row["cases"] != 4.0 || row["peak_rss_bytes"] != float64(123<<20) {
 				t.Errorf("run line %s", line)
 			}
 			ck := row["checkpoint"].(map[string]any)
@@ -575,5 +575,29 @@ func TestReferenceScript(t *testing.T) {
 	}
 	if ReferenceFileName(3) != "reference-logits-3.safetensors" {
 		t.Errorf("ReferenceFileName(3) = %s", ReferenceFileName(3))
+	}
+}
+
+// TestLongFixturePrefix runs the first positions of tiny-qwen3-long's 40,960-token case (one kv
+// head, head_dim 128; the logits at a position depend only on the tokens up to it, so a prefix
+// of a case is a case) through both paths: the prompt runs in several chunks. The whole case
+// runs in CI as `octlm parity --model testdata/tiny-qwen3-long`.
+func TestLongFixturePrefix(t *testing.T) {
+	const positions = 4096
+	m := loadModel(t, "tiny-qwen3-long", octlm.Float32)
+	dir := copyReference(t, "tiny-qwen3-long", func(_ int, ids []int, l *octlm.Logits) []int {
+		l.Rows, l.Data = positions, l.Data[:positions*l.Vocab]
+		return ids[:positions]
+	})
+	rows, err := Run(m, readRef(t, dir), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		t.Logf("%s: max %.3g, argmax %d/%d", r.Path, r.Stats.MaxAbsoluteError, r.Stats.ArgmaxMatches, r.Stats.Positions)
+		if r.Stats.Positions != positions || !(r.Stats.MaxAbsoluteError < 2e-4) || r.Stats.ArgmaxMatches < positions-2 {
+			t.Errorf("%s path: %d positions, max abs error %.3g, argmax %d: want %d, < 2e-4, all but ties",
+				r.Path, r.Stats.Positions, r.Stats.MaxAbsoluteError, r.Stats.ArgmaxMatches, positions)
+		}
 	}
 }

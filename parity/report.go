@@ -27,6 +27,8 @@ type RunInfo struct {
 	// ReferenceMetadata is the reference's safetensors metadata (reference.py's versions).
 	ReferenceMetadata map[string]string
 	Versions          map[string]string
+	// PeakRSSBytes is the process's peak resident set size over the run; 0 when unknown.
+	PeakRSSBytes int64
 }
 
 // MarshalJSON writes the run line.
@@ -49,8 +51,9 @@ func (r RunInfo) MarshalJSON() ([]byte, error) {
 		ReferenceFiles    map[string]string `json:"reference_files"`
 		ReferenceMetadata map[string]string `json:"reference_metadata,omitempty"`
 		Versions          map[string]string `json:"versions"`
+		PeakRSSBytes      int64             `json:"peak_rss_bytes,omitempty"`
 	}{"run", r.Model, r.Reference, r.Backend, r.Plugin, string(octlm.Float32), half, Tolerance, r.Cases,
-		r.Checkpoint, r.ReferenceFiles, r.ReferenceMetadata, r.Versions})
+		r.Checkpoint, r.ReferenceFiles, r.ReferenceMetadata, r.Versions, r.PeakRSSBytes})
 }
 
 func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }
@@ -184,7 +187,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	p("  model      %s\n", r.Run.Model)
 	p("  reference  %s (%d cases)\n", r.Run.Reference, r.Run.Cases)
 	p("  backend    %s, float32 weights and activations\n", backend)
-	p("  gate       max absolute logit error ≤ %g on every case, full and cached path\n\n", Tolerance)
+	p("  gate       max absolute logit error ≤ %g on every case, full and cached path\n", Tolerance)
+	if r.Run.PeakRSSBytes > 0 {
+		p("  peak RSS   %s (the whole process)\n", loader.HumanBytes(r.Run.PeakRSSBytes))
+	}
+	p("\n")
 	p("%4s  %-6s  %9s  %11s  %12s  %9s\n", "case", "path", "positions", "max abs err", "mean abs err", "argmax")
 	for _, row := range r.Rows {
 		verdict := "ok"

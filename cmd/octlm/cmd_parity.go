@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	bundled "github.com/octlm/octlm"
+	"github.com/octlm/octlm/bench"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/parity"
 	"github.com/octlm/octlm/xla"
@@ -158,6 +159,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		m.Close()
 	}
 
+	report.Run.PeakRSSBytes = bench.PeakRSS()
 	if err := report.WriteTable(stdout); err != nil {
 		return err
 	}

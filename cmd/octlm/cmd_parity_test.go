@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -120,7 +121,7 @@ func TestParityOutput(t *testing.T) {
 		wantStdout []string
 		okRows     int
 	}{
-		{"bundled", nil, "", []string{"model      tiny-qwen3 (bundled)", "   3  cached        188", "PASS: all 8 comparisons within 0.001",
+		{"bundled", nil, "", []string{"model      tiny-qwen3 (bundled)", "peak RSS   ", "   3  cached        188", "PASS: all 8 comparisons within 0.001",
 			"top token agrees at 520 of 520 positions"}, 8},
 		{"moved logit", []string{"--reference", movedReference(t)}, "float32 full logit parity failed on case 2: 0.01",
 			[]string{"   2  full           64     1.00e-02", "FAIL: float32 full logit parity failed on case 2: 0.01", "(2 of 8 comparisons failed"}, 6},
@@ -156,7 +157,9 @@ func TestParityOutput(t *testing.T) {
 					t.Fatalf("line %d: %v", i, err)
 				}
 				if i == 0 {
-					if row["type"] != "run" || row["backend"] != "go" || row["model"] != "tiny-qwen3 (bundled)" {
+					rss, _ := row["peak_rss_bytes"].(float64)
+					if row["type"] != "run" || row["backend"] != "go" || row["model"] != "tiny-qwen3 (bundled)" ||
+						(runtime.GOOS == "linux" && !(rss > 0)) {
 						t.Errorf("first line %s", line)
 					}
 					continue
