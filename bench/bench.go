@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -33,6 +34,14 @@ type Options struct {
 	PromptTokens int // prompt length for prefill and time to first token (default 128)
 	DecodeTokens int // tokens generated one at a time after the prompt (default 64)
 
+	// Depth is how many positions the KV cache holds before the timed prompt (llama-bench's
+	// -d): prefill and decode are measured on top of them.
+	Depth int
+	// DepthFill says how the cache gets to Depth: FillPrefill (the default) runs a prompt of
+	// Depth random tokens, timed on its own; FillZeros appends zero keys and values without
+	// running the model (octlm.Cache.Pad), which times the same decode steps in no time.
+	DepthFill string
+
 	// BandwidthBytes is the size of the streaming read that measures memory bandwidth
 	// (0 means MinBandwidthBytes; smaller reads may be served by caches and overstate it).
 	BandwidthBytes int64
@@ -42,6 +51,12 @@ type Options struct {
 	// LoadProgress, when set, is called while the weights stream in.
 	LoadProgress func(done, total int64)
 }
+
+// The ways to fill the KV cache to the depth.
+const (
+	FillPrefill = "prefill"
+	FillZeros   = "zeros"
+)
 
 // MinBandwidthBytes is the smallest streaming read that measures memory rather than caches.
 const MinBandwidthBytes = 1 << 30
@@ -77,6 +92,10 @@ type Result struct {
 	PeakRSSBytes             int64   `json:"peak_rss_bytes"` // peak RSS over load, compile, prefill and decode
 	CompileSeconds           float64 `json:"compile_seconds"`
 	CompiledGraphs           int     `json:"compiled_graphs"`
+	Depth                    int     `json:"depth"`              // positions in the KV cache before the prompt
+	DepthFill                string  `json:"depth_fill"`         // "prefill" or "zeros"
+	DepthFillSeconds         float64 `json:"depth_fill_seconds"` // the prefill that filled it, compile excluded; 0 for zeros
+	KVCacheBytes             int64   `json:"kv_cache_bytes"`     // the timed run's KV cache: depth + prompt + decode positions
 	PromptTokens             int     `json:"prompt_tokens"`
 	PrefillSeconds           float64 `json:"prefill_seconds"`
 	PrefillTokensPerSecond   float64 `json:"prefill_tokens_per_second"`
@@ -176,23 +195,42 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	r.LoadPeakRSSWeightRatio = float64(r.LoadPeakRSSBytes) / float64(r.WeightBytes)
 	c := m.Config
 	r.Layers, r.Hidden, r.Vocab = c.NLayers, c.DModel, c.VocabSize
-	if opts.PromptTokens > c.ContextLength || opts.DecodeTokens > c.ContextLength-opts.PromptTokens {
-		return r, fmt.Errorf("bench: %d prompt + %d decode tokens exceed the context length %d", opts.PromptTokens, opts.DecodeTokens, c.ContextLength)
+	if err := checkLengths(opts, c.ContextLength); err != nil {
+		return r, err
 	}
-	prompt := promptIDs(opts.PromptTokens, c.VocabSize)
+	ids := promptIDs(opts.Depth+opts.PromptTokens, c.VocabSize)
+	fill, prompt := ids[:opts.Depth], ids[opts.Depth:]
 
 	// Warm-up: compiles the prefill graph and the first decode graph.
 	logf("compiling (warm-up prefill of %d tokens and one decode step)", len(prompt))
-	cold, err := generate(ctx, m, prompt, 2, nil)
+	warm, err := m.NewCache(len(prompt) + opts.DecodeTokens)
+	if err != nil {
+		return r, err
+	}
+	cold, err := generate(ctx, m, warm, prompt, 2, nil)
+	warm.Close()
 	if err != nil {
 		return r, err
 	}
 	r.ColdTimeToFirstToken = cold.firstTokenWall.Seconds()
 
-	// The timed run. Steps that had to compile a new graph (the attended length grows by
-	// buckets) have their compile time taken out.
+	// The timed run, on a cache that holds Depth positions first. Steps that had to compile a
+	// new graph (the attended length grows by buckets) have their compile time taken out.
+	cache, err := m.NewCache(opts.Depth + len(prompt) + opts.DecodeTokens)
+	if err != nil {
+		return r, err
+	}
+	defer cache.Close()
+	r.Depth, r.DepthFill = opts.Depth, opts.DepthFill
+	r.KVCacheBytes = int64(cache.Capacity()) * cache.BytesPerPosition()
+	if opts.Depth > 0 {
+		logf("filling the KV cache to a depth of %d positions (%s)", opts.Depth, opts.DepthFill)
+		if r.DepthFillSeconds, err = fillCache(m, cache, fill, opts.DepthFill); err != nil {
+			return r, err
+		}
+	}
 	logf("prefill %d tokens, then decode %d", len(prompt), opts.DecodeTokens)
-	run, err := generate(ctx, m, prompt, opts.DecodeTokens+1, opts.Log)
+	run, err := generate(ctx, m, cache, prompt, opts.DecodeTokens+1, opts.Log)
 	if err != nil {
 		return r, err
 	}
@@ -220,6 +258,39 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	return r, nil
 }
 
+// checkLengths refuses depth + prompt + decode positions past the context length (an
+// *octlm.ContextError) and fill methods it does not know, without overflowing int.
+func checkLengths(o Options, contextLength int) error {
+	if o.DepthFill != FillPrefill && o.DepthFill != FillZeros {
+		return fmt.Errorf("bench: unknown depth fill %q (want %s or %s): %w", o.DepthFill, FillPrefill, FillZeros, octlm.ErrBadInput)
+	}
+	if o.Depth < 0 {
+		return fmt.Errorf("bench: negative depth %d: %w", o.Depth, octlm.ErrBadInput)
+	}
+	total := 0
+	for _, n := range []int{o.Depth, o.PromptTokens, o.DecodeTokens} {
+		if n > contextLength-total {
+			return &octlm.ContextError{Positions: total + min(n, math.MaxInt-total), ContextLength: contextLength}
+		}
+		total += n
+	}
+	return nil
+}
+
+// fillCache fills cache with ids' positions (FillPrefill: one prefill, its time returned with
+// compilation taken out) or as many zero positions (FillZeros).
+func fillCache(m *octlm.Model, cache *octlm.Cache, ids []int, how string) (float64, error) {
+	if how == FillZeros {
+		return 0, cache.Pad(len(ids))
+	}
+	compiled := m.CompileStats().Time
+	begin := time.Now()
+	if _, err := m.Next(ids, cache); err != nil {
+		return 0, err
+	}
+	return (time.Since(begin) - (m.CompileStats().Time - compiled)).Seconds(), nil
+}
+
 func withDefaults(o Options) Options {
 	if o.DType == "" {
 		o.DType = octlm.Float32
@@ -232,6 +303,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.BandwidthBytes <= 0 {
 		o.BandwidthBytes = MinBandwidthBytes
+	}
+	if o.DepthFill == "" {
+		o.DepthFill = FillPrefill
 	}
 	return o
 }
@@ -258,16 +332,11 @@ type timing struct {
 	kvBytesPerPosition          int64
 }
 
-// generate runs greedy generation of n tokens: the prompt in one call, then one token per
-// call, picking each token on the host as Generate does. It subtracts from each call the time
-// the model spent compiling during it.
-func generate(ctx context.Context, m *octlm.Model, prompt []int, n int, log io.Writer) (timing, error) {
+// generate runs greedy generation of n tokens on top of cache: the prompt in one call, then
+// one token per call, picking each token on the host as Generate does. It subtracts from each
+// call the time the model spent compiling during it.
+func generate(ctx context.Context, m *octlm.Model, cache *octlm.Cache, prompt []int, n int, log io.Writer) (timing, error) {
 	var t timing
-	cache, err := m.NewCache(len(prompt) + n)
-	if err != nil {
-		return t, err
-	}
-	defer cache.Close()
 	t.kvBytesPerPosition = cache.BytesPerPosition()
 	compiled := m.CompileStats().Time
 	var wall, cpu time.Duration

@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/compute"
@@ -106,11 +109,72 @@ func TestRunErrors(t *testing.T) {
 		{"no backend", Options{Dir: dir}},
 		{"no checkpoint", Options{Dir: t.TempDir(), Backend: backend}},
 		{"longer than the context", Options{Dir: dir, Backend: backend, PromptTokens: 40000, DecodeTokens: 1000, BandwidthBytes: 1 << 20}},
+		{"deeper than the context", Options{Dir: dir, Backend: backend, Depth: 40960, BandwidthBytes: 1 << 20}},
+		{"unknown fill", Options{Dir: dir, Backend: backend, Depth: 10, DepthFill: "ones", BandwidthBytes: 1 << 20}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := Run(context.Background(), tt.opts); err == nil {
 				t.Fatal("Run succeeded")
+			}
+		})
+	}
+}
+
+// TestCheckLengths: depth + prompt + decode may fill the context exactly; one more, or counts
+// whose sum overflows int, are a *octlm.ContextError.
+func TestCheckLengths(t *testing.T) {
+	tests := []struct {
+		depth, prompt, decode int
+		fill                  string
+		ok                    bool
+	}{
+		{0, 128, 64, FillPrefill, true},
+		{40000, 900, 60, FillZeros, true},
+		{40000, 900, 61, FillZeros, false},
+		{40960, 1, 1, FillPrefill, false},
+		{math.MaxInt, math.MaxInt, math.MaxInt, FillPrefill, false},
+		{1, math.MaxInt, 1, FillPrefill, false},
+		{-1, 1, 1, FillPrefill, false},
+		{1, 1, 1, "ones", false},
+	}
+	for _, tt := range tests {
+		err := checkLengths(Options{Depth: tt.depth, PromptTokens: tt.prompt, DecodeTokens: tt.decode, DepthFill: tt.fill}, 40960)
+		var ce *octlm.ContextError
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("%+v: %v", tt, err)
+		case !tt.ok && !errors.Is(err, octlm.ErrBadInput):
+			t.Errorf("%+v: %v, want bad input", tt, err)
+		case !tt.ok && tt.fill != "ones" && tt.depth >= 0 && (!errors.As(err, &ce) || ce.Positions <= 40960):
+			t.Errorf("%+v: %v, want a *ContextError past 40960 positions", tt, err)
+		}
+	}
+}
+
+// TestRunDepth measures prefill and decode on top of a KV cache filled to a depth, both ways.
+func TestRunDepth(t *testing.T) {
+	backend, err := compute.NewWithConfig("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("..", "testdata", "tiny-qwen3")
+	for _, fill := range []string{FillPrefill, FillZeros} {
+		t.Run(fill, func(t *testing.T) {
+			r, err := Run(context.Background(), Options{Dir: dir, Backend: backend, BackendName: "go",
+				Depth: 300, DepthFill: fill, PromptTokens: 8, DecodeTokens: 3, BandwidthBytes: 64 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Depth != 300 || r.DepthFill != fill || (fill == FillPrefill) != (r.DepthFillSeconds > 0) {
+				t.Errorf("depth %d, fill %q in %g s", r.Depth, r.DepthFill, r.DepthFillSeconds)
+			}
+			if want := int64(300+8+3) * r.KVCacheBytesPerPosition; r.KVCacheBytes != want {
+				t.Errorf("KV cache %d bytes, want %d (the positions of depth, prompt and decode)", r.KVCacheBytes, want)
+			}
+			var text bytes.Buffer
+			if err := r.WriteText(&text); err != nil || !strings.Contains(text.String(), "300 positions in the KV cache before the prompt") {
+				t.Errorf("report lacks the depth (%v):\n%s", err, text.String())
 			}
 		})
 	}

@@ -27,10 +27,12 @@ func (r Result) WriteText(w io.Writer) error {
 		{"resident weights", loader.HumanBytes(r.WeightBytes)},
 		{"peak RSS", fmt.Sprintf("%s after the load (%.2f × the weights), %s in all", loader.HumanBytes(r.LoadPeakRSSBytes), r.LoadPeakRSSWeightRatio, loader.HumanBytes(r.PeakRSSBytes))},
 		{"compile", fmt.Sprintf("%.2f s for %d graphs", r.CompileSeconds, r.CompiledGraphs)},
+		{"depth", r.depthText()},
 		{"prefill", fmt.Sprintf("%d tokens in %.3f s: %.1f tokens/s (%.2f cores busy)", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerSecond, r.PrefillCores)},
 		{"time to first token", fmt.Sprintf("%.3f s (%.3f s on the first call, compile included)", r.TimeToFirstTokenSeconds, r.ColdTimeToFirstToken)},
 		{"decode", fmt.Sprintf("%d tokens: %.1f ms/token, %.2f tokens/s (%.2f cores busy)", r.DecodeTokens, r.DecodeMsPerToken, r.DecodeTokensPerSecond, r.DecodeCores)},
-		{"KV cache", fmt.Sprintf("%s per position", loader.HumanBytes(r.KVCacheBytesPerPosition))},
+		{"KV cache", fmt.Sprintf("%s per position; %s for the %d positions of depth, prompt and decode", loader.HumanBytes(r.KVCacheBytesPerPosition),
+			loader.HumanBytes(r.KVCacheBytes), r.Depth+r.PromptTokens+r.DecodeTokens)},
 		{"read bandwidth", gb(r.ReadBandwidthBytesPerSec) + " (streaming read, all cores)"},
 		{"roofline", fmt.Sprintf("%.2f: %s/token × %.2f tokens/s = %s of %s", r.RooflineRatio,
 			loader.HumanBytes(r.WeightBytesPerToken), r.DecodeTokensPerSecond,
@@ -40,4 +42,16 @@ func (r Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 	}
 	return tw.Flush()
+}
+
+// depthText says how many positions the cache held before the prompt, and how they got there.
+func (r Result) depthText() string {
+	switch {
+	case r.Depth == 0:
+		return "0 (an empty KV cache before the prompt)"
+	case r.DepthFill == FillZeros:
+		return fmt.Sprintf("%d positions in the KV cache before the prompt: zero keys and values, no prefill", r.Depth)
+	}
+	return fmt.Sprintf("%d positions in the KV cache before the prompt, filled by a prefill in %.1f s (%.1f tokens/s)",
+		r.Depth, r.DepthFillSeconds, float64(r.Depth)/r.DepthFillSeconds)
 }

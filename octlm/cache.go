@@ -3,6 +3,7 @@ package octlm
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
@@ -55,6 +56,24 @@ func (m *Model) cacheDType() dtypes.DType {
 		return dtypes.Float32
 	}
 	return m.DType.gomlx()
+}
+
+// Pad appends n positions whose keys and values are zero, without running the model. A decode
+// step's work depends on how many positions the cache holds, not on their values, so a padded
+// cache times decoding at a depth without the prefill that would fill it (llama-bench's -d);
+// what the model computes on top of it means nothing.
+func (c *Cache) Pad(n int) error {
+	if n < 0 {
+		return fmt.Errorf("octlm: padding the KV cache by %d positions: %w", n, ErrBadInput)
+	}
+	if n > c.model.Config.ContextLength-c.length {
+		return &ContextError{Positions: c.length + min(n, math.MaxInt-c.length), ContextLength: c.model.Config.ContextLength}
+	}
+	if err := c.reserve(c.length+n, false); err != nil {
+		return err
+	}
+	c.length += n // slots past the length are zero
+	return nil
 }
 
 // Close frees the cache's buffers.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // TestChunkPaddingFitsCache runs chunks whose padded length bucket reaches past the cache's
@@ -151,3 +153,60 @@ func TestNewCacheExact(t *testing.T) {
 		t.Errorf("a cache past the context: %v, want a *ContextError", err)
 	}
 }
+
+// TestPad: padding appends zero positions (growing the cache as a run would), keeps what the
+// cache held, and refuses negative counts and counts past the context.
+func TestPad(t *testing.T) {
+	m := loadFixture(t, "tiny-qwen3", Float32)
+	ids := []int{5, 17, 250, 3, 99}
+	cache, err := m.NewCache(len(ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	if _, err := m.ForwardCached(ids, cache); err != nil {
+		t.Fatal(err)
+	}
+	before, err := tensorsFlat(cache.kv[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCap := cache.Capacity()
+	if err := cache.Pad(100); err != nil {
+		t.Fatal(err)
+	}
+	if cache.Len() != 105 || cache.Capacity() < 105 {
+		t.Fatalf("len %d capacity %d after padding, want 105", cache.Len(), cache.Capacity())
+	}
+	after, err := tensorsFlat(cache.kv[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, newCap := m.Config.HeadWidth(), cache.Capacity()
+	for h := range m.Config.KVHeads {
+		for pos := range 105 {
+			for j := range d {
+				got := after[(h*newCap+pos)*d+j]
+				want := float32(0)
+				if pos < len(ids) {
+					want = before[(h*oldCap+pos)*d+j]
+				}
+				if got != want {
+					t.Fatalf("head %d position %d: %g, want %g", h, pos, got, want)
+				}
+			}
+		}
+	}
+	if _, err := m.Next([]int{7}, cache); err != nil || cache.Len() != 106 {
+		t.Fatalf("decoding on a padded cache: %v (len %d)", err, cache.Len())
+	}
+	var ce *ContextError
+	if err := cache.Pad(-1); !errors.Is(err, ErrBadInput) {
+		t.Errorf("Pad(-1): %v, want bad input", err)
+	}
+	if err := cache.Pad(math.MaxInt); !errors.As(err, &ce) || cache.Len() != 106 {
+		t.Errorf("Pad(MaxInt): %v (len %d), want a *ContextError and the cache unchanged", err, cache.Len())
+	}
+}
+
+func tensorsFlat(t *tensors.Tensor) ([]float32, error) { return tensors.CopyFlatData[float32](t) }

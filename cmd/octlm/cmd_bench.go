@@ -28,14 +28,16 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	mf.register(fs, "")
 	prompt := fs.Int("prompt", 128, "prompt `tokens` for prefill and time to first token")
 	decode := fs.Int("decode", 64, "`tokens` decoded one at a time after the prompt")
+	depth := fs.Int("depth", 0, "`positions` in the KV cache before the prompt (llama-bench -d): prefill and decode at that depth")
+	depthFill := fs.String("depth-fill", bench.FillPrefill, "how the cache reaches --depth: prefill (a timed prompt of random tokens) or zeros (zero keys and values, no model run; decode does the same work)")
 	bandwidth := fs.Float64("bandwidth-gib", 1, "size in GiB of the streaming read that measures memory bandwidth (at least 1)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--json]\n\n"+
+		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--json]\n\n"+
 			"Loads the checkpoint (timed against a plain read of the same files), compiles, runs a\n"+
-			"prompt of random token IDs and decodes greedily, then measures the memory read bandwidth\n"+
-			"and reports decode speed as a fraction of it (the roofline ratio). Progress on stderr,\n"+
-			"results on stdout.\n\nflags:")
+			"prompt of random token IDs on top of --depth positions already in the KV cache and decodes\n"+
+			"greedily, then measures the memory read bandwidth and reports decode speed as a fraction\n"+
+			"of it (the roofline ratio). Progress on stderr, results on stdout.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -46,6 +48,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if *prompt <= 0 || *decode <= 0 {
 		return usageError{"--prompt and --decode must be positive"}
+	}
+	if *depth < 0 {
+		return usageError{fmt.Sprintf("--depth must be at least 0, got %d", *depth)}
+	}
+	if *depthFill != bench.FillPrefill && *depthFill != bench.FillZeros {
+		return usageError{fmt.Sprintf("--depth-fill must be %s or %s, got %q", bench.FillPrefill, bench.FillZeros, *depthFill)}
 	}
 	// Also refuses NaN, and sizes whose byte count overflows int64.
 	if !(*bandwidth >= 1) || *bandwidth*(1<<30) >= math.MaxInt64 {
@@ -71,7 +79,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	bar := newProgress(stderr, "loading")
 	res, err := bench.Run(ctx, bench.Options{
 		Dir: dir, Backend: backend, BackendName: info.Name, DType: dtype,
-		PromptTokens: *prompt, DecodeTokens: *decode, BandwidthBytes: int64(*bandwidth * (1 << 30)),
+		PromptTokens: *prompt, DecodeTokens: *decode, Depth: *depth, DepthFill: *depthFill, BandwidthBytes: int64(*bandwidth * (1 << 30)),
 		Log: stderr, LoadProgress: func(done, total int64) {
 			bar.update(done, total)
 			if done == total {

@@ -20,6 +20,8 @@ func TestBenchUsage(t *testing.T) {
 		{"zero prompt", []string{"--model", testdata("tiny-qwen3"), "--prompt", "0"}},
 		{"small bandwidth read", []string{"--model", testdata("tiny-qwen3"), "--bandwidth-gib", "0.5"}},
 		{"stray argument", []string{"--model", testdata("tiny-qwen3"), "extra"}},
+		{"negative depth", []string{"--model", testdata("tiny-qwen3"), "--depth", "-1"}},
+		{"unknown depth fill", []string{"--model", testdata("tiny-qwen3"), "--depth", "8", "--depth-fill", "ones"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +77,10 @@ func TestBenchBeyondContext(t *testing.T) {
 		err := runBench([]string{"--model", testdata("tiny-qwen3"), "--prompt", n, "--decode", n}, &out, &errOut)
 		if err == nil || !strings.Contains(err.Error(), "context length") {
 			t.Errorf("--prompt %s --decode %s: %v, want a context-length error", n, n, err)
+		}
+		err = runBench([]string{"--model", testdata("tiny-qwen3"), "--depth", n, "--depth-fill", "zeros"}, &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), "context length") {
+			t.Errorf("--depth %s: %v, want a context-length error", n, err)
 		}
 	}
 }
