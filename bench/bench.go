@@ -41,6 +41,8 @@ type Options struct {
 	// Depth random tokens, timed on its own; FillZeros appends zero keys and values without
 	// running the model (octlm.Cache.Pad), which times the same decode steps in no time.
 	DepthFill string
+	// KVDType stores the KV cache in Float32 or BFloat16; "" means the model's own.
+	KVDType octlm.DType
 
 	// BandwidthBytes is the size of the streaming read that measures memory bandwidth
 	// (0 means MinBandwidthBytes; smaller reads may be served by caches and overstate it).
@@ -96,6 +98,7 @@ type Result struct {
 	DepthFill                string  `json:"depth_fill"`         // "prefill" or "zeros"
 	DepthFillSeconds         float64 `json:"depth_fill_seconds"` // the prefill that filled it, compile excluded; 0 for zeros
 	KVCacheBytes             int64   `json:"kv_cache_bytes"`     // the timed run's KV cache: depth + prompt + decode positions
+	KVDType                  string  `json:"kv_dtype"`           // dtype of the stored keys and values
 	PromptTokens             int     `json:"prompt_tokens"`
 	PrefillSeconds           float64 `json:"prefill_seconds"`
 	PrefillTokensPerSecond   float64 `json:"prefill_tokens_per_second"`
@@ -203,7 +206,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 
 	// Warm-up: compiles the prefill graph and the first decode graph.
 	logf("compiling (warm-up prefill of %d tokens and one decode step)", len(prompt))
-	warm, err := m.NewCache(len(prompt) + opts.DecodeTokens)
+	warm, err := newCache(m, len(prompt)+opts.DecodeTokens, opts.KVDType)
 	if err != nil {
 		return r, err
 	}
@@ -216,12 +219,15 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 
 	// The timed run, on a cache that holds Depth positions first. Steps that had to compile a
 	// new graph (the attended length grows by buckets) have their compile time taken out.
-	cache, err := m.NewCache(opts.Depth + len(prompt) + opts.DecodeTokens)
+	cache, err := newCache(m, opts.Depth+len(prompt)+opts.DecodeTokens, opts.KVDType)
 	if err != nil {
 		return r, err
 	}
 	defer cache.Close()
-	r.Depth, r.DepthFill = opts.Depth, opts.DepthFill
+	r.Depth, r.DepthFill, r.KVDType = opts.Depth, opts.DepthFill, string(opts.KVDType)
+	if r.KVDType == "" {
+		r.KVDType = "model's"
+	}
 	r.KVCacheBytes = int64(cache.Capacity()) * cache.BytesPerPosition()
 	if opts.Depth > 0 {
 		logf("filling the KV cache to a depth of %d positions (%s)", opts.Depth, opts.DepthFill)
@@ -275,6 +281,14 @@ func checkLengths(o Options, contextLength int) error {
 		total += n
 	}
 	return nil
+}
+
+// newCache is a KV cache of capacity positions in dtype, or the model's dtype when "".
+func newCache(m *octlm.Model, capacity int, dtype octlm.DType) (*octlm.Cache, error) {
+	if dtype == "" {
+		return m.NewCache(capacity)
+	}
+	return m.NewCacheDType(capacity, dtype)
 }
 
 // fillCache fills cache with ids' positions (FillPrefill: one prefill, its time returned with

@@ -162,12 +162,19 @@ func TestRunDepth(t *testing.T) {
 	for _, fill := range []string{FillPrefill, FillZeros} {
 		t.Run(fill, func(t *testing.T) {
 			r, err := Run(context.Background(), Options{Dir: dir, Backend: backend, BackendName: "go",
-				Depth: 300, DepthFill: fill, PromptTokens: 8, DecodeTokens: 3, BandwidthBytes: 64 << 20})
+				Depth: 300, DepthFill: fill, PromptTokens: 8, DecodeTokens: 3, BandwidthBytes: 64 << 20, KVDType: octlm.BFloat16})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r.Depth != 300 || r.DepthFill != fill || (fill == FillPrefill) != (r.DepthFillSeconds > 0) {
 				t.Errorf("depth %d, fill %q in %g s", r.Depth, r.DepthFill, r.DepthFillSeconds)
+			}
+			cfg, err := octlm.ReadQwenConfig(filepath.Join(dir, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.KVDType != "bf16" || r.KVCacheBytesPerPosition != int64(2*cfg.NLayers*cfg.KVHeads*cfg.HeadWidth()*2) {
+				t.Errorf("KV cache %s, %d bytes per position: want bf16, 2 bytes a value", r.KVDType, r.KVCacheBytesPerPosition)
 			}
 			if want := int64(300+8+3) * r.KVCacheBytesPerPosition; r.KVCacheBytes != want {
 				t.Errorf("KV cache %d bytes, want %d (the positions of depth, prompt and decode)", r.KVCacheBytes, want)

@@ -16,6 +16,7 @@ import (
 // Slots beyond Len are zero (the graph writes keys by adding into zeroed slots).
 type Cache struct {
 	model    *Model
+	dtype    dtypes.DType      // of the stored keys and values
 	kv       []*tensors.Tensor // k0, v0, k1, v1, ...
 	capacity int
 	length   int
@@ -29,7 +30,21 @@ const minCacheCapacity = 64
 // minCacheCapacity); it grows when a run needs more. It takes BytesPerPosition per position of
 // capacity. A capacity past the context length is a *ContextError.
 func (m *Model) NewCache(capacity int) (*Cache, error) {
-	c := &Cache{model: m}
+	return m.newCache(capacity, m.cacheDType())
+}
+
+// NewCacheDType is NewCache with keys and values stored in dtype, Float32 or BFloat16,
+// whatever the model's dtype: a bfloat16 cache takes half the memory of a float32 one, and
+// rounds every key and value to bfloat16 (the attention itself runs in the model's dtype).
+func (m *Model) NewCacheDType(capacity int, dtype DType) (*Cache, error) {
+	if dtype != Float32 && dtype != BFloat16 {
+		return nil, fmt.Errorf("octlm: a KV cache of %s (want f32 or bf16): %w", dtype, ErrBadInput)
+	}
+	return m.newCache(capacity, dtype.gomlx())
+}
+
+func (m *Model) newCache(capacity int, dtype dtypes.DType) (*Cache, error) {
+	c := &Cache{model: m, dtype: dtype}
 	if err := c.reserve(max(capacity, 1), true); err != nil {
 		return nil, err
 	}
@@ -43,10 +58,9 @@ func (c *Cache) Len() int { return c.length }
 func (c *Cache) Capacity() int { return c.capacity }
 
 // BytesPerPosition is the KV-cache size of one position over all layers.
-func (c *Cache) BytesPerPosition() int64 { return c.model.kvBytesPerPosition() }
-
-func (m *Model) kvBytesPerPosition() int64 {
-	return int64(2*m.Config.NLayers*m.Config.KVHeads*m.Config.HeadWidth()) * int64(m.cacheDType().Size())
+func (c *Cache) BytesPerPosition() int64 {
+	cfg := c.model.Config
+	return int64(2*cfg.NLayers*cfg.KVHeads*cfg.HeadWidth()) * int64(c.dtype.Size())
 }
 
 // cacheDType is the dtype of the KV cache: the model's, except float16, which the pure-Go
@@ -106,7 +120,7 @@ func (c *Cache) reserve(n int, exact bool) error {
 		capacity = lengthBucket(n)
 	}
 	capacity = min(max(capacity, minCacheCapacity), cfg.ContextLength)
-	shape := shapes.Make(c.model.cacheDType(), cfg.KVHeads, capacity, cfg.HeadWidth())
+	shape := shapes.Make(c.dtype, cfg.KVHeads, capacity, cfg.HeadWidth())
 	grown := make([]*tensors.Tensor, 2*cfg.NLayers)
 	for i := range grown {
 		t, err := tensors.FromShapeForBackend(c.model.Backend, 0, shape) // zeroed

@@ -210,3 +210,44 @@ func TestPad(t *testing.T) {
 }
 
 func tensorsFlat(t *tensors.Tensor) ([]float32, error) { return tensors.CopyFlatData[float32](t) }
+
+// TestBFloat16Cache runs every case of the fixtures on a bfloat16 KV cache under float32
+// weights: half the bytes per position, and logits that drift from the reference by bfloat16's
+// rounding of keys and values only (measurably, and less than bfloat16 weights and
+// activations, 0.53 on tiny-qwen3).
+func TestBFloat16Cache(t *testing.T) {
+	for _, name := range fixtures {
+		t.Run(name, func(t *testing.T) {
+			m := loadFixture(t, name, Float32)
+			worst := 0.0
+			for _, c := range readReference(t, name) {
+				cache, err := m.NewCacheDType(len(c.ids), BFloat16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f32, err := m.NewCache(len(c.ids))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if 2*cache.BytesPerPosition() != f32.BytesPerPosition() {
+					t.Errorf("bfloat16 cache: %d bytes per position, float32 %d", cache.BytesPerPosition(), f32.BytesPerPosition())
+				}
+				f32.Close()
+				got, err := m.ForwardCached(c.ids, cache)
+				cache.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				worst = max(worst, maxAbsError(t, got, c.logits))
+			}
+			t.Logf("bfloat16 KV cache: max abs error %.3g against the float32 reference", worst)
+			if !(worst > 1e-4 && worst < 0.5) {
+				t.Errorf("bfloat16 KV cache: max abs error %g, want bfloat16 rounding (1e-4 … 0.5)", worst)
+			}
+		})
+	}
+	m := loadFixture(t, "tiny-qwen3", Float32)
+	if _, err := m.NewCacheDType(8, Float16); !errors.Is(err, ErrBadInput) {
+		t.Errorf("a float16 cache: %v, want bad input", err)
+	}
+}

@@ -239,7 +239,8 @@ func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, v
 	k = applyRotary(k, cos, sin, c.RopeSplit)
 
 	// Write k and v at cache slots start..start+S-1 of every kv head; padding rows write zeros.
-	// The cache may be wider than the activations (see cacheDType); values stay exact.
+	// The cache may be wider than the activations (see cacheDType; values stay exact) or
+	// narrower (a bfloat16 cache under float32 activations: keys and values are rounded).
 	dtype := k.DType()
 	keep := ConvertDType(Reshape(real, 1, seqLen, 1, 1), dtype)
 	perHead := func(t *Node) *Node { // [blocks, S, kvPer, headDim] -> [kvHeads, S, headDim]

@@ -30,10 +30,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	decode := fs.Int("decode", 64, "`tokens` decoded one at a time after the prompt")
 	depth := fs.Int("depth", 0, "`positions` in the KV cache before the prompt (llama-bench -d): prefill and decode at that depth")
 	depthFill := fs.String("depth-fill", bench.FillPrefill, "how the cache reaches --depth: prefill (a timed prompt of random tokens) or zeros (zero keys and values, no model run; decode does the same work)")
+	kvDType := fs.String("kv-dtype", "", "store the KV cache in f32 or bf16 (default: the model's dtype); bf16 halves it and rounds keys and values")
 	bandwidth := fs.Float64("bandwidth-gib", 1, "size in GiB of the streaming read that measures memory bandwidth (at least 1)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--json]\n\n"+
+		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16] [--json]\n\n"+
 			"Loads the checkpoint (timed against a plain read of the same files), compiles, runs a\n"+
 			"prompt of random token IDs on top of --depth positions already in the KV cache and decodes\n"+
 			"greedily, then measures the memory read bandwidth and reports decode speed as a fraction\n"+
@@ -63,6 +64,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	var kv octlm.DType
+	if *kvDType != "" {
+		if kv, err = octlm.ParseDType(*kvDType); err != nil || kv == octlm.Float16 {
+			return usageError{fmt.Sprintf("--kv-dtype must be f32 or bf16, got %q", *kvDType)}
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	dir, err := resolveCheckpoint(ctx, mf.model)
@@ -79,7 +86,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	bar := newProgress(stderr, "loading")
 	res, err := bench.Run(ctx, bench.Options{
 		Dir: dir, Backend: backend, BackendName: info.Name, DType: dtype,
-		PromptTokens: *prompt, DecodeTokens: *decode, Depth: *depth, DepthFill: *depthFill, BandwidthBytes: int64(*bandwidth * (1 << 30)),
+		PromptTokens: *prompt, DecodeTokens: *decode, Depth: *depth, DepthFill: *depthFill, KVDType: kv, BandwidthBytes: int64(*bandwidth * (1 << 30)),
 		Log: stderr, LoadProgress: func(done, total int64) {
 			bar.update(done, total)
 			if done == total {

@@ -21,6 +21,7 @@ func TestBenchUsage(t *testing.T) {
 		{"small bandwidth read", []string{"--model", testdata("tiny-qwen3"), "--bandwidth-gib", "0.5"}},
 		{"stray argument", []string{"--model", testdata("tiny-qwen3"), "extra"}},
 		{"negative depth", []string{"--model", testdata("tiny-qwen3"), "--depth", "-1"}},
+		{"float16 KV cache", []string{"--model", testdata("tiny-qwen3"), "--kv-dtype", "f16"}},
 		{"unknown depth fill", []string{"--model", testdata("tiny-qwen3"), "--depth", "8", "--depth-fill", "ones"}},
 	}
 	for _, tt := range tests {
