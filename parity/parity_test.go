@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -171,7 +172,10 @@ func TestGateFails(t *testing.T) {
 	if len(rows) != 2*len(ref.Cases) {
 		t.Fatalf("%d rows, want all %d", len(rows), 2*len(ref.Cases))
 	}
-	if !strings.HasPrefix(err.Error(), "float32 full logit parity failed on case 2: 0.01") {
+	// The reported error is 0.01 give or take the decoder's own rounding (last bits differ
+	// between kernels), printed to three digits.
+	msg, found := strings.CutPrefix(err.Error(), "float32 full logit parity failed on case 2: ")
+	if v, perr := strconv.ParseFloat(msg, 64); !found || perr != nil || math.Abs(v-0.01) > 1e-4 || len(msg) > 7 {
 		t.Errorf("message %q", err)
 	}
 	for _, r := range rows {
