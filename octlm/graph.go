@@ -7,7 +7,8 @@ package octlm
 // One graph serves the full path and the cached path: it takes a chunk of S token IDs (padded to
 // a length bucket; only the first `valid` are real) that start at cache position `start`, writes
 // their keys and values into a KV cache of fixed capacity, attends over the first Lb cache slots
-// (Lb is a bucket ≥ start+S), and returns logits for the rows listed in logitRows only.
+// (Lb ≥ start+S, see attendLength), and returns logits for the rows listed in logitRows only. A
+// long prompt runs as several such steps (see Model.run).
 
 import (
 	"math"
