@@ -272,57 +272,15 @@ func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, v
 	bias := Where(causal, BroadcastToDims(ScalarZero(g, dtypes.Float32), seqLen, attendLen),
 		BroadcastToDims(Infinity(g, dtypes.Float32, -1), seqLen, attendLen))
 	bias = Reshape(bias, 1, 1, seqLen, attendLen)
-	// The heads run as independent parts (kv heads, or the query heads of one kv head), so that
-	// a backend that runs independent ops side by side keeps its cores busy in the softmax.
-	axis, n := 0, kvHeads
-	if kvHeads == 1 {
-		axis, n = 1, group
-	}
-	parts := [][2]int{{0, n}}
-	if kvHeads*group*seqLen*attendLen >= minSplitScores {
-		parts = attentionParts(n)
-	}
-	ctxParts := make([]*Node, len(parts))
-	for i, p := range parts {
-		qp, kp, vp := SliceAxis(q, axis, AxisRange(p[0], p[1])), keys, values
-		if axis == 0 && len(parts) > 1 {
-			kp = SliceAxis(keys, 0, AxisRange(p[0], p[1]))
-			vp = SliceAxis(values, 0, AxisRange(p[0], p[1]))
-		}
-		h, gr := qp.Shape().Dimensions[0], qp.Shape().Dimensions[1]
-		scores := dotLastAxes(Reshape(qp, h, gr*seqLen, headDim), kp, 1) // [h, gr·S, Lb]
-		scores = MulScalar(scores, 1/math.Sqrt(float64(headDim)))
-		scores = Add(Reshape(ConvertDType(scores, dtypes.Float32), h, gr, seqLen, attendLen), bias)
-		probs := ConvertDType(Reshape(Softmax(scores, -1), h, gr*seqLen, attendLen), vp.DType())
-		ctx := DotGeneral(probs, []int{2}, []int{0}, vp, []int{1}, []int{0}) // [h, gr·S, headDim]
-		ctxParts[i] = Reshape(ctx, h, gr, seqLen, headDim)
-	}
-	ctx := ctxParts[0]
-	if len(ctxParts) > 1 {
-		ctx = Concatenate(ctxParts, axis) // [kvHeads, group, S, headDim]
-	}
+	scores := dotLastAxes(Reshape(q, kvHeads, group*seqLen, headDim), keys, 1) // [kvHeads, group·S, Lb]
+	scores = MulScalar(scores, 1/math.Sqrt(float64(headDim)))
+	scores = Add(Reshape(ConvertDType(scores, dtypes.Float32), kvHeads, group, seqLen, attendLen), bias)
+	probs := ConvertDType(Reshape(Softmax(scores, -1), kvHeads, group*seqLen, attendLen), values.DType())
+	ctx := DotGeneral(probs, []int{2}, []int{0}, values, []int{1}, []int{0}) // [kvHeads, group·S, headDim]
 	ctx = Reshape(ctx, blocks, kvPer, group, seqLen, headDim)
 	ctx = TransposeAllAxes(ctx, 0, 3, 1, 2, 4) // [blocks, S, kvPer, group, headDim]
 	ctx = Reshape(ctx, blocks, seqLen, kvPer*group*headDim)
 	return rowParallel(ctx, layer.oProj), newK, newV
-}
-
-// maxAttentionParts is how many independent parts attention splits its heads into.
-const maxAttentionParts = 4
-
-// minSplitScores is the number of attention scores from which attention runs in parts:
-// splitting smaller ones costs more in ops than it gains.
-const minSplitScores = 1 << 16
-
-// attentionParts splits n heads into at most maxAttentionParts ranges [from, to) of nearly
-// equal size.
-func attentionParts(n int) [][2]int {
-	k := min(n, maxAttentionParts)
-	parts := make([][2]int, k)
-	for i := range parts {
-		parts[i] = [2]int{i * n / k, (i + 1) * n / k}
-	}
-	return parts
 }
 
 func shapesOf(dtype dtypes.DType, dims ...int) shapes.Shape { return shapes.Make(dtype, dims...) }
