@@ -255,6 +255,11 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 		}
 		data, err := m.runChunk(ids[at:at+n], cache, chunkRows)
 		if err != nil {
+			if at > 0 {
+				// The cache holds part of ids: neither what it held before nor all of it.
+				cache.broken = true
+				err = fmt.Errorf("%w (after %d of the %d tokens: the KV cache is lost)", err, at, len(ids))
+			}
 			return Logits{}, err
 		}
 		if last > first {
