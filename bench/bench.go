@@ -161,7 +161,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			if opts.LoadProgress != nil {
 				opts.LoadProgress(done, total)
 			}
-		}})
+		},
+		Warn: func(msg string) { logf("warning: %s", msg) }})
 	if err != nil {
 		return r, err
 	}

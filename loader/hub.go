@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +19,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/octlm/octlm/internal/fileio"
 )
 
 // DefaultHubFiles are the file patterns (path.Match against the repository path) Resolve
@@ -94,7 +98,7 @@ func (o HubOptions) withDefaults() HubOptions {
 		if p == "" {
 			p = filepath.Join(hfHome(), "token")
 		}
-		if b, err := os.ReadFile(p); err == nil {
+		if b, err := fileio.ReadFile(p, 64<<10); err == nil {
 			o.Token = strings.TrimSpace(string(b))
 		}
 	}
@@ -148,11 +152,15 @@ func RepoCacheDir(cacheDir, repo string) string {
 // snapshot. If the Hub cannot be reached but the cache holds the revision, the cached snapshot
 // is used and a warning is written to Progress.
 func Resolve(ctx context.Context, nameOrDir string, opts HubOptions) (string, error) {
-	if st, err := os.Stat(nameOrDir); err == nil {
-		if !st.IsDir() {
-			return "", fmt.Errorf("loader: %s: not a folder", nameOrDir)
-		}
+	st, err := os.Stat(nameOrDir)
+	switch {
+	case err == nil && !st.IsDir():
+		return "", fmt.Errorf("loader: %s: not a folder", nameOrDir)
+	case err == nil:
 		return nameOrDir, nil
+	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		// A symlink loop or a folder that cannot be read: say so, with the path.
+		return "", fmt.Errorf("loader: %w", err)
 	}
 	repo, rev, err := ParseRepoRef(nameOrDir)
 	if err != nil {
@@ -209,7 +217,7 @@ func Resolve(ctx context.Context, nameOrDir string, opts HubOptions) (string, er
 func cachedSnapshot(repoDir, rev string) (string, error) {
 	commit := rev
 	if !commitPattern.MatchString(rev) {
-		b, err := os.ReadFile(filepath.Join(repoDir, "refs", filepath.FromSlash(rev)))
+		b, err := fileio.ReadFile(filepath.Join(repoDir, "refs", filepath.FromSlash(rev)), 4<<10)
 		if err != nil {
 			return "", err
 		}

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/octlm/octlm/internal/fileio"
 )
 
 // ManifestFileName is the name of the manifest file inside a checkpoint folder.
@@ -131,10 +133,13 @@ func WriteManifest(dir, repo, revision string, progress io.Writer) (*Manifest, e
 	return m, nil
 }
 
+// maxManifestBytes bounds a manifest file.
+const maxManifestBytes = 64 << 20
+
 // ReadManifest reads and validates a manifest file: known format, no duplicate keys or files,
 // relative slash paths inside the folder, non-negative sizes, 64-hex-digit digests.
 func ReadManifest(path string) (*Manifest, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, maxManifestBytes)
 	if err != nil {
 		return nil, fmt.Errorf("loader: %w", err)
 	}

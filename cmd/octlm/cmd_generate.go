@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
@@ -197,7 +198,7 @@ func optionalTokenizer(dir string) (*tokenizer.Tokenizer, error) {
 // read or whose eos_token_id is neither an ID nor a list of IDs is an error.
 func stopIDs(dir string, tok *tokenizer.Tokenizer) ([]int, error) {
 	path := filepath.Join(dir, "generation_config.json")
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, octlm.MaxConfigBytes)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}

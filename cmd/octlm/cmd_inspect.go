@@ -97,6 +97,9 @@ func inspectPath(ctx context.Context, path string, offline bool, progress io.Wri
 			return nil, err
 		}
 		defer c.Close()
+		for _, w := range c.Warnings() {
+			fmt.Fprintf(progress, "warning: %s\n", printable(w))
+		}
 		files = c.Files()
 		for e, err := range c.Tensors() {
 			if err != nil {
@@ -155,19 +158,19 @@ func printInspect(w io.Writer, r *inspectReport) error {
 		for i, d := range t.Shape {
 			dims[i] = fmt.Sprint(d)
 		}
-		line := fmt.Sprintf("%s\t%s\t[%s]\t%15s\t", t.Name, t.DType, strings.Join(dims, ", "), commas(t.Bytes))
+		line := fmt.Sprintf("%s\t%s\t[%s]\t%15s\t", printable(t.Name), printable(t.DType), strings.Join(dims, ", "), commas(t.Bytes))
 		if multi {
-			line += t.File + "\t"
+			line += printable(t.File) + "\t"
 		}
 		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\npath:           %s\n", r.Path)
+	fmt.Fprintf(w, "\npath:           %s\n", printable(r.Path))
 	fmt.Fprintf(w, "files:          %d\n", len(r.Files))
 	if len(r.Metadata) > 2 {
-		fmt.Fprintf(w, "metadata:       %s\n", r.Metadata)
+		fmt.Fprintf(w, "metadata:       %s\n", printable(string(r.Metadata)))
 	}
 	var dts []string
 	for d, n := range r.DTypes {
@@ -179,7 +182,7 @@ func printInspect(w io.Writer, r *inspectReport) error {
 	fmt.Fprintf(w, "stored params:  %s\n", commas(r.Params))
 	fmt.Fprintf(w, "unique params:  %s", commas(r.UniqueParams))
 	if len(r.Tied) > 0 {
-		fmt.Fprintf(w, " (tied copies counted once: %s)", strings.Join(r.Tied, "; "))
+		fmt.Fprintf(w, " (tied copies counted once: %s)", printable(strings.Join(r.Tied, "; ")))
 	}
 	_, err := fmt.Fprintln(w)
 	return err

@@ -67,7 +67,7 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, f := range m.Files {
-		fmt.Fprintf(stdout, "%s  %14s  %s\n", f.SHA256, commas(f.Size), f.Name)
+		fmt.Fprintf(stdout, "%s  %14s  %s\n", f.SHA256, commas(f.Size), printable(f.Name))
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d files)\n", loader.ManifestFileName, len(m.Files))
 	return nil

@@ -76,7 +76,8 @@ func run(args []string) int {
 	}
 	warnWithoutSIMD()
 	if err := cmd.run(args[1:]); err != nil && !errors.Is(err, errHelp) {
-		fmt.Fprintf(os.Stderr, "octlm %s: %v\n", args[0], err)
+		// Errors can quote what a file holds: escape what would drive the terminal.
+		fmt.Fprintf(os.Stderr, "octlm %s: %s\n", args[0], printableText(err.Error()))
 		if errors.Is(err, errCheckFailed) {
 			return 1
 		}

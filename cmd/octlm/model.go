@@ -78,7 +78,7 @@ func loadModel(dir, label string, backend compute.Backend, dtype octlm.DType, st
 	bar := newProgress(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
 	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
 		bar.update(done, total)
-	}})
+	}, Warn: func(msg string) { fmt.Fprintf(stderr, "warning: %s\n", msg) }})
 	bar.finish()
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", label, err)

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
+
+	"github.com/octlm/octlm/internal/fileio"
 )
 
 // addedTokenJSON is one entry of tokenizer.json's added_tokens.
@@ -34,13 +35,20 @@ type modelJSON struct {
 	IgnoreMerges            bool     `json:"ignore_merges"`
 }
 
+// Size limits of the files Load and LoadDir read (Qwen3's tokenizer.json is 11 MB, its
+// tokenizer_config.json 10 KB); larger files, FIFOs and devices are refused.
+const (
+	MaxTokenizerBytes       = 256 << 20
+	MaxTokenizerConfigBytes = 16 << 20
+)
+
 // Load reads a Hugging Face tokenizer.json. It accepts exactly the pipeline it reproduces:
 // an optional NFC normalizer; a Sequence of Split (the Qwen2/Qwen3 or Llama 3 regex, Isolated)
 // and ByteLevel without its own regex; a BPE model over the byte-level alphabet; and a ByteLevel
 // decoder. Anything else is an error that
 // names the file and the field.
 func Load(path string) (*Tokenizer, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, MaxTokenizerBytes)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -60,7 +68,7 @@ func LoadDir(dir string) (*Tokenizer, error) {
 		return nil, err
 	}
 	cfgPath := filepath.Join(dir, "tokenizer_config.json")
-	data, err := os.ReadFile(cfgPath)
+	data, err := fileio.ReadFile(cfgPath, MaxTokenizerConfigBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return t, nil
 	}
