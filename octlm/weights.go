@@ -213,6 +213,9 @@ func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (m *M
 	if opts.Backend == nil {
 		return nil, fmt.Errorf("octlm: load: no backend given")
 	}
+	if err := checkSizes(cfg, ckpt); err != nil {
+		return nil, err
+	}
 	dtype := opts.DType
 	if dtype == "" {
 		dtype = Float32
