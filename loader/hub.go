@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,7 +20,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/octlm/octlm/internal/fileio"
 )
@@ -41,8 +44,24 @@ type HubOptions struct {
 	Offline  bool         // never touch the network; also set by HF_HUB_OFFLINE=1
 	Files    []string     // patterns of files to fetch; default DefaultHubFiles
 	Progress io.Writer    // download and hashing progress; nil for silence
-	Client   *http.Client // default http.DefaultClient
+	Client   *http.Client // default: a client with ConnectTimeout and ResponseTimeout
+
+	// ConnectTimeout bounds connecting to the Hub (TCP and TLS); default 10 s.
+	ConnectTimeout time.Duration
+	// ResponseTimeout bounds the wait for a response's headers once the request is sent;
+	// default 30 s. A Hub that accepts connections but never answers is then treated like an
+	// unreachable one (the cached snapshot is used when there is one).
+	ResponseTimeout time.Duration
+	// StallTimeout bounds a wait for the next bytes of a response body; default 60 s.
+	StallTimeout time.Duration
 }
+
+// Default Hub client timeouts (see HubOptions).
+const (
+	DefaultConnectTimeout  = 10 * time.Second
+	DefaultResponseTimeout = 30 * time.Second
+	DefaultStallTimeout    = 60 * time.Second
+)
 
 // HubCacheDir is the Hugging Face cache folder shared with Python: $HF_HUB_CACHE, else
 // $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
@@ -108,8 +127,21 @@ func (o HubOptions) withDefaults() HubOptions {
 	if o.Files == nil {
 		o.Files = DefaultHubFiles
 	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.ResponseTimeout <= 0 {
+		o.ResponseTimeout = DefaultResponseTimeout
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
+	}
 	if o.Client == nil {
-		o.Client = http.DefaultClient
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialContext = (&net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+		t.TLSHandshakeTimeout = o.ConnectTimeout
+		t.ResponseHeaderTimeout = o.ResponseTimeout
+		o.Client = &http.Client{Transport: t}
 	}
 	return o
 }
@@ -206,7 +238,7 @@ func Resolve(ctx context.Context, nameOrDir string, opts HubOptions) (string, er
 		if err := os.MkdirAll(filepath.Dir(ref), 0o755); err != nil {
 			return "", fmt.Errorf("loader: %w", err)
 		}
-		if err := os.WriteFile(ref, []byte(commit), 0o644); err != nil {
+		if err := fileio.WriteFile(ref, []byte(commit)); err != nil {
 			return "", fmt.Errorf("loader: %w", err)
 		}
 	}
@@ -264,6 +296,66 @@ func (h *hubClient) request(ctx context.Context, method, u string, hdr map[strin
 	return req, nil
 }
 
+// send makes a request with a watchdog on top of the client's own timeouts, so that even a
+// caller's Client cannot wait forever: the response headers must arrive within
+// ResponseTimeout of the start, then body bytes at least every StallTimeout. The returned
+// response's Body must be closed.
+func (h *hubClient) send(ctx context.Context, client *http.Client, method, u string, hdr map[string]string) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watchdog{cancel: cancel}
+	w.timer = time.AfterFunc(h.opts.ResponseTimeout, w.fire)
+	req, err := h.request(ctx, method, u, hdr)
+	if err != nil {
+		w.stop()
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		w.stop()
+		if w.fired.Load() {
+			return nil, fmt.Errorf("no answer within %v: %w", h.opts.ResponseTimeout, err)
+		}
+		return nil, err
+	}
+	w.timer.Reset(h.opts.StallTimeout)
+	resp.Body = &watchedBody{ReadCloser: resp.Body, w: w, stall: h.opts.StallTimeout}
+	return resp, nil
+}
+
+// watchdog cancels a request when its timer fires.
+type watchdog struct {
+	timer  *time.Timer
+	cancel context.CancelFunc
+	fired  atomic.Bool
+}
+
+func (w *watchdog) fire() { w.fired.Store(true); w.cancel() }
+
+func (w *watchdog) stop() { w.timer.Stop(); w.cancel() }
+
+// watchedBody restarts the watchdog whenever bytes arrive.
+type watchedBody struct {
+	io.ReadCloser
+	w     *watchdog
+	stall time.Duration
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.w.timer.Reset(b.stall)
+	}
+	if err != nil && err != io.EOF && b.w.fired.Load() {
+		err = fmt.Errorf("no data for %v: %w", b.stall, err)
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	b.w.stop()
+	return b.ReadCloser.Close()
+}
+
 func statusError(resp *http.Response, what string) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	msg := strings.TrimSpace(string(body))
@@ -284,11 +376,7 @@ func statusError(resp *http.Response, what string) error {
 // patterns of the options.
 func (h *hubClient) revisionInfo(ctx context.Context, rev string) (string, []string, error) {
 	u := h.opts.Endpoint + "/api/models/" + h.repo + "/revision/" + url.PathEscape(rev)
-	req, err := h.request(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return "", nil, err
-	}
-	resp, err := h.opts.Client.Do(req)
+	resp, err := h.send(ctx, h.opts.Client, http.MethodGet, u, nil)
 	if err != nil {
 		return "", nil, &hubNetError{fmt.Errorf("loader: %s@%s: %w", h.repo, rev, err)}
 	}
@@ -303,7 +391,11 @@ func (h *hubClient) revisionInfo(ctx context.Context, rev string) (string, []str
 		} `json:"siblings"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
-		return "", nil, fmt.Errorf("loader: %s@%s: reading the Hub's answer: %w", h.repo, rev, err)
+		err = fmt.Errorf("loader: %s@%s: reading the Hub's answer: %w", h.repo, rev, err)
+		if resp.Body.(*watchedBody).w.fired.Load() {
+			return "", nil, &hubNetError{err} // a stalled Hub is an unreachable one
+		}
+		return "", nil, err
 	}
 	if !commitPattern.MatchString(info.SHA) {
 		return "", nil, fmt.Errorf("loader: %s@%s: the Hub answered commit %q", h.repo, rev, truncate(info.SHA, 60))
@@ -344,11 +436,7 @@ func (h *hubClient) head(ctx context.Context, commit, name string) (fileMeta, er
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	u := h.resolveURL(commit, name)
 	for range 5 {
-		req, err := h.request(ctx, http.MethodHead, u, map[string]string{"Accept-Encoding": "identity"})
-		if err != nil {
-			return fileMeta{}, err
-		}
-		resp, err := client.Do(req)
+		resp, err := h.send(ctx, &client, http.MethodHead, u, map[string]string{"Accept-Encoding": "identity"})
 		if err != nil {
 			return fileMeta{}, fmt.Errorf("loader: %s: %s: %w", h.repo, name, err)
 		}
@@ -402,8 +490,22 @@ func (h *hubClient) ensureFile(ctx context.Context, commit, name, snap string) e
 	}
 	blob := filepath.Join(blobs, meta.etag)
 	if st, err := os.Stat(blob); err != nil || st.Size() != meta.size {
-		if err := h.download(ctx, commit, name, meta, blob); err != nil {
+		// Another process (octlm or Python's huggingface_hub, which locks the same file) may
+		// be fetching this blob: take turns, then look again.
+		lock := filepath.Join(h.opts.CacheDir, ".locks", filepath.Base(h.repoDir), meta.etag+".lock")
+		unlock, err := lockFile(ctx, lock, func() {
+			if h.opts.Progress != nil {
+				fmt.Fprintf(h.opts.Progress, "waiting for another process downloading %s\n", name)
+			}
+		})
+		if err != nil {
 			return err
+		}
+		defer unlock()
+		if st, err := os.Stat(blob); err != nil || st.Size() != meta.size {
+			if err := h.download(ctx, commit, name, meta, blob); err != nil {
+				return err
+			}
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
@@ -413,12 +515,22 @@ func (h *hubClient) ensureFile(ctx context.Context, commit, name, snap string) e
 	if err != nil {
 		return fmt.Errorf("loader: %w", err)
 	}
-	os.Remove(link) // a dangling link from an interrupted run
-	if err := os.Symlink(rel, link); err != nil {
+	// Link under a name of this process's own, then rename over the snapshot's name: two
+	// processes linking the same file both succeed, and a dangling link from an interrupted
+	// run is replaced.
+	tmp := fmt.Sprintf("%s.%d.%d.link", link, os.Getpid(), linkSeq.Add(1))
+	if err := os.Symlink(rel, tmp); err != nil {
+		return fmt.Errorf("loader: linking %s into the snapshot: %w", name, err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("loader: linking %s into the snapshot: %w", name, err)
 	}
 	return nil
 }
+
+// linkSeq tells apart the temporary link names of concurrent calls in one process.
+var linkSeq atomic.Int64
 
 // download fetches the blob into <blob>.incomplete, resuming a partial file with a Range
 // request, checks size and digest, and renames it into place.
@@ -451,11 +563,7 @@ func (h *hubClient) download(ctx context.Context, commit, name string, meta file
 		if have > 0 {
 			hdr["Range"] = fmt.Sprintf("bytes=%d-", have)
 		}
-		req, err := h.request(ctx, http.MethodGet, h.resolveURL(commit, name), hdr)
-		if err != nil {
-			return err
-		}
-		resp, err := h.opts.Client.Do(req)
+		resp, err := h.send(ctx, h.opts.Client, http.MethodGet, h.resolveURL(commit, name), hdr)
 		if err != nil {
 			return fmt.Errorf("loader: downloading %s: %w (run again to resume)", name, err)
 		}
