@@ -215,6 +215,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return r, err
 	}
+	if err := CheckBandwidthSize(opts.BandwidthBytes); err != nil {
+		return r, err
+	}
 	logf("measuring read bandwidth (%s streamed by %d goroutines)", loader.HumanBytes(opts.BandwidthBytes), r.GOMAXPROCS)
 	r.ReadBandwidthBytesPerSec = ReadBandwidth(opts.BandwidthBytes, 3)
 	r.RooflineRatio = float64(r.WeightBytesPerToken) * r.DecodeTokensPerSecond / r.ReadBandwidthBytesPerSec

@@ -23,6 +23,10 @@ func resetPeakRSS() bool {
 // memTotal is the machine's memory in bytes.
 func memTotal() int64 { return procField("/proc/meminfo", "MemTotal:") << 10 }
 
+// memAvailable is the memory the kernel can give to new allocations without swapping
+// (MemAvailable), or 0 when unknown.
+func memAvailable() int64 { return procField("/proc/meminfo", "MemAvailable:") << 10 }
+
 // loadAverage is the one-minute load average: other work competing for the cores.
 func loadAverage() float64 {
 	data, err := os.ReadFile("/proc/loadavg")

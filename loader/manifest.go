@@ -114,7 +114,8 @@ func BuildManifest(dir string, progress io.Writer) (*Manifest, error) {
 	return m, nil
 }
 
-// WriteManifest builds the manifest of dir and writes it to dir/octlm-manifest.json.
+// WriteManifest builds the manifest of dir and writes it to dir/octlm-manifest.json (through
+// a temporary file renamed into place: a failed write leaves any earlier manifest whole).
 // repo and revision may be empty.
 func WriteManifest(dir, repo, revision string, progress io.Writer) (*Manifest, error) {
 	m, err := BuildManifest(dir, progress)
@@ -127,7 +128,7 @@ func WriteManifest(dir, repo, revision string, progress io.Writer) (*Manifest, e
 		return nil, err
 	}
 	path := filepath.Join(dir, ManifestFileName)
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+	if err := fileio.WriteFile(path, append(data, '\n')); err != nil {
 		return nil, fmt.Errorf("loader: %w", err)
 	}
 	return m, nil

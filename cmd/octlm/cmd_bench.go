@@ -51,6 +51,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if !(*bandwidth >= 1) || *bandwidth*(1<<30) >= math.MaxInt64 {
 		return usageError{fmt.Sprintf("--bandwidth-gib must be at least 1 and below 2^33, got %v", *bandwidth)}
 	}
+	// Checked again, with the model loaded, just before the read.
+	if err := bench.CheckBandwidthSize(int64(*bandwidth * (1 << 30))); err != nil {
+		return usageError{"--bandwidth-gib: " + err.Error()}
+	}
 	dtype, err := octlm.ParseDType(mf.dtype)
 	if err != nil {
 		return usageError{err.Error()}

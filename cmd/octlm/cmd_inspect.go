@@ -46,7 +46,12 @@ type inspectTensor struct {
 	File  string `json:"file"`
 }
 
+// runInspect is `octlm inspect`; a failed write to stdout fails it.
 func runInspect(args []string, stdout, stderr io.Writer) error {
+	return withOutputCheck(stdout, func(stdout io.Writer) error { return inspect(args, stdout, stderr) })
+}
+
+func inspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print a JSON report instead of a table")

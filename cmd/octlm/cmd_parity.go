@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	bundled "github.com/octlm/octlm"
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/parity"
 	"github.com/octlm/octlm/xla"
@@ -53,13 +54,14 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 
-	// The JSONL file is created first, so a bad path fails before any work.
-	var out *os.File
+	// The JSONL file is started first, beside its target, so a bad path fails before any
+	// work; the target is replaced only when every row is written.
+	var out *fileio.Output
 	if *outFlag != "" {
-		if out, err = os.Create(*outFlag); err != nil {
+		if out, err = fileio.Create(*outFlag); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		defer out.Close()
+		defer out.Abort()
 	}
 
 	dir, label := *modelFlag, *modelFlag
@@ -90,6 +92,9 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w (give --reference DIR; parity/reference.py writes one)", err)
 		}
 		return err
+	}
+	for _, w := range ref.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	// The fixtures' convention: cases.json beside the checkpoint lists the reference's prompts.
 	if *referenceFlag == "" {
@@ -163,9 +168,9 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	}
 	if out != nil {
 		if err := report.WriteJSONL(out); err != nil {
-			return err
+			return fmt.Errorf("--out: %w", err)
 		}
-		if err := out.Close(); err != nil {
+		if err := out.Commit(); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 		logf("rows written to %s", *outFlag)

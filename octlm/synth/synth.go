@@ -12,6 +12,7 @@ package synth
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/binary"
@@ -265,6 +266,9 @@ type Options struct {
 	NoTokenizer  bool      // skip tokenizer.json and tokenizer_config.json
 	TokenizerDir string    // copy the tokenizer files from this folder instead of the embedded ones
 	Manifest     bool      // also write octlm-manifest.json (hashes every file once more)
+	// Context, when set, stops the writing once it is done (an interrupt): WriteWith then
+	// returns its error and leaves no temporary file behind.
+	Context context.Context
 }
 
 // Write writes a random checkpoint for cfg into dir (created if needed) with the embedded
@@ -348,6 +352,9 @@ func writeModel(path string, cfg QwenLike, opts Options) error {
 		isNorm := len(s.Shape) == 1
 		chunks := (n + chunkElems - 1) / chunkElems
 		for c0 := 0; c0 < chunks; c0 += workers {
+			if opts.Context != nil && opts.Context.Err() != nil {
+				return context.Cause(opts.Context)
+			}
 			batch := min(workers, chunks-c0)
 			var wg sync.WaitGroup
 			for k := range batch {
