@@ -17,22 +17,22 @@ func printable(s string) string { return escapeControls(s, false) }
 func printableText(s string) string { return escapeControls(s, true) }
 
 func escapeControls(s string, keepLayout bool) string {
-	clean := func(r rune) bool {
+	escaped := func(r rune) bool {
 		if keepLayout && (r == '\n' || r == '\t') {
-			return true
+			return false
 		}
-		return r != utf8.RuneError && !unicode.IsControl(r) && !unicode.Is(unicode.Bidi_Control, r)
+		return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 	}
-	if strings.IndexFunc(s, func(r rune) bool { return !clean(r) }) < 0 {
+	if utf8.ValidString(s) && strings.IndexFunc(s, escaped) < 0 {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case r == utf8.RuneError && size <= 1:
+		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case clean(r):
+		case !escaped(r):
 			b.WriteString(s[i : i+size])
 		case r < 0x100:
 			fmt.Fprintf(&b, `\x%02x`, r)

@@ -286,6 +286,7 @@ func TestPrintable(t *testing.T) {
 		{"c1 \u009b and del \x7f", `c1 \x9b and del \x7f`, `c1 \x9b and del \x7f`},
 		{"bidi \u202e\u2066", `bidi \u202e\u2066`, `bidi \u202e\u2066`},
 		{"bad \xff utf8", `bad \xff utf8`, `bad \xff utf8`},
+		{"replacement \ufffd kept", "replacement \ufffd kept", "replacement \ufffd kept"},
 	}
 	for _, c := range cases {
 		if got := printable(c.in); got != c.want {
