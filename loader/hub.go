@@ -298,12 +298,13 @@ func (h *hubClient) request(ctx context.Context, method, u string, hdr map[strin
 
 // send makes a request with a watchdog on top of the client's own timeouts, so that even a
 // caller's Client cannot wait forever: the response headers must arrive within
-// ResponseTimeout of the start, then body bytes at least every StallTimeout. The returned
-// response's Body must be closed.
+// ConnectTimeout + ResponseTimeout of the start, then body bytes at least every StallTimeout.
+// The returned response's Body must be closed.
 func (h *hubClient) send(ctx context.Context, client *http.Client, method, u string, hdr map[string]string) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watchdog{cancel: cancel}
-	w.timer = time.AfterFunc(h.opts.ResponseTimeout, w.fire)
+	headers := h.opts.ConnectTimeout + h.opts.ResponseTimeout
+	w.timer = time.AfterFunc(headers, w.fire)
 	req, err := h.request(ctx, method, u, hdr)
 	if err != nil {
 		w.stop()
@@ -313,7 +314,7 @@ func (h *hubClient) send(ctx context.Context, client *http.Client, method, u str
 	if err != nil {
 		w.stop()
 		if w.fired.Load() {
-			return nil, fmt.Errorf("no answer within %v: %w", h.opts.ResponseTimeout, err)
+			return nil, fmt.Errorf("no answer within %v: %w", headers, err)
 		}
 		return nil, err
 	}
