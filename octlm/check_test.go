@@ -64,3 +64,22 @@ func TestConfigCheckedAgainstCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadFileTruncatedDuringLoad: a checkpoint cut short while it streams in gives an error
+// saying the file changed, naming it, and the load frees what it had allocated.
+func TestLoadFileTruncatedDuringLoad(t *testing.T) {
+	dir := tinyWithConfig(t, `"num_hidden_layers": 2`, `"num_hidden_layers": 2`)
+	model := filepath.Join(dir, "model.safetensors")
+	cut := false
+	_, err := Load(dir, LoadOptions{Backend: goBackend(t), Progress: func(_ string, done, total int64) {
+		if !cut {
+			cut = true
+			if err := os.Truncate(model, 4096); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}})
+	if err == nil || !strings.Contains(err.Error(), "file changed while being read") || !strings.Contains(err.Error(), "4096 now") || !strings.Contains(err.Error(), model) {
+		t.Fatalf("got %v, want a file-changed error naming %s", err, model)
+	}
+}

@@ -390,6 +390,18 @@ func TestSynthSafeOutput(t *testing.T) {
 			}
 		}
 	})
+	t.Run("error while writing", func(t *testing.T) {
+		out := filepath.Join(root, "failed")
+		err := within(t, func() error {
+			return runSynth([]string{"--like", "tiny", "--out", out, "--tokenizer-dir", filepath.Join(root, "none")}, io.Discard, io.Discard)
+		})
+		if err == nil {
+			t.Fatal("a missing --tokenizer-dir was accepted")
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was created by a failed run", out)
+		}
+	})
 	out := filepath.Join(root, "ckpt")
 	if err := synthTo(out, "--seed", "1"); err != nil {
 		t.Fatal(err)
