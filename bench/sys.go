@@ -12,8 +12,6 @@ import (
 // peakRSS is the process's peak resident set size (VmHWM) since start or the last resetPeakRSS.
 func peakRSS() int64 { return procField("/proc/self/status", "VmHWM:") << 10 }
 
-// currentRSS is the process's resident set size now (VmRSS).
-func currentRSS() int64 { return procField("/proc/self/status", "VmRSS:") << 10 }
 
 // resetPeakRSS sets VmHWM back to the current RSS (Linux ≥ 4.0); it reports whether it could.
 func resetPeakRSS() bool {
