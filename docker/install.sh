@@ -4,7 +4,7 @@
 #
 #   - Jupyter's headless executor (Debian packages jupyter-nbconvert, jupyter-client), and with
 #     --server also the classic notebook server (jupyter-notebook; Debian 12 has no JupyterLab);
-#   - gonb v0.11.5, goimports, staticcheck and gopls v0.23.0, built from the pinned tools module in
+#   - gonb v0.11.5, goimports, staticcheck and gopls v0.24.0, built from the pinned tools module in
 #     docker/tools (go.mod + go.sum), into $(go env GOPATH)/bin (or $GOBIN);
 #   - the gonb Jupyter kernel (`gonb --install`), with GOEXPERIMENT=simd and a PATH that finds
 #     go and goimports written into the kernel's environment (kernel.json "env").
