@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 )
 
@@ -13,9 +14,9 @@ import (
 // now (MemAvailable): allocating it would swap or end in an out-of-memory kill. Where the
 // available memory cannot be read, every size is accepted.
 func CheckBandwidthSize(size int64) error {
-	if avail := memAvailable(); avail > 0 && size > avail {
+	if avail := sysinfo.MemAvailable(); avail > 0 && size > avail {
 		return fmt.Errorf("bench: a bandwidth read of %s does not fit the %s of memory available (of %s)",
-			loader.HumanBytes(size), loader.HumanBytes(avail), loader.HumanBytes(memTotal()))
+			loader.HumanBytes(size), loader.HumanBytes(avail), loader.HumanBytes(sysinfo.MemTotal()))
 	}
 	return nil
 }
