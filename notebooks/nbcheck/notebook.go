@@ -196,7 +196,7 @@ func checkExecuted(nb *notebook) []problem {
 }
 
 // outputStats counts the rich outputs of an executed notebook, for the summary line.
-type outputStats struct{ cells, outputs, tables, svgs, pngs int }
+type outputStats struct{ cells, outputs, tables, svgs, figures, pngs int }
 
 func stats(nb *notebook) outputStats {
 	var s outputStats
@@ -213,6 +213,9 @@ func stats(nb *notebook) outputStats {
 			if isSVG(o) {
 				s.svgs++
 			}
+			if isFigure(o) {
+				s.figures++
+			}
 			if isPNG(o) {
 				s.pngs++
 			}
@@ -222,7 +225,7 @@ func stats(nb *notebook) outputStats {
 }
 
 func (s outputStats) String() string {
-	return fmt.Sprintf("%d code cells, %d outputs: %d tables, %d SVG, %d PNG", s.cells, s.outputs, s.tables, s.svgs, s.pngs)
+	return fmt.Sprintf("%d code cells, %d outputs: %d tables, %d SVG (%d as exportable figures), %d PNG", s.cells, s.outputs, s.tables, s.svgs, s.figures, s.pngs)
 }
 
 // isTable reports whether o is an HTML table.

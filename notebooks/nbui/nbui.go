@@ -9,6 +9,7 @@
 package nbui
 
 import (
+	"encoding/base64"
 	"fmt"
 	"html"
 	"strconv"
@@ -36,13 +37,47 @@ func sync() {
 	}
 }
 
-// SVG shows an SVG document as image/svg+xml.
+// SVG shows an SVG document as a figure that survives export: one output holding the HTML of
+// FigureHTML (an <img> with the SVG as a data URI, which Jupyter's HTML export and sanitisers
+// keep), the SVG itself as image/svg+xml (which exporters to Markdown write as a file), and its
+// title as text/plain.
+//
+// Inline SVG alone does not survive: nbconvert 6.5's HTML export sanitises an image/svg+xml output
+// as if it were HTML and keeps only the <svg> tag and the bare text.
 func SVG(svg string) {
 	if !gonbui.IsNotebook {
 		return
 	}
-	gonbui.SendData(&protocol.DisplayData{Data: map[protocol.MIMEType]any{protocol.MIMEImageSVG: svg}})
+	gonbui.SendData(&protocol.DisplayData{Data: map[protocol.MIMEType]any{
+		protocol.MIMETextHTML:  FigureHTML(svg),
+		protocol.MIMEImageSVG:  svg,
+		protocol.MIMETextPlain: "figure: " + svgTitle(svg),
+	}})
 	sync()
+}
+
+// FigureClass is the class of the <img> FigureHTML writes, by which checks find the figures of an
+// exported page.
+const FigureClass = "octlm-figure"
+
+// FigureHTML returns an <img> showing the SVG document svg from a base64 data URI, its <title> as
+// the alt text, scaled down to the page's width when wider.
+func FigureHTML(svg string) string {
+	return fmt.Sprintf(`<img class="%s" alt="%s" style="max-width:100%%;height:auto" src="data:image/svg+xml;base64,%s">`,
+		FigureClass, html.EscapeString(svgTitle(svg)), base64.StdEncoding.EncodeToString([]byte(svg)))
+}
+
+// svgTitle is the text of the document's first <title> element, unescaped, or "" when it has none.
+func svgTitle(svg string) string {
+	_, rest, ok := strings.Cut(svg, "<title>")
+	if !ok {
+		return ""
+	}
+	title, _, ok := strings.Cut(rest, "</title>")
+	if !ok {
+		return ""
+	}
+	return html.UnescapeString(title)
 }
 
 // PNG shows a PNG image given as the bytes of a PNG file.
@@ -52,9 +87,30 @@ func PNG(png []byte) { gonbui.DisplayPNG(png); sync() }
 func Table(caption string, header []string, rows [][]string) { HTML(TableHTML(caption, header, rows)) }
 
 // TableHTML returns an HTML table with an optional caption, one header row and the given rows.
-// Every cell is HTML-escaped; cells that parse as numbers are right-aligned. A row shorter than the
-// header is padded with empty cells; a longer one keeps its extra cells.
+// Every cell is HTML-escaped. Cells that parse as numbers are right-aligned and every other cell
+// left-aligned (Jupyter's style sheet right-aligns every cell); a header cell is right-aligned
+// when its column holds only numbers. Whole numbers of five digits or more get thousands
+// separators (106,944). A row shorter than the header is padded with empty cells; a longer one
+// keeps its extra cells.
 func TableHTML(caption string, header []string, rows [][]string) string {
+	numeric := make([]bool, len(header))
+	for i := range header {
+		numeric[i] = true
+		seen := false
+		for _, row := range rows {
+			if i < len(row) && strings.TrimSpace(row[i]) != "" {
+				seen = true
+				numeric[i] = numeric[i] && isNumber(row[i])
+			}
+		}
+		numeric[i] = numeric[i] && seen
+	}
+	align := func(right bool) string {
+		if right {
+			return "right"
+		}
+		return "left"
+	}
 	var b strings.Builder
 	b.WriteString("<table>")
 	if caption != "" {
@@ -62,8 +118,8 @@ func TableHTML(caption string, header []string, rows [][]string) string {
 	}
 	if len(header) > 0 {
 		b.WriteString("<thead><tr>")
-		for _, h := range header {
-			fmt.Fprintf(&b, "<th>%s</th>", html.EscapeString(h))
+		for i, h := range header {
+			fmt.Fprintf(&b, `<th style="text-align:%s">%s</th>`, align(numeric[i]), html.EscapeString(h))
 		}
 		b.WriteString("</tr></thead>")
 	}
@@ -75,15 +131,35 @@ func TableHTML(caption string, header []string, rows [][]string) string {
 			if i < len(row) {
 				cell = row[i]
 			}
-			if isNumber(cell) {
-				fmt.Fprintf(&b, `<td style="text-align:right">%s</td>`, html.EscapeString(cell))
-			} else {
-				fmt.Fprintf(&b, "<td>%s</td>", html.EscapeString(cell))
+			num := isNumber(cell)
+			if num {
+				cell = groupThousands(cell)
 			}
+			fmt.Fprintf(&b, `<td style="text-align:%s">%s</td>`, align(num), html.EscapeString(cell))
 		}
 		b.WriteString("</tr>")
 	}
 	b.WriteString("</tbody></table>")
+	return b.String()
+}
+
+// groupThousands writes a whole number of five digits or more with commas between groups of
+// three (-1234567 → -1,234,567); any other text comes back unchanged.
+func groupThousands(s string) string {
+	digits := strings.TrimPrefix(s, "-")
+	if len(digits) < 5 || strings.TrimLeft(digits, "0123456789") != "" {
+		return s
+	}
+	var b strings.Builder
+	if len(digits) != len(s) {
+		b.WriteByte('-')
+	}
+	for i, d := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
 	return b.String()
 }
 
