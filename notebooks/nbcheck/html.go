@@ -23,6 +23,8 @@ var (
 	srcRE    = regexp.MustCompile(`(?is)\bsrc\s*=\s*("[^"]*"|'[^']*')`)
 	// inlineSVGRE finds inline <svg> elements, whose drawing a sanitiser may have removed.
 	inlineSVGRE = regexp.MustCompile(`(?is)<svg\b.*?</svg>`)
+	// scriptRE finds scripts, whose text (JavaScript that draws SVG, say) is not markup.
+	scriptRE = regexp.MustCompile(`(?is)<script\b.*?</script>`)
 )
 
 // drawingElements are the SVG elements that put ink on the page.
@@ -145,9 +147,10 @@ const minShapes = 2
 
 // checkExportedHTML checks the figures of an HTML page exported from a notebook: every <img>
 // with an SVG data URI must decode to an SVG document of non-zero size that draws something
-// (more than its background), and no inline <svg> may be blank (a sanitiser's leftover: the tag
+// (more than its background), and no inline <svg> outside scripts may be blank (a sanitiser's leftover: the tag
 // and its text, no shapes). It returns the figures found and their problems.
 func checkExportedHTML(page []byte) (figures []svgInfo, probs []problem) {
+	page = scriptRE.ReplaceAll(page, nil)
 	for i, tag := range imgTagRE.FindAll(page, -1) {
 		m := srcRE.FindSubmatch(tag)
 		if m == nil {

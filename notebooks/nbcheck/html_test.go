@@ -27,6 +27,7 @@ func TestCheckExportedHTML(t *testing.T) {
 		{"PNG and remote images are not SVG figures", `<img src="data:image/png;base64,iVBORw0KGgo="><img src="https://example.com/a.svg">`, 0, nil},
 		{"what nbconvert 6.5 leaves of image/svg+xml", `<div class="output_svg"><svg width="100" height="50">hi</svg></div>`, 0, []string{"blank inline <svg>"}},
 		{"inline SVG that draws is fine", `<div><svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><rect width="9" height="9"/></svg></div>`, 0, nil},
+		{"SVG written by a script is not markup", "<script>el.innerHTML = `<svg width=\"${w}\">` + body + `</svg>`;</script>", 0, nil},
 		{"only the background", imgB64(`<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><title>t</title><rect width="9" height="9"/><text>label</text></svg>`), 0, []string{`figure "t": 1 shapes: a blank figure`}},
 		{"zero size", imgB64(`<svg xmlns="http://www.w3.org/2000/svg" width="0" height="0"><rect/><rect/></svg>`), 0, []string{"an empty figure"}},
 		{"bad base64", `<img src="data:image/svg+xml;base64,@@@">`, 0, []string{"bad base64"}},

@@ -197,7 +197,8 @@ func runOne(path, outDir string, cellTimeout, timeout time.Duration) (outputStat
 	// The page a blog author publishes: the executed copy exported to HTML, where every figure
 	// must still be there and draw something.
 	page := filepath.Join(outDir, name+".html")
-	hcmd := exec.CommandContext(ctx, "jupyter", "nbconvert", "--to", "html", "--output-dir", outDir, "--output", name+".html", executed)
+	hcmd := exec.CommandContext(ctx, "jupyter", append(append([]string{"nbconvert", "--to", "html"}, htmlExportFlags...),
+		"--output-dir", outDir, "--output", name+".html", executed)...)
 	hcmd.Stdout = logFile
 	hcmd.Stderr = logFile
 	if err := hcmd.Run(); err != nil {
@@ -207,6 +208,15 @@ func runOne(path, outDir string, cellTimeout, timeout time.Duration) (outputStat
 		return outputStats{}, report(path, "exported page "+page, probs)
 	}
 	return st, nil
+}
+
+// htmlExportFlags make the exported page load the exporter's own scripts from the web, as upstream
+// nbconvert does: Debian's nbconvert points them at file:///usr/share/javascript/..., which a
+// published page cannot reach (and which exists only with Debian's libjs-requirejs and
+// libjs-mathjax installed).
+var htmlExportFlags = []string{
+	"--HTMLExporter.require_js_url=https://cdnjs.cloudflare.com/ajax/libs/require.js/2.1.10/require.min.js",
+	"--HTMLExporter.mathjax_url=https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
 }
 
 // checkPage checks an exported HTML page: its figures (checkExportedHTML), and that it holds at
