@@ -5,7 +5,8 @@
 //   - no console error and no uncaught exception in the page;
 //   - the RoPE playground (.octlm-playground) has drawn, and moving its position slider, its base
 //     slider and its pairing select each changes what it draws;
-//   - a full-page screenshot of each page, and the playground before and after, in OUT, to look at.
+//   - a full-page screenshot of each page (and the same in parts a screen high), and the playground
+//     before and after, in OUT, to look at.
 //
 // The page may ask for nothing outside itself: requests other than file: and data: URLs are
 // blocked (nbconvert's template links require.js and MathJax from a CDN; those blocked loads are
@@ -138,7 +139,12 @@ async function checkPage(path) {
     if (!/position 500: base 10⁴, head width 64, neighbours/.test(title)) problems.push(`playground #${id}: after the moves its title says "${title}"`);
     await pg.screenshot({ path: `${out}/${name}-playground-${i}-moved.png` });
   }
+  // The whole page, and the same in parts a screen high (easier to read at full size).
   await page.screenshot({ path: `${out}/${name}.png`, fullPage: true });
+  const height = await page.evaluate(() => document.documentElement.scrollHeight);
+  for (let y = 0, part = 1; y < height; y += 1200, part++) {
+    await page.screenshot({ path: `${out}/${name}-part${part}.png`, fullPage: true, clip: { x: 0, y, width: 1100, height: Math.min(1200, height - y) } });
+  }
   console.error(`check.mjs: ${problems.length === 0 ? "ok  " : "FAIL"} ${path}: ${figures.length} figures, ${playgrounds.length} playgrounds, ${svgs.length} inline svg; ${blocked.length} outside requests blocked${blocked.length ? " (" + [...new Set(blocked.map((u) => new URL(u).host))].join(", ") + ")" : ""}`);
   await context.close();
   return problems;

@@ -14,6 +14,7 @@ import (
 	"html"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/janpfeifer/gonb/gonbui"
 	"github.com/janpfeifer/gonb/gonbui/protocol"
@@ -87,26 +88,30 @@ func PNG(png []byte) { gonbui.DisplayPNG(png); sync() }
 func Table(caption string, header []string, rows [][]string) { HTML(TableHTML(caption, header, rows)) }
 
 // TableHTML returns an HTML table with an optional caption, one header row and the given rows.
-// Every cell is HTML-escaped. Cells that parse as numbers are right-aligned and every other cell
-// left-aligned (Jupyter's style sheet right-aligns every cell); a header cell is right-aligned
-// when its column holds only numbers. Whole numbers of five digits or more get thousands
+// Every cell is HTML-escaped. A column whose cells are all numbers (empty cells and "—" aside) is
+// right-aligned, header included; every other column is left-aligned (Jupyter's style sheet
+// right-aligns every cell, text included). Whole numbers of four digits or more get thousands
 // separators (106,944). A row shorter than the header is padded with empty cells; a longer one
 // keeps its extra cells.
 func TableHTML(caption string, header []string, rows [][]string) string {
-	numeric := make([]bool, len(header))
-	for i := range header {
-		numeric[i] = true
-		seen := false
-		for _, row := range rows {
-			if i < len(row) && strings.TrimSpace(row[i]) != "" {
-				seen = true
-				numeric[i] = numeric[i] && isNumber(row[i])
-			}
-		}
-		numeric[i] = numeric[i] && seen
+	width := len(header)
+	for _, row := range rows {
+		width = max(width, len(row))
 	}
-	align := func(right bool) string {
-		if right {
+	numeric := make([]bool, width)
+	for i := range numeric {
+		seen, all := false, true
+		for _, row := range rows {
+			if i >= len(row) || isBlank(row[i]) {
+				continue
+			}
+			seen = true
+			all = all && isNumber(row[i])
+		}
+		numeric[i] = seen && all
+	}
+	align := func(i int) string {
+		if numeric[i] {
 			return "right"
 		}
 		return "left"
@@ -119,7 +124,7 @@ func TableHTML(caption string, header []string, rows [][]string) string {
 	if len(header) > 0 {
 		b.WriteString("<thead><tr>")
 		for i, h := range header {
-			fmt.Fprintf(&b, `<th style="text-align:%s">%s</th>`, align(numeric[i]), html.EscapeString(h))
+			fmt.Fprintf(&b, `<th style="text-align:%s">%s</th>`, align(i), html.EscapeString(h))
 		}
 		b.WriteString("</tr></thead>")
 	}
@@ -131,11 +136,7 @@ func TableHTML(caption string, header []string, rows [][]string) string {
 			if i < len(row) {
 				cell = row[i]
 			}
-			num := isNumber(cell)
-			if num {
-				cell = groupThousands(cell)
-			}
-			fmt.Fprintf(&b, `<td style="text-align:%s">%s</td>`, align(num), html.EscapeString(cell))
+			fmt.Fprintf(&b, `<td style="text-align:%s%s">%s</td>`, align(i), wrapStyle(cell), html.EscapeString(groupThousands(cell)))
 		}
 		b.WriteString("</tr>")
 	}
@@ -143,11 +144,38 @@ func TableHTML(caption string, header []string, rows [][]string) string {
 	return b.String()
 }
 
-// groupThousands writes a whole number of five digits or more with commas between groups of
+// Cells of up to shortCell characters do not wrap; a longer run without a space (escaped bytes,
+// token IDs) may break anywhere, so that it cannot widen its column beyond the page.
+const (
+	shortCell = 32
+	longRun   = 40
+)
+
+// wrapStyle is the CSS that keeps a table readable: short cells on one line, long unbroken runs
+// broken where needed.
+func wrapStyle(cell string) string {
+	if utf8.RuneCountInString(cell) <= shortCell {
+		return ";white-space:nowrap"
+	}
+	for _, f := range strings.Fields(cell) {
+		if utf8.RuneCountInString(f) > longRun {
+			return ";word-break:break-all"
+		}
+	}
+	return ""
+}
+
+// isBlank reports whether a cell holds no value: empty, or a dash standing for none.
+func isBlank(s string) bool {
+	s = strings.TrimSpace(s)
+	return s == "" || s == "—" || s == "–" || s == "-"
+}
+
+// groupThousands writes a whole number of four digits or more with commas between groups of
 // three (-1234567 → -1,234,567); any other text comes back unchanged.
 func groupThousands(s string) string {
 	digits := strings.TrimPrefix(s, "-")
-	if len(digits) < 5 || strings.TrimLeft(digits, "0123456789") != "" {
+	if len(digits) < 4 || strings.TrimLeft(digits, "0123456789") != "" {
 		return s
 	}
 	var b strings.Builder

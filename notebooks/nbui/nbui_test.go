@@ -15,37 +15,51 @@ func TestTableHTML(t *testing.T) {
 		want    string
 	}{
 		{
-			name:   "numbers right-aligned, text left-aligned and escaped",
+			name:   "number column right-aligned, text column left-aligned and escaped",
 			header: []string{"case", "max |Δlogit|"},
 			rows:   [][]string{{"<story>", "3.6e-05"}, {"tool & call", "99.5%"}},
 			want: `<table><thead><tr><th style="text-align:left">case</th><th style="text-align:right">max |Δlogit|</th></tr></thead><tbody>` +
-				`<tr><td style="text-align:left">&lt;story&gt;</td><td style="text-align:right">3.6e-05</td></tr>` +
-				`<tr><td style="text-align:left">tool &amp; call</td><td style="text-align:right">99.5%</td></tr></tbody></table>`,
+				`<tr><td style="text-align:left;white-space:nowrap">&lt;story&gt;</td><td style="text-align:right;white-space:nowrap">3.6e-05</td></tr>` +
+				`<tr><td style="text-align:left;white-space:nowrap">tool &amp; call</td><td style="text-align:right;white-space:nowrap">99.5%</td></tr></tbody></table>`,
 		},
 		{
-			name:    "caption, short row padded, long row kept",
+			name:    "caption, short row padded, long row kept, a column mixing text and numbers left-aligned",
 			caption: "a < b",
 			header:  []string{"a", "b"},
 			rows:    [][]string{{"x"}, {"1", "2", "extra"}},
 			want: `<table><caption>a &lt; b</caption><thead><tr><th style="text-align:left">a</th><th style="text-align:right">b</th></tr></thead><tbody>` +
-				`<tr><td style="text-align:left">x</td><td style="text-align:left"></td></tr>` +
-				`<tr><td style="text-align:right">1</td><td style="text-align:right">2</td><td style="text-align:left">extra</td></tr></tbody></table>`,
+				`<tr><td style="text-align:left;white-space:nowrap">x</td><td style="text-align:right;white-space:nowrap"></td></tr>` +
+				`<tr><td style="text-align:left;white-space:nowrap">1</td><td style="text-align:right;white-space:nowrap">2</td><td style="text-align:left;white-space:nowrap">extra</td></tr></tbody></table>`,
 		},
 		{
 			name: "no header",
 			rows: [][]string{{"-0.5", "NaN", "1e400x"}},
-			want: `<table><tbody><tr><td style="text-align:right">-0.5</td><td style="text-align:right">NaN</td><td style="text-align:left">1e400x</td></tr></tbody></table>`,
+			want: `<table><tbody><tr><td style="text-align:right;white-space:nowrap">-0.5</td><td style="text-align:right;white-space:nowrap">NaN</td><td style="text-align:left;white-space:nowrap">1e400x</td></tr></tbody></table>`,
 		},
 		{
-			name:   "thousands separators on whole numbers of five digits or more",
+			name:   "thousands separators on whole numbers of four digits or more; a dash is no value",
 			header: []string{"n"},
-			rows:   [][]string{{"106944"}, {"-1234567"}, {"4096"}, {"12345.5"}, {"1e+06"}},
+			rows:   [][]string{{"106944"}, {"-1234567"}, {"4096"}, {"512"}, {"12345.5"}, {"1e+06"}, {"—"}},
 			want: `<table><thead><tr><th style="text-align:right">n</th></tr></thead><tbody>` +
-				`<tr><td style="text-align:right">106,944</td></tr><tr><td style="text-align:right">-1,234,567</td></tr>` +
-				`<tr><td style="text-align:right">4096</td></tr><tr><td style="text-align:right">12345.5</td></tr>` +
-				`<tr><td style="text-align:right">1e+06</td></tr></tbody></table>`,
+				`<tr><td style="text-align:right;white-space:nowrap">106,944</td></tr><tr><td style="text-align:right;white-space:nowrap">-1,234,567</td></tr>` +
+				`<tr><td style="text-align:right;white-space:nowrap">4,096</td></tr><tr><td style="text-align:right;white-space:nowrap">512</td></tr>` +
+				`<tr><td style="text-align:right;white-space:nowrap">12345.5</td></tr><tr><td style="text-align:right;white-space:nowrap">1e+06</td></tr>` +
+				`<tr><td style="text-align:right;white-space:nowrap">—</td></tr></tbody></table>`,
 		},
 	}
+	long := strings.Repeat(`\xdb`, 12)
+	tests = append(tests, struct {
+		name    string
+		caption string
+		header  []string
+		rows    [][]string
+		want    string
+	}{
+		name: "long cells wrap; a long run without a space may break anywhere",
+		rows: [][]string{{"a sentence that is longer than thirty-two characters", "er" + long}},
+		want: `<table><tbody><tr><td style="text-align:left">a sentence that is longer than thirty-two characters</td>` +
+			`<td style="text-align:left;word-break:break-all">er` + long + `</td></tr></tbody></table>`,
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := TableHTML(tt.caption, tt.header, tt.rows); got != tt.want {
