@@ -858,6 +858,7 @@ func TestDecodeIDs(t *testing.T) {
 		{"a character cut short", []int{lead}, `\xe6`},
 		{"cut short, then text", append([]int{lead}, tok.Encode("ok")...), `\xe6ok`},
 		{"an ID beyond the vocabulary", append(tok.Encode("a"), 10_000_000), "a⟨10000000⟩"},
+		{"a character with no glyph", tok.Encode("a\u0007b\n"), `a\u0007b` + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/octlm/octlm/loader"
@@ -207,7 +208,8 @@ func quoteText(s string) string {
 }
 
 // escapeInvalidUTF8 returns b as text with every byte that is not part of a valid UTF-8 character
-// written as \xNN.
+// written as \xNN, and characters with no glyph (controls other than whitespace, unassigned code
+// points) as \uNNNN.
 func escapeInvalidUTF8(b []byte) string {
 	var out strings.Builder
 	for len(b) > 0 {
@@ -215,6 +217,11 @@ func escapeInvalidUTF8(b []byte) string {
 		if r == utf8.RuneError && n <= 1 {
 			fmt.Fprintf(&out, `\x%02x`, b[0])
 			b = b[1:]
+			continue
+		}
+		if !unicode.IsGraphic(r) && !unicode.IsSpace(r) {
+			fmt.Fprintf(&out, `\u%04x`, r) // a control or unassigned character: no glyph to show
+			b = b[n:]
 			continue
 		}
 		out.Write(b[:n])

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"html"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -147,7 +148,7 @@ func TableHTML(caption string, header []string, rows [][]string) string {
 // Cells of up to shortCell characters do not wrap; a longer run without a space (escaped bytes,
 // token IDs) may break anywhere, so that it cannot widen its column beyond the page.
 const (
-	shortCell = 32
+	shortCell = 40
 	longRun   = 40
 )
 
@@ -191,13 +192,19 @@ func groupThousands(s string) string {
 	return b.String()
 }
 
-// isNumber reports whether s is a number as strconv reads one (3, -0.5, 3.6e-05, NaN, +Inf), or
-// a percentage such as 99.5%.
+// isNumber reports whether s is a number as strconv reads one (3, -0.5, 3.6e-05, NaN, +Inf), a
+// whole number with thousands separators (2,649,597), or a percentage such as 99.5%.
 func isNumber(s string) bool {
 	s = strings.TrimSuffix(strings.TrimSpace(s), "%")
 	if s == "" {
 		return false
 	}
+	if groupedRE.MatchString(s) {
+		return true
+	}
 	_, err := strconv.ParseFloat(s, 64)
 	return err == nil
 }
+
+// groupedRE matches a whole number written with thousands separators.
+var groupedRE = regexp.MustCompile(`^-?[0-9]{1,3}(,[0-9]{3})+$`)

@@ -33,18 +33,18 @@ func TestTableHTML(t *testing.T) {
 		},
 		{
 			name: "no header",
-			rows: [][]string{{"-0.5", "NaN", "1e400x"}},
-			want: `<table><tbody><tr><td style="text-align:right;white-space:nowrap">-0.5</td><td style="text-align:right;white-space:nowrap">NaN</td><td style="text-align:left;white-space:nowrap">1e400x</td></tr></tbody></table>`,
+			rows: [][]string{{"-0.5", "NaN", "1e400x", "1,23"}},
+			want: `<table><tbody><tr><td style="text-align:right;white-space:nowrap">-0.5</td><td style="text-align:right;white-space:nowrap">NaN</td><td style="text-align:left;white-space:nowrap">1e400x</td><td style="text-align:left;white-space:nowrap">1,23</td></tr></tbody></table>`,
 		},
 		{
 			name:   "thousands separators on whole numbers of four digits or more; a dash is no value",
 			header: []string{"n"},
-			rows:   [][]string{{"106944"}, {"-1234567"}, {"4096"}, {"512"}, {"12345.5"}, {"1e+06"}, {"—"}},
+			rows:   [][]string{{"106944"}, {"-1234567"}, {"4096"}, {"512"}, {"12345.5"}, {"1e+06"}, {"—"}, {"2,649,597"}},
 			want: `<table><thead><tr><th style="text-align:right">n</th></tr></thead><tbody>` +
 				`<tr><td style="text-align:right;white-space:nowrap">106,944</td></tr><tr><td style="text-align:right;white-space:nowrap">-1,234,567</td></tr>` +
 				`<tr><td style="text-align:right;white-space:nowrap">4,096</td></tr><tr><td style="text-align:right;white-space:nowrap">512</td></tr>` +
 				`<tr><td style="text-align:right;white-space:nowrap">12345.5</td></tr><tr><td style="text-align:right;white-space:nowrap">1e+06</td></tr>` +
-				`<tr><td style="text-align:right;white-space:nowrap">—</td></tr></tbody></table>`,
+				`<tr><td style="text-align:right;white-space:nowrap">—</td></tr><tr><td style="text-align:right;white-space:nowrap">2,649,597</td></tr></tbody></table>`,
 		},
 	}
 	long := strings.Repeat(`\xdb`, 12)
