@@ -51,7 +51,12 @@ const browser = await chromium.launch({
 let failed = 0;
 try {
   for (const p of pages) {
-    const problems = await checkPage(p);
+    let problems;
+    try {
+      problems = await checkPage(p);
+    } catch (e) {
+      problems = [`the check itself failed: ${e.message.split("\n")[0]}`];
+    }
     if (problems.length > 0) {
       failed++;
       console.error(`check.mjs: FAIL ${p}:\n  - ${problems.join("\n  - ")}`);
@@ -129,8 +134,13 @@ async function checkPage(path) {
         problems.push(`playground #${id} has no ${what} (${sel})`);
         continue;
       }
-      if (sel.startsWith("select")) await el.selectOption(value);
-      else await el.fill(value);
+      try {
+        if (sel.startsWith("select")) await el.selectOption(value, { timeout: 5000 });
+        else await el.fill(value, { timeout: 5000 });
+      } catch (e) {
+        problems.push(`playground #${id}: cannot move the ${what} to ${value}: ${e.message.split("\n")[0]}`);
+        continue;
+      }
       const now = await drawing();
       if (now === last) problems.push(`playground #${id}: moving the ${what} to ${value} changed nothing`);
       last = now;
