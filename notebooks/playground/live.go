@@ -41,7 +41,7 @@ func Live(backend compute.Backend, s Settings, wait, idle time.Duration) error {
 	if err := s.Check(); err != nil {
 		return err
 	}
-	uid := gonbui.UniqueID()
+	uid := gonbui.UniqueId()
 	display := "octlm_rope_live_display_" + uid
 	root := "octlm_rope_live_" + uid
 	ctl := root + "_controls"
