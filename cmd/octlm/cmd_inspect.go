@@ -90,7 +90,7 @@ func inspectPath(ctx context.Context, path string, offline bool, progress io.Wri
 	} else {
 		dir, err := loader.Resolve(ctx, path, loader.HubOptions{Offline: offline, Progress: progress})
 		if err != nil {
-			return nil, err
+			return nil, withOfflineHint(err)
 		}
 		c, err := loader.OpenCheckpoint(dir)
 		if err != nil {
