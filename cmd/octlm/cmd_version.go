@@ -41,7 +41,7 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 	if *plugins {
 		found := xla.Discover()
 		if len(found) == 0 {
-			fmt.Fprintln(stdout, "pjrt plugins: none found (octlm backends --install cpu|cuda)")
+			fmt.Fprintln(stdout, "pjrt plugins: none found (octlm backends --install cpu|cuda|cuda12|cuda13)")
 		}
 		for _, pl := range found {
 			fmt.Fprintf(stdout, "pjrt plugin:  %s %s (%s)\n", pl.Backend(), pl.Path, pl.Source)

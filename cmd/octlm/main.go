@@ -46,18 +46,12 @@ type checkFailure struct{ err error }
 func (c checkFailure) Error() string   { return c.err.Error() }
 func (c checkFailure) Unwrap() []error { return []error{c.err, errCheckFailed} }
 
-// parseFlags parses a command's flags. -h prints the command's usage (fs.Usage, or a usage line
-// and the flags when it has none) and ends the command with errHelp; a bad flag is one line
+// parseFlags parses a command's flags. -h prints the command's usage (fs.Usage: each command
+// sets one that starts with a "usage: octlm NAME" line) and ends the command with errHelp; a bad flag is one line
 // pointing to -h, not the whole flag list. Bad flags, and positional arguments other than the
 // ones named, are usage errors.
 func parseFlags(fs *flag.FlagSet, args []string, positional ...string) error {
 	usage := fs.Usage
-	if usage == nil {
-		usage = func() {
-			fmt.Fprintf(fs.Output(), "usage: octlm %s [flags]\n\nflags:\n", fs.Name())
-			fs.PrintDefaults()
-		}
-	}
 	out := fs.Output()
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard) // the flag package would print the error and the whole usage
