@@ -306,12 +306,7 @@ func (s *chatSession) reply(text string) error {
 		}
 		return err
 	}
-	reply := chat.ParseReply(replyText.String())
-	for _, call := range reply.ToolCalls {
-		args, _ := call.ArgumentsText()
-		fmt.Fprintf(s.out, "[tool call] %s(%s)\n", call.Name, args)
-	}
-	s.messages = append(s.messages, chat.Message{Role: "user", Content: text}, reply.Message())
+	s.messages = append(s.messages, chat.Message{Role: "user", Content: text}, showReply(s.out, replyText.String()))
 	if s.verbose {
 		fmt.Fprintf(s.stderr, "%s; %d prompt tokens reused from the cache\n", generationSummary(g, opts.Sampling), g.Reused)
 	}
@@ -319,6 +314,17 @@ func (s *chatSession) reply(text string) error {
 		s.opts.Sampling.Seed++ // the next reply draws other numbers
 	}
 	return nil
+}
+
+// showReply takes a finished reply apart, shows each tool call it makes on a line of its own
+// ("[tool call] name(arguments)": octlm runs no tools) and returns it as a history message.
+func showReply(w io.Writer, text string) chat.Message {
+	reply := chat.ParseReply(text)
+	for _, call := range reply.ToolCalls {
+		args, _ := call.ArgumentsText()
+		fmt.Fprintf(w, "[tool call] %s(%s)\n", call.Name, args)
+	}
+	return reply.Message()
 }
 
 // stopReply cancels the reply in progress; false when there is none.

@@ -200,3 +200,18 @@ func TestChatUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestShowReply: a reply's tool calls are shown as such, and the history message carries the
+// thinking, the answer and the calls.
+func TestShowReply(t *testing.T) {
+	text := "<think>\nNeed the weather.\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>"
+	var b bytes.Buffer
+	m := showReply(&b, text)
+	if b.String() != "[tool call] get_weather({\"city\": \"Paris\"})\n" {
+		t.Errorf("shown %q", b.String())
+	}
+	if m.Role != "assistant" || m.ReasoningContent != "Need the weather." || m.Content != "Let me check." ||
+		len(m.ToolCalls) != 1 || m.ToolCalls[0].Name != "get_weather" {
+		t.Errorf("history message %+v", m)
+	}
+}
