@@ -24,10 +24,7 @@ import (
 
 func init() {
 	register("chat", "talk with a Qwen3 model in the terminal: history, system prompt, thinking on/off", func(args []string) error {
-		interrupts := make(chan os.Signal, 1)
-		signal.Notify(interrupts, os.Interrupt)
-		defer signal.Stop(interrupts)
-		return runChatIO(args, os.Stdin, os.Stdout, os.Stderr, interrupts)
+		return runChatIO(args, os.Stdin, os.Stdout, os.Stderr)
 	})
 }
 
@@ -62,7 +59,9 @@ type chatSession struct {
 	cancel context.CancelFunc // stops the reply in progress; nil between replies
 }
 
-func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer, interrupts <-chan os.Signal) error {
+// runChatIO holds a chat on stdin and stdout. Once the model is loaded (before, Ctrl-C ends the
+// process as usual) it handles Ctrl-C itself: it stops the reply in progress.
+func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var mf modelFlags
@@ -142,6 +141,9 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer, interru
 		fmt.Fprintf(stderr, "chatting with %s (thinking %s); /help for commands, /bye or Ctrl-D to quit\n", dir, onOff(s.think))
 	}
 	// Ctrl-C stops the reply in progress; between replies it only says how to quit.
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
