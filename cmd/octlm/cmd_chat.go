@@ -204,6 +204,10 @@ func (s *chatSession) handle(line string) (quit bool, err error) {
 	case "/help", "/?":
 		fmt.Fprintln(s.out, chatHelp)
 	case "/think", "/no_think":
+		if arg != "" {
+			// "/think Why is the sky blue?": Qwen3's own soft switch, inside a message.
+			return false, s.reply(line)
+		}
 		s.think = name == "/think"
 		fmt.Fprintf(s.out, "thinking %s\n", onOff(s.think))
 	case "/clear":
