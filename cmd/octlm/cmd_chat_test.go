@@ -31,6 +31,7 @@ func TestChatPiped(t *testing.T) {
 		"What is 2 + 2?",
 		"/stats",
 		"/save " + saved,
+		"/save " + filepath.Join(saved, "not-a-folder", "x.json"),
 		"/frobnicate",
 		"/clear",
 		"/stats",
@@ -61,8 +62,10 @@ func TestChatPiped(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
 	}
-	if !strings.Contains(stderr, "unknown command /frobnicate") {
-		t.Errorf("stderr lacks the unknown command:\n%s", stderr)
+	for _, want := range []string{"unknown command /frobnicate", "/save: "} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
 	}
 
 	data, err := os.ReadFile(saved)

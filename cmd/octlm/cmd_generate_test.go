@@ -210,6 +210,19 @@ func TestGenerateWriteError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "writing the output") {
 		t.Fatalf("err = %v, want a write error", err)
 	}
+	// A closed pipe (| head -c 1): the process must not exit 0.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	cmd := octlmCommand(t, "generate", "-m", tokenizerModel(t), "-p", "Hello", "-n", "20", "--seed", "1")
+	cmd.Stdout = w
+	err = cmd.Run()
+	w.Close()
+	if err == nil {
+		t.Error("generate into a closed pipe exited 0")
+	}
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")
 	}

@@ -31,6 +31,14 @@ func TestEveryCommandUsage(t *testing.T) {
 	}
 }
 
+// TestBackendsInstallHelp: the help names every plugin --install accepts.
+func TestBackendsInstallHelp(t *testing.T) {
+	_, stderr, _ := runOctlm(t, "", "backends", "-h")
+	if !strings.Contains(stderr, "--install cpu|cuda|cuda12|cuda13") {
+		t.Errorf("backends -h:\n%s", stderr)
+	}
+}
+
 // TestVersion: octlm version and octlm --version print the module versions octlm was built with.
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version", "--plugins=false"}, {"--version"}} {
