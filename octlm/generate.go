@@ -11,13 +11,12 @@ import (
 
 // Qwen3's stop tokens: <|im_end|> and <|endoftext|>.
 const (
-	QwenIMEnd      = 151645
-	QwenEndOfText  = 151643
-	StopEOS        = "eos"
-	StopLength     = "length"
-	StopCallback   = "stopped"
-	defaultMaxNew  = 256
-	generationSeed = 0
+	QwenIMEnd     = 151645
+	QwenEndOfText = 151643
+	StopEOS       = "eos"
+	StopLength    = "length"
+	StopCallback  = "stopped"
+	defaultMaxNew = 256
 )
 
 // StopInterrupted is the stop reason of a generation whose context was cancelled (Ctrl-C).
