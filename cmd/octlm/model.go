@@ -46,15 +46,6 @@ func (l *loadedModel) Close() {
 	l.backend.Finalize()
 }
 
-// open resolves the checkpoint, opens the backend and streams the weights in, with progress on stderr.
-func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*loadedModel, error) {
-	dir, err := f.resolve(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return f.openDir(dir, stderr)
-}
-
 // resolve checks the flags and turns --model into a checkpoint folder (see resolveCheckpoint).
 func (f *modelFlags) resolve(ctx context.Context) (string, error) {
 	if f.model == "" {
@@ -66,7 +57,8 @@ func (f *modelFlags) resolve(ctx context.Context) (string, error) {
 	return resolveCheckpoint(ctx, f.model)
 }
 
-// openDir opens the backend and streams the weights of the checkpoint folder dir in.
+// openDir opens the backend and streams the weights of the checkpoint folder dir in, with
+// progress on stderr.
 func (f *modelFlags) openDir(dir string, stderr io.Writer) (*loadedModel, error) {
 	dtype, err := octlm.ParseDType(f.dtype)
 	if err != nil {
