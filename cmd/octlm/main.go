@@ -1,8 +1,8 @@
 // Command octlm is the headless front door to the octlm packages: parity, generation,
 // inspection, benchmarks and checkpoint tools. Flags in, library calls, exit codes out.
 //
-// Exit codes: 0 success, 1 a check failed (parity), 2 bad input or usage, 130 interrupted
-// (Ctrl-C) after printing what was done.
+// Exit codes: 0 success, 1 a check failed (parity, non-finite logits), 2 bad input, usage or
+// another error, 130 interrupted (Ctrl-C) after printing what was done.
 package main
 
 import (
@@ -47,9 +47,9 @@ func (c checkFailure) Error() string   { return c.err.Error() }
 func (c checkFailure) Unwrap() []error { return []error{c.err, errCheckFailed} }
 
 // parseFlags parses a command's flags. -h prints the command's usage (fs.Usage: each command
-// sets one that starts with a "usage: octlm NAME" line) and ends the command with errHelp; a bad flag is one line
-// pointing to -h, not the whole flag list. Bad flags, and positional arguments other than the
-// ones named, are usage errors.
+// sets one that starts with a "usage: octlm NAME" line) and ends the command with errHelp. A
+// bad flag is answered with one line pointing to -h, not the whole flag list. Bad flags, and
+// positional arguments other than the ones named, are usage errors.
 func parseFlags(fs *flag.FlagSet, args []string, positional ...string) error {
 	usage := fs.Usage
 	out := fs.Output()
