@@ -337,7 +337,7 @@ func (p Places) notFound(name string) error {
 		b.WriteString("\n  octlm backends --install cuda  (downloads JAX's CUDA plugin and NVIDIA libraries from PyPI into ~/.local/lib/go-xla)")
 		b.WriteString("\n  pip install \"jax[cuda13]\"       (octlm finds site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so)")
 	default:
-		b.WriteString("\n  octlm backends --install cpu|cuda")
+		b.WriteString("\n  octlm backends --install cpu|cuda|cuda12|cuda13")
 	}
 	b.WriteString("\n  or set PJRT_PLUGIN_LIBRARY_PATH to a folder holding pjrt_c_api_<cpu|cuda>_plugin.so (or xla_cuda_plugin.so)")
 	b.WriteString("\nThe pure-Go backend needs nothing: --backend go")

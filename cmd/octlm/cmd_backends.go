@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register("backends", "list compute backends and PJRT plugins; --install cpu|cuda downloads one", func(args []string) error {
+	register("backends", "list compute backends and PJRT plugins; --install cpu|cuda|cuda12|cuda13 downloads one", func(args []string) error {
 		return runBackends(args, os.Stdout, os.Stderr)
 	})
 }
@@ -25,11 +25,11 @@ func runBackends(args []string, stdout, stderr io.Writer) error {
 func backends(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("backends", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	install := fs.String("install", "", "download a PJRT plugin into go-xla's install folder: cpu or cuda (needs network)")
+	install := fs.String("install", "", "download a PJRT plugin into go-xla's install folder: cpu, cuda (= cuda13), cuda12 or cuda13 (needs network)")
 	check := fs.Bool("check", true, "load each plugin found and run a float32 matmul check on it")
 	backend := fs.String("backend", "", "open this backend (go, xla:cpu, xla:cuda, xla:/path/plugin.so, or \"auto\"), print what was loaded and check it")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm backends [--install cpu|cuda] [--check=false] [--backend NAME]")
+		fmt.Fprintln(stderr, "usage: octlm backends [--install cpu|cuda|cuda12|cuda13] [--check=false] [--backend NAME]")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -157,7 +157,7 @@ func listBackends(w io.Writer, places xla.Places, check bool) error {
 	for _, line := range places.Searched() {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
-	fmt.Fprintln(w, "\nget a plugin: octlm backends --install cpu|cuda, pip install \"jax[cuda13]\", or set PJRT_PLUGIN_LIBRARY_PATH")
+	fmt.Fprintln(w, "\nget a plugin: octlm backends --install cpu|cuda|cuda12|cuda13, pip install \"jax[cuda13]\", or set PJRT_PLUGIN_LIBRARY_PATH")
 	if check && len(problems) > 0 {
 		return fmt.Errorf("%w: %d backend(s) found but not usable", errCheckFailed, len(problems))
 	}

@@ -113,3 +113,36 @@ func TestTokenizeErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenizeText: --text reads plain lines (no JSON quoting), one array of IDs a line, a blank
+// line giving []; a last line without a newline counts; "\r\n" endings are not part of the text.
+func TestTokenizeText(t *testing.T) {
+	tok, err := tokenizer.LoadDir(qwenTokenizerDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := "Hello world\n\n  two \"quoted\" words\r\nend<|im_end|>"
+	var want bytes.Buffer
+	for _, line := range []string{"Hello world", "", "  two \"quoted\" words", "end<|im_end|>"} {
+		ids := tok.Encode(line)
+		if ids == nil {
+			ids = []int{}
+		}
+		b, _ := json.Marshal(ids)
+		want.Write(append(b, '\n'))
+	}
+	var out, errOut bytes.Buffer
+	if err := runTokenizeIO([]string{"--model", qwenTokenizerDir, "--text"}, strings.NewReader(in), &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if out.String() != want.String() {
+		t.Errorf("--text wrote\n%s\nwant\n%s", out.String(), want.String())
+	}
+	if !strings.HasPrefix(out.String(), "[9707,1879]\n[]\n") {
+		t.Errorf("Hello world is not [9707,1879]: %q", out.String())
+	}
+	var ue usageError
+	if err := runTokenizeIO([]string{"--model", qwenTokenizerDir, "--text", "--decode"}, strings.NewReader(""), &out, &errOut); !errors.As(err, &ue) {
+		t.Errorf("--text --decode: %v, want a usage error", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -45,18 +46,23 @@ func (l *loadedModel) Close() {
 	l.backend.Finalize()
 }
 
-// open resolves the checkpoint, opens the backend and streams the weights in, with progress on stderr.
-func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*loadedModel, error) {
+// resolve checks the flags and turns --model into a checkpoint folder (see resolveCheckpoint).
+func (f *modelFlags) resolve(ctx context.Context) (string, error) {
 	if f.model == "" {
-		return nil, usageError{"--model is required"}
+		return "", usageError{"--model is required"}
 	}
+	if _, err := octlm.ParseDType(f.dtype); err != nil {
+		return "", usageError{err.Error()}
+	}
+	return resolveCheckpoint(ctx, f.model)
+}
+
+// openDir opens the backend and streams the weights of the checkpoint folder dir in, with
+// progress on stderr.
+func (f *modelFlags) openDir(dir string, stderr io.Writer) (*loadedModel, error) {
 	dtype, err := octlm.ParseDType(f.dtype)
 	if err != nil {
 		return nil, usageError{err.Error()}
-	}
-	dir, err := resolveCheckpoint(ctx, f.model)
-	if err != nil {
-		return nil, err
 	}
 	backend, info, err := xla.Open(f.backend)
 	if err != nil {
@@ -92,12 +98,24 @@ func loadModel(dir, label string, backend compute.Backend, dtype octlm.DType, st
 func resolveCheckpoint(ctx context.Context, name string) (string, error) {
 	dir, err := loader.Resolve(ctx, name, loader.HubOptions{Progress: os.Stderr})
 	if err != nil {
-		return "", err
+		return "", withOfflineHint(err)
 	}
 	if _, err := loader.VerifySnapshot(dir, os.Stderr); err != nil && !errors.Is(err, loader.ErrNoManifest) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// withOfflineHint adds what to do to an error that reaching the Hub failed (no network, DNS):
+// the Hub cache alone, a local folder, or a random checkpoint made here.
+func withOfflineHint(err error) error {
+	var netErr net.Error
+	if !errors.As(err, &netErr) {
+		return err
+	}
+	return fmt.Errorf("%w\n  cannot reach the Hugging Face Hub. Offline, either use what the Hub cache holds (HF_HUB_OFFLINE=1),\n"+
+		"  give a checkpoint folder (--model ./Qwen3-0.6B), or make a random Qwen3-0.6B with the real tokenizer to\n"+
+		"  try octlm: octlm synth --like qwen3-0.6b --out /tmp/qwen3-random (see README, Offline first steps)", err)
 }
 
 // warnHalfOnGo says that half precision on the pure-Go backend is slow: GoMLX v0.28.2's bf16/f16

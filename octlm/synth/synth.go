@@ -27,6 +27,8 @@ import (
 	"runtime"
 	"sync"
 
+	"golang.org/x/term"
+
 	"github.com/octlm/octlm/loader"
 )
 
@@ -333,7 +335,7 @@ func writeModel(path string, cfg QwenLike, opts Options) error {
 	}
 	var pw *progressLine
 	if opts.Progress != nil {
-		pw = &progressLine{out: opts.Progress, total: total}
+		pw = newProgressLine(opts.Progress, total)
 		defer pw.finish()
 	}
 	workers := max(1, runtime.GOMAXPROCS(0))
@@ -396,21 +398,45 @@ func fill(buf []byte, seed int64, name string, c int, isNorm bool) {
 	}
 }
 
-// progressLine reports bytes written.
+// progressLine reports bytes written: redrawn in place (\r) every 5% on a terminal, one line
+// every 25% in a log or a pipe.
 type progressLine struct {
 	out         io.Writer
 	total, done int64
 	lastPct     int
+	terminal    bool
+}
+
+func newProgressLine(out io.Writer, total int64) *progressLine {
+	p := &progressLine{out: out, total: total}
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.terminal = true
+	}
+	return p
 }
 
 func (p *progressLine) add(n int64) {
 	p.done += n
-	if pct := int(100 * p.done / max(p.total, 1)); pct/5 != p.lastPct/5 {
-		p.lastPct = pct
+	step := 25
+	if p.terminal {
+		step = 5
+	}
+	pct := int(100 * p.done / max(p.total, 1))
+	if pct/step == p.lastPct/step || pct >= 100 {
+		return
+	}
+	p.lastPct = pct
+	if p.terminal {
 		fmt.Fprintf(p.out, "\rsynth: model.safetensors %3d%% (%s of %s)", pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
+	} else {
+		fmt.Fprintf(p.out, "synth: model.safetensors %d%% (%s of %s)\n", pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
 	}
 }
 
 func (p *progressLine) finish() {
-	fmt.Fprintf(p.out, "\rsynth: model.safetensors 100%% (%s)          \n", loader.HumanBytes(p.total))
+	if p.terminal {
+		fmt.Fprintf(p.out, "\rsynth: model.safetensors 100%% (%s)          \n", loader.HumanBytes(p.total))
+	} else {
+		fmt.Fprintf(p.out, "synth: model.safetensors 100%% (%s)\n", loader.HumanBytes(p.total))
+	}
 }
