@@ -105,7 +105,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	begin := time.Now()
 	err = synth.WriteWith(tmp, cfg, synth.Options{Seed: *seed, Progress: stderr, NoTokenizer: *noTok, TokenizerDir: *tokDir, Manifest: *manifest, Context: ctx})
 	if ctx.Err() != nil {
-		return fmt.Errorf("interrupted; %s left as it was: %w", dir, context.Cause(ctx))
+		return fmt.Errorf("%w; %s left as it was", errInterrupted, dir) // exit status 130
 	}
 	if err != nil {
 		return err

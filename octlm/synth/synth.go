@@ -434,6 +434,12 @@ func (p *progressLine) add(n int64) {
 }
 
 func (p *progressLine) finish() {
+	if p.done < p.total { // stopped early (an error, an interrupt): no claim of 100%
+		if p.terminal {
+			fmt.Fprintln(p.out)
+		}
+		return
+	}
 	if p.terminal {
 		fmt.Fprintf(p.out, "\rsynth: model.safetensors 100%% (%s)          \n", loader.HumanBytes(p.total))
 	} else {
