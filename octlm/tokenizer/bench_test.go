@@ -93,3 +93,18 @@ func BenchmarkStreamDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSplitWords pre-tokenizes the whole corpus (NFC already applied), the regex step alone.
+func BenchmarkSplitWords(b *testing.B) {
+	texts, _ := corpus(b)
+	for i, s := range texts {
+		texts[i] = nfc(lossy(s))
+	}
+	b.SetBytes(corpusBytes(texts))
+	pieces := 0
+	for b.Loop() {
+		for _, s := range texts {
+			splitWords(s, 1, func(start, end int) { pieces++ })
+		}
+	}
+}
