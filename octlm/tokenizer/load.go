@@ -458,7 +458,7 @@ type rawMerges struct {
 	ends  []int32
 }
 
-func (m *rawMerges) len() int { return len(m.ends) / 2 }
+func (m *rawMerges) count() int { return len(m.ends) / 2 }
 
 // pair returns the two sides of merge i and their concatenation.
 func (m *rawMerges) pair(i int) (left, right, both []byte) {
@@ -537,7 +537,7 @@ func readMerges(r *jsonReader) (*rawMerges, error) {
 // table.
 // vocabTokens are the raw bytes of the vocabulary's tokens by ID, added tokens aside.
 func (t *Tokenizer) resolveMerges(m *rawMerges, vocabTokens []string) error {
-	n := m.len()
+	n := m.count()
 	keys := make([]uint64, n) // pairKey
 	vals := make([]uint64, n) // rank<<32 | merged ID
 	workers := min(runtime.GOMAXPROCS(0), max(1, n/16384))
