@@ -137,6 +137,9 @@ func pythonSitePackages() []string {
 	return dirs
 }
 
+// Discover returns the PJRT plugins found in the default places, in search order.
+func Discover() []Plugin { return DefaultPlaces().Discover() }
+
 // pluginFileName matches go-xla's plugin file names and captures the plugin name.
 var pluginFileName = []*regexp.Regexp{
 	regexp.MustCompile(`^pjrt_c_api_(.+)_plugin\.so$`),

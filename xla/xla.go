@@ -222,7 +222,7 @@ func openGo(reason string) (b compute.Backend, info Info, err error) {
 	return b, Info{Name: Go, Reason: reason}, nil
 }
 
-// OpenPlugin loads a plugin that Places.Discover found, with go-xla options opts ("" for none; see Open).
+// OpenPlugin loads a plugin that Discover found, with go-xla options opts ("" for none; see Open).
 func OpenPlugin(pl Plugin, opts string) (compute.Backend, Info, error) {
 	return openPlugin(pl, opts, "asked for "+pl.Path)
 }
