@@ -1,7 +1,6 @@
 package parity
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
@@ -28,32 +27,6 @@ type RunInfo struct {
 	ReferenceMetadata map[string]string
 	Versions          map[string]string
 }
-
-// MarshalJSON writes the run line.
-func (r RunInfo) MarshalJSON() ([]byte, error) {
-	half := make([]string, len(r.HalfDTypes))
-	for i, d := range r.HalfDTypes {
-		half[i] = string(d)
-	}
-	return marshalJSON(struct {
-		Type              string            `json:"type"`
-		Model             string            `json:"model"`
-		Reference         string            `json:"reference"`
-		Backend           string            `json:"backend"`
-		Plugin            string            `json:"plugin,omitempty"`
-		DType             string            `json:"dtype"`
-		HalfDTypes        []string          `json:"half_dtypes"`
-		Tolerance         float64           `json:"tolerance"`
-		Cases             int               `json:"cases"`
-		Checkpoint        map[string]string `json:"checkpoint"`
-		ReferenceFiles    map[string]string `json:"reference_files"`
-		ReferenceMetadata map[string]string `json:"reference_metadata,omitempty"`
-		Versions          map[string]string `json:"versions"`
-	}{"run", r.Model, r.Reference, r.Backend, r.Plugin, string(octlm.Float32), half, Tolerance, r.Cases,
-		r.Checkpoint, r.ReferenceFiles, r.ReferenceMetadata, r.Versions})
-}
-
-func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }
 
 // Versions reports the versions a run depends on: Go, the octlm module, and GoMLX with its
 // compute and go-xla modules, as the binary's build information records them.
@@ -144,28 +117,6 @@ func (r *Report) Err() error {
 	for _, row := range r.Rows {
 		if row.Failed() {
 			return &GateError{DType: octlm.Float32, Row: row}
-		}
-	}
-	return nil
-}
-
-// WriteJSONL writes the run line, then the gated rows, then the half-precision logit rows and
-// greedy rows, one JSON object per line.
-func (r *Report) WriteJSONL(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	lines := []any{r.Run}
-	for _, row := range r.Rows {
-		lines = append(lines, row)
-	}
-	for _, row := range r.Half {
-		lines = append(lines, row)
-	}
-	for _, row := range r.Greedy {
-		lines = append(lines, row)
-	}
-	for _, line := range lines {
-		if err := enc.Encode(line); err != nil {
-			return fmt.Errorf("parity: writing JSONL: %w", err)
 		}
 	}
 	return nil
