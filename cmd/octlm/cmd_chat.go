@@ -69,12 +69,8 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	system := fs.String("system", "", "system prompt")
 	think := fs.Bool("think", true, "let Qwen3 reason in a <think> block before answering (/think, /no_think switch it)")
 	maxNew := fs.Int("max-new-tokens", 2048, "most tokens in one reply")
-	temperature := fs.Float64("temperature", 0.6, "sampling temperature; 0 means greedy")
-	topK := fs.Int("top-k", 20, "keep the k most likely tokens; 0 keeps all")
-	topP := fs.Float64("top-p", 0.95, "keep the smallest set of tokens whose probability reaches p")
-	minP := fs.Float64("min-p", 0, "drop tokens less likely than min-p × the most likely one")
-	repetition := fs.Float64("repetition-penalty", 1, "divide the logits of tokens already seen (1 is none)")
-	seed := fs.Uint64("seed", 0, "random seed for sampling (default: a random one, shown by /stats)")
+	var sf samplingFlags
+	sf.register(fs, "shown by /stats")
 	verbose := fs.Bool("verbose", false, "print a line of statistics to stderr after each reply")
 	alias(fs, "m", "model")
 	alias(fs, "n", "max-new-tokens")
@@ -90,18 +86,12 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *maxNew < 1 {
 		return usageError{fmt.Sprintf("--max-new-tokens must be at least 1, got %d", *maxNew)}
 	}
-	if !set["seed"] {
-		*seed = randomSeed()
-	}
-	sampling := octlm.Sampling{Temperature: *temperature, TopK: *topK, TopP: *topP, MinP: *minP,
-		RepetitionPenalty: *repetition, Seed: *seed}
-	if err := sampling.Validate(); err != nil {
-		return usageError{err.Error()}
+	sampling, err := sf.sampling(fs)
+	if err != nil {
+		return err
 	}
 
 	dir, err := mf.resolve(context.Background())

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -70,12 +68,8 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	promptIDs := fs.String("prompt-ids", "", "comma-separated prompt token `IDs` (for checkpoints without a tokenizer)")
 	think := fs.Bool("think", true, "with --chat: let Qwen3 reason in a <think> block first (enable_thinking)")
 	maxNew := fs.Int("max-new-tokens", 256, "most tokens to generate")
-	temperature := fs.Float64("temperature", 0.6, "sampling temperature; 0 means greedy")
-	topK := fs.Int("top-k", 20, "keep the k most likely tokens; 0 keeps all")
-	topP := fs.Float64("top-p", 0.95, "keep the smallest set of tokens whose probability reaches p")
-	minP := fs.Float64("min-p", 0, "drop tokens less likely than min-p × the most likely one")
-	repetition := fs.Float64("repetition-penalty", 1, "divide the logits of tokens already seen (1 is none)")
-	seed := fs.Uint64("seed", 0, "random seed for sampling (default: a random one, printed so the run can be repeated)")
+	var sf samplingFlags
+	sf.register(fs, "printed so the run can be repeated")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
 	alias(fs, "m", "model")
 	alias(fs, "p", "prompt")
@@ -112,13 +106,9 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if *maxNew < 1 {
 		return usageError{fmt.Sprintf("--max-new-tokens must be at least 1, got %d", *maxNew)}
 	}
-	if !set["seed"] {
-		*seed = randomSeed()
-	}
-	sampling := octlm.Sampling{Temperature: *temperature, TopK: *topK, TopP: *topP, MinP: *minP,
-		RepetitionPenalty: *repetition, Seed: *seed}
-	if err := sampling.Validate(); err != nil {
-		return usageError{err.Error()}
+	sampling, err := sf.sampling(fs)
+	if err != nil {
+		return err
 	}
 	if *promptFile != "" {
 		text, err := readPromptFile(*promptFile, stdin)
@@ -208,7 +198,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		genErr = streamer.err
 	}
 	res := generationResult{PromptIDs: g.PromptIDs, GeneratedIDs: g.GeneratedIDs, Text: text.String(),
-		StopReason: g.StopReason, Seed: *seed, TimeToFirstToken: g.TimeToFirstToken.Seconds()}
+		StopReason: g.StopReason, Seed: sampling.Seed, TimeToFirstToken: g.TimeToFirstToken.Seconds()}
 	if tps := g.TokensPerSecond(); len(g.GeneratedIDs) >= 2 {
 		res.TokensPerSecond = &tps
 	}
@@ -268,15 +258,6 @@ func tokensPerSecond(g octlm.Generation) string {
 		return "tokens/s n/a (no decode step after the first token)"
 	}
 	return fmt.Sprintf("%.1f tokens/s", g.TokensPerSecond())
-}
-
-// randomSeed draws a sampling seed from the operating system's random source.
-func randomSeed() uint64 {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand.Read does not fail on supported platforms
-	}
-	return binary.LittleEndian.Uint64(b[:])
 }
 
 // readPromptFile reads a prompt from path, or from stdin when path is "-".
