@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
@@ -366,59 +365,12 @@ func optionalTokenizer(dir string) (*tokenizer.Tokenizer, error) {
 	return loadTokenizer(dir)
 }
 
-// stopIDs are the eos_token_id of generation_config.json, else that of config.json (as
-// transformers does: absent or null means not given), else Qwen3's stop tokens when the
-// tokenizer knows them, else none. A file that cannot be read, or whose eos_token_id is neither
-// an ID nor a list of IDs, is an error naming it.
+// stopIDs are the stop tokens of the checkpoint in dir (see octlm.ReadStopIDs); tok may be nil.
 func stopIDs(dir string, tok *tokenizer.Tokenizer) ([]int, error) {
-	for _, name := range []string{"generation_config.json", "config.json"} {
-		ids, err := eosTokenIDs(filepath.Join(dir, name))
-		if err != nil || ids != nil {
-			return ids, err
-		}
-	}
 	if tok == nil {
-		return nil, nil
+		return octlm.ReadStopIDs(dir, nil) // a nil *Tokenizer in the interface would not read as none
 	}
-	var ids []int
-	for _, s := range []string{"<|im_end|>", "<|endoftext|>"} {
-		if id, ok := tok.TokenID(s); ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
-}
-
-// eosTokenIDs reads the eos_token_id of a JSON file; nil when the file or the field is absent.
-func eosTokenIDs(path string) ([]int, error) {
-	data, err := fileio.ReadFile(path, octlm.MaxConfigBytes)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var gc struct {
-		EOS json.RawMessage `json:"eos_token_id"`
-	}
-	if err := json.Unmarshal(data, &gc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(gc.EOS) == 0 || string(gc.EOS) == "null" {
-		return nil, nil
-	}
-	var one int
-	var many []int
-	if json.Unmarshal(gc.EOS, &many) == nil {
-		if many == nil {
-			many = []int{}
-		}
-		return many, nil
-	}
-	if err := json.Unmarshal(gc.EOS, &one); err != nil {
-		return nil, fmt.Errorf("%s: eos_token_id %s is neither a token ID nor a list of them", path, gc.EOS)
-	}
-	return []int{one}, nil
+	return octlm.ReadStopIDs(dir, tok)
 }
 
 // parseIDs reads "1,2,3".
