@@ -34,9 +34,9 @@ func (g gateFailure) Unwrap() []error { return []error{g.err, errCheckFailed} }
 func runParity(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	modelFlag := fs.String("model", "", "checkpoint folder or Hugging Face name (default: the bundled tiny-qwen3)")
+	var mf modelFlags
+	mf.registerBundled(fs)
 	referenceFlag := fs.String("reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference)")
-	backendFlag := fs.String("backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
 	outFlag := fs.String("out", "", "also write the rows as JSON lines to this file")
 	dtypesFlag := fs.String("dtypes", "", "also measure, not gated, these half-precision dtypes: bf16,f16")
 	fs.Usage = func() {
@@ -64,7 +64,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		defer out.Abort()
 	}
 
-	dir, label := *modelFlag, *modelFlag
+	dir, label := mf.model, mf.model
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "octlm-parity-")
 		if err != nil {
@@ -82,7 +82,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	if refDir == "" {
 		refDir = filepath.Join(dir, "reference")
 		refLabel = label + " reference"
-		if *modelFlag != "" {
+		if mf.model != "" {
 			refLabel = refDir
 		}
 	}
@@ -109,7 +109,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	backend, info, err := xla.Open(*backendFlag)
+	backend, info, err := xla.Open(mf.backend)
 	if err != nil {
 		return err
 	}

@@ -17,17 +17,30 @@ import (
 	"github.com/octlm/octlm/xla"
 )
 
-// modelFlags are the flags every command that runs the decoder shares.
+// modelFlags are the flags every command that runs the decoder shares: which checkpoint, on
+// which backend, in which dtype (dtype is float32 for a command registered with registerBundled).
 type modelFlags struct {
 	model   string
 	backend string
 	dtype   string
 }
 
+// register adds --model (defaultModel when not given), --backend and --dtype.
 func (f *modelFlags) register(fs *flag.FlagSet, defaultModel string) {
-	fs.StringVar(&f.model, "model", defaultModel, "checkpoint folder or Hugging Face name (Qwen/Qwen3-0.6B[@revision])")
-	fs.StringVar(&f.backend, "backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
+	f.registerSource(fs, defaultModel, "checkpoint folder or Hugging Face name (Qwen/Qwen3-0.6B[@revision])")
 	fs.StringVar(&f.dtype, "dtype", "f32", "resident weights and activations: f32, bf16 or f16")
+}
+
+// registerBundled adds --model and --backend for a float32 command (parity, figures) that runs
+// the bundled tiny checkpoint when --model is not given.
+func (f *modelFlags) registerBundled(fs *flag.FlagSet) {
+	f.registerSource(fs, "", "checkpoint folder or Hugging Face name (default: the bundled tiny-qwen3)")
+}
+
+// registerSource adds --model and --backend.
+func (f *modelFlags) registerSource(fs *flag.FlagSet, defaultModel, modelHelp string) {
+	fs.StringVar(&f.model, "model", defaultModel, modelHelp)
+	fs.StringVar(&f.backend, "backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
 }
 
 // loadedModel is a decoder ready to run and where it came from.
