@@ -80,7 +80,7 @@ func figuresCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		if errors.Is(err, parity.ErrFailed) {
-			return gateFailure{err}
+			return checkFailure{err}
 		}
 		return err
 	}

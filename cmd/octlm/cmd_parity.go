@@ -23,13 +23,6 @@ func init() {
 	})
 }
 
-// gateFailure is a failed parity gate: its message is the gate's, and it matches errCheckFailed
-// (exit status 1) as well as parity.ErrFailed.
-type gateFailure struct{ err error }
-
-func (g gateFailure) Error() string   { return g.err.Error() }
-func (g gateFailure) Unwrap() []error { return []error{g.err, errCheckFailed} }
-
 // runParity is `octlm parity`: results (table and verdict) to stdout, progress to stderr.
 func runParity(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
@@ -176,7 +169,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		logf("rows written to %s", *outFlag)
 	}
 	if err := report.Err(); err != nil {
-		return gateFailure{err}
+		return checkFailure{err}
 	}
 	return nil
 }
