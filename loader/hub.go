@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/internal/fileio"
+	"github.com/octlm/octlm/internal/progress"
 )
 
 // DefaultHubFiles are the file patterns (path.Match against the repository path) Resolve
@@ -584,15 +585,19 @@ func (h *hubClient) download(ctx context.Context, commit, name string, meta file
 			return statusError(resp, h.repo+": "+name)
 		}
 		var w io.Writer = io.MultiWriter(f, sum)
-		var pw *progressWriter
+		var bar *progress.Writer
 		if h.opts.Progress != nil {
-			pw = newProgress(h.opts.Progress, name, meta.size, have)
-			w = io.MultiWriter(w, pw)
+			bar = progress.NewWriter(h.opts.Progress, name, meta.size, have)
+			w = io.MultiWriter(w, bar)
 		}
 		n, err := io.CopyBuffer(w, io.LimitReader(resp.Body, meta.size-have+1), make([]byte, 1<<20))
 		have += n
-		if pw != nil && err != nil {
-			fmt.Fprintln(h.opts.Progress)
+		if bar != nil {
+			if err != nil || have != meta.size {
+				bar.Abandon()
+			} else {
+				bar.Finish()
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("loader: downloading %s: %w after %d of %d bytes (run again to resume)", name, err, have, meta.size)

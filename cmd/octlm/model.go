@@ -12,6 +12,7 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/octlm/octlm/internal/progress"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/xla"
@@ -94,11 +95,11 @@ func (f *modelFlags) openDir(dir string, stderr io.Writer) (*loadedModel, error)
 
 // loadModel loads the checkpoint in dir with dtype weights, with a progress bar on stderr.
 func loadModel(dir, label string, backend compute.Backend, dtype octlm.DType, stderr io.Writer) (*octlm.Model, error) {
-	bar := newProgress(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
+	bar := progress.New(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
 	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
-		bar.update(done, total)
+		bar.Update(done, total)
 	}, Warn: func(msg string) { fmt.Fprintf(stderr, "warning: %s\n", msg) }})
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", label, err)
 	}
