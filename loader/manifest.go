@@ -167,7 +167,7 @@ func parseManifest(data []byte) (*Manifest, error) {
 	}
 	seen := map[string]bool{}
 	for _, f := range m.Files {
-		if !validManifestName(f.Name) || seen[f.Name] {
+		if !ValidManifestName(f.Name) || seen[f.Name] {
 			return nil, &FormatError{Tensor: f.Name, Rule: RuleManifest, Detail: "file name must be a unique relative path inside the folder"}
 		}
 		seen[f.Name] = true
@@ -233,7 +233,10 @@ func checkNoDuplicateKeys(data []byte) error {
 	return s.end("")
 }
 
-func validManifestName(name string) bool {
+// ValidManifestName reports whether name is a file a manifest (or a Hub snapshot) may list: a
+// slash-separated path that stays inside its folder (no empty, "." or ".." part, no backslash or
+// NUL, not absolute).
+func ValidManifestName(name string) bool {
 	if name == "" || strings.Contains(name, `\`) || strings.Contains(name, "\x00") || path.IsAbs(name) || filepath.IsAbs(name) {
 		return false
 	}
@@ -250,7 +253,7 @@ func validManifestName(name string) bool {
 // download fails at once. The first mismatch is returned as a *FormatError naming the file.
 func (m *Manifest) Verify(dir string, progress io.Writer) error {
 	for _, f := range m.Files {
-		if !validManifestName(f.Name) {
+		if !ValidManifestName(f.Name) {
 			return &FormatError{Path: dir, Tensor: f.Name, Rule: RuleManifest, Detail: "file name escapes the folder"}
 		}
 		p := filepath.Join(dir, filepath.FromSlash(f.Name))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/octlm/octlm/hub"
 	"github.com/octlm/octlm/internal/progress"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
@@ -110,7 +111,7 @@ func loadModel(dir, label string, backend compute.Backend, dtype octlm.DType, st
 // the Hugging Face cache (downloading what is missing, with progress on stderr). The folder is
 // then checked against its snapshot manifest, where it has one, before any tensor is read.
 func resolveCheckpoint(ctx context.Context, name string) (string, error) {
-	dir, err := loader.Resolve(ctx, name, loader.HubOptions{Progress: os.Stderr})
+	dir, err := hub.Resolve(ctx, name, hub.Options{Progress: os.Stderr})
 	if err != nil {
 		return "", withOfflineHint(err)
 	}

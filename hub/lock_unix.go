@@ -1,6 +1,6 @@
 //go:build unix
 
-package loader
+package hub
 
 import (
 	"context"
@@ -18,11 +18,11 @@ import (
 // with the process should it die; the returned function releases it.
 func lockFile(ctx context.Context, path string, waiting func()) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("loader: %w", err)
+		return nil, fmt.Errorf("hub: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("loader: %w", err)
+		return nil, fmt.Errorf("hub: %w", err)
 	}
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
@@ -34,7 +34,7 @@ func lockFile(ctx context.Context, path string, waiting func()) (func(), error) 
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			f.Close()
-			return nil, fmt.Errorf("loader: locking %s: %w", path, err)
+			return nil, fmt.Errorf("hub: locking %s: %w", path, err)
 		}
 		if waiting != nil {
 			waiting()

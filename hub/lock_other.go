@@ -1,6 +1,6 @@
 //go:build !unix
 
-package loader
+package hub
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // two downloads of one blob take turns. waiting is called once if another holder makes it wait.
 func lockFile(ctx context.Context, path string, waiting func()) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("loader: %w", err)
+		return nil, fmt.Errorf("hub: %w", err)
 	}
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -25,7 +25,7 @@ func lockFile(ctx context.Context, path string, waiting func()) (func(), error) 
 			return func() { os.Remove(path) }, nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("loader: locking %s: %w", path, err)
+			return nil, fmt.Errorf("hub: locking %s: %w", path, err)
 		}
 		if waiting != nil {
 			waiting()
