@@ -66,13 +66,11 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	chatText := fs.String("chat", "", "a user `message`, rendered with the model's chat template")
 	promptIDs := fs.String("prompt-ids", "", "comma-separated prompt token `IDs` (for checkpoints without a tokenizer)")
 	think := fs.Bool("think", true, "with --chat: let Qwen3 reason in a <think> block first (enable_thinking)")
-	maxNew := fs.Int("max-new-tokens", 256, "most tokens to generate")
-	var sf samplingFlags
-	sf.register(fs, "printed so the run can be repeated")
+	var gf generationFlags
+	gf.register(fs, 256, "most tokens to generate", "printed so the run can be repeated")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
 	alias(fs, "m", "model")
 	alias(fs, "p", "prompt")
-	alias(fs, "n", "max-new-tokens")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: octlm generate -m DIR|Org/Name (-p TEXT | --prompt-file FILE | --chat MESSAGE | --prompt-ids 1,2,3) [flags]\n\n"+
 			"Continues the prompt and streams the text to stdout as tokens arrive; a summary line\n"+
@@ -102,10 +100,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if given != 1 {
 		return usageError{"give exactly one of --prompt (-p), --prompt-file, --chat or --prompt-ids"}
 	}
-	if *maxNew < 1 {
-		return usageError{fmt.Sprintf("--max-new-tokens must be at least 1, got %d", *maxNew)}
-	}
-	sampling, err := sf.sampling(fs)
+	opts, err := gf.options(fs)
 	if err != nil {
 		return err
 	}
@@ -178,15 +173,11 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 			fmt.Fprint(out, piece)
 		}
 	})
-	opts := octlm.GenerateOptions{
-		MaxNewTokens: *maxNew,
-		Sampling:     sampling,
-		StopIDs:      stops,
-		Context:      ctx,
-		OnToken: func(id int) bool {
-			// A failed write (a full disk, a closed pipe) stops: nobody receives the rest.
-			return streamer.add(id) && out.err == nil
-		},
+	opts.StopIDs = stops
+	opts.Context = ctx
+	opts.OnToken = func(id int) bool {
+		// A failed write (a full disk, a closed pipe) stops: nobody receives the rest.
+		return streamer.add(id) && out.err == nil
 	}
 	g, genErr := m.Generate(ids, opts)
 	streamer.flush()
@@ -197,7 +188,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		genErr = streamer.err
 	}
 	res := generationResult{PromptIDs: g.PromptIDs, GeneratedIDs: g.GeneratedIDs, Text: text.String(),
-		StopReason: g.StopReason, Seed: sampling.Seed, TimeToFirstToken: g.TimeToFirstToken.Seconds()}
+		StopReason: g.StopReason, Seed: opts.Sampling.Seed, TimeToFirstToken: g.TimeToFirstToken.Seconds()}
 	if tps := g.TokensPerSecond(); len(g.GeneratedIDs) >= 2 {
 		res.TokensPerSecond = &tps
 	}
@@ -233,7 +224,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 			args, _ := call.ArgumentsText()
 			fmt.Fprintf(stderr, "tool call: %s(%s)\n", call.Name, args)
 		}
-		fmt.Fprintln(stderr, generationSummary(g, sampling))
+		fmt.Fprintln(stderr, generationSummary(g, opts.Sampling))
 	}
 	if g.StopReason == octlm.StopInterrupted {
 		return errInterrupted

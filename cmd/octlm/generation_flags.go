@@ -4,19 +4,24 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"flag"
+	"fmt"
 
 	"github.com/octlm/octlm/octlm"
 )
 
-// samplingFlags are the sampling flags of generate and chat. Their defaults are
-// octlm.QwenDefaults, so the library holds the one copy of Qwen3's generation settings.
-type samplingFlags struct {
-	s octlm.Sampling
+// generationFlags are the flags of generate and chat that shape a generation: --max-new-tokens
+// (-n) and the sampling settings. The sampling defaults are octlm.QwenDefaults, so the library
+// holds the one copy of Qwen3's generation settings.
+type generationFlags struct {
+	maxNew int
+	s      octlm.Sampling
 }
 
-// register adds --temperature, --top-k, --top-p, --min-p, --repetition-penalty and --seed;
-// seedHelp says where a seed drawn at random is shown.
-func (f *samplingFlags) register(fs *flag.FlagSet, seedHelp string) {
+// register adds --max-new-tokens (-n, default maxNew), --temperature, --top-k, --top-p,
+// --min-p, --repetition-penalty and --seed; seedHelp says where a seed drawn at random is shown.
+func (f *generationFlags) register(fs *flag.FlagSet, maxNew int, maxNewHelp, seedHelp string) {
+	fs.IntVar(&f.maxNew, "max-new-tokens", maxNew, maxNewHelp)
+	alias(fs, "n", "max-new-tokens")
 	d := octlm.QwenDefaults()
 	fs.Float64Var(&f.s.Temperature, "temperature", d.Temperature, "sampling temperature; 0 means greedy")
 	fs.IntVar(&f.s.TopK, "top-k", d.TopK, "keep the k most likely tokens; 0 keeps all")
@@ -26,17 +31,20 @@ func (f *samplingFlags) register(fs *flag.FlagSet, seedHelp string) {
 	fs.Uint64Var(&f.s.Seed, "seed", d.Seed, "random seed for sampling (default: a random one, "+seedHelp+")")
 }
 
-// sampling returns the parsed settings, with a random seed unless --seed was given, or a usage
+// options returns the parsed settings, with a random seed unless --seed was given, or a usage
 // error for a setting out of range.
-func (f *samplingFlags) sampling(fs *flag.FlagSet) (octlm.Sampling, error) {
+func (f *generationFlags) options(fs *flag.FlagSet) (octlm.GenerateOptions, error) {
+	if f.maxNew < 1 {
+		return octlm.GenerateOptions{}, usageError{fmt.Sprintf("--max-new-tokens must be at least 1, got %d", f.maxNew)}
+	}
 	s := f.s
 	if !flagSet(fs, "seed") {
 		s.Seed = randomSeed()
 	}
 	if err := s.Validate(); err != nil {
-		return octlm.Sampling{}, usageError{err.Error()}
+		return octlm.GenerateOptions{}, usageError{err.Error()}
 	}
-	return s, nil
+	return octlm.GenerateOptions{MaxNewTokens: f.maxNew, Sampling: s}, nil
 }
 
 // flagSet reports whether the flag name was given on the command line.
