@@ -3,7 +3,6 @@
 package loader
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -76,7 +75,7 @@ func TestFIFOsRefused(t *testing.T) {
 	}
 }
 
-// TestSymlinkLoopsNamed: a symlink loop, as a checkpoint file, a shard or the folder, gives an
+// TestSymlinkLoopsNamed: a symlink loop, as a checkpoint file or a shard, gives an
 // error naming the path.
 func TestSymlinkLoopsNamed(t *testing.T) {
 	loop := func(t *testing.T, path string) {
@@ -100,14 +99,6 @@ func TestSymlinkLoopsNamed(t *testing.T) {
 			os.Remove(p)
 			loop(t, p)
 			return func() error { _, err := OpenCheckpoint(dir); return err }, p
-		}},
-		{"folder given to Resolve", func(t *testing.T) (func() error, string) {
-			p := filepath.Join(t.TempDir(), "model")
-			loop(t, p)
-			return func() error {
-				_, err := Resolve(context.Background(), p, HubOptions{Offline: true, CacheDir: t.TempDir()})
-				return err
-			}, p
 		}},
 	}
 	for _, c := range cases {

@@ -9,10 +9,8 @@ import (
 	"time"
 )
 
-// Qwen3's stop tokens: <|im_end|> and <|endoftext|>.
+// Stop reasons of a Generation, and the default MaxNewTokens.
 const (
-	QwenIMEnd     = 151645
-	QwenEndOfText = 151643
 	StopEOS       = "eos"
 	StopLength    = "length"
 	StopCallback  = "stopped"
@@ -25,9 +23,6 @@ const StopInterrupted = "interrupted"
 // ErrNonFinite is wrapped by Generate's error when a step's logits hold NaN or ±Inf: no token
 // can be chosen from them (a corrupt weight, or an overflow in half precision).
 var ErrNonFinite = errors.New("non-finite logits")
-
-// QwenStopIDs are the token IDs that end a Qwen3 generation.
-var QwenStopIDs = []int{QwenIMEnd, QwenEndOfText}
 
 // GenerateOptions configure Generate.
 type GenerateOptions struct {

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 
 	"github.com/octlm/octlm/bench"
+	"github.com/octlm/octlm/internal/progress"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/xla"
 )
@@ -72,14 +73,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	defer backend.Finalize()
 	fmt.Fprintf(stderr, "backend: %s\n", info)
 	warnHalfOnGo(stderr, info, dtype)
-	bar := newProgress(stderr, "loading")
+	bar := progress.New(stderr, "loading")
 	res, err := bench.Run(ctx, bench.Options{
 		Dir: dir, Backend: backend, BackendName: info.Name, DType: dtype,
 		PromptTokens: *prompt, DecodeTokens: *decode, BandwidthBytes: int64(*bandwidth * (1 << 30)),
 		Log: stderr, LoadProgress: func(done, total int64) {
-			bar.update(done, total)
+			bar.Update(done, total)
 			if done == total {
-				bar.finish()
+				bar.Finish()
 			}
 		},
 	})

@@ -68,16 +68,10 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	mf.register(fs, "")
 	system := fs.String("system", "", "system prompt")
 	think := fs.Bool("think", true, "let Qwen3 reason in a <think> block before answering (/think, /no_think switch it)")
-	maxNew := fs.Int("max-new-tokens", 2048, "most tokens in one reply")
-	temperature := fs.Float64("temperature", 0.6, "sampling temperature; 0 means greedy")
-	topK := fs.Int("top-k", 20, "keep the k most likely tokens; 0 keeps all")
-	topP := fs.Float64("top-p", 0.95, "keep the smallest set of tokens whose probability reaches p")
-	minP := fs.Float64("min-p", 0, "drop tokens less likely than min-p × the most likely one")
-	repetition := fs.Float64("repetition-penalty", 1, "divide the logits of tokens already seen (1 is none)")
-	seed := fs.Uint64("seed", 0, "random seed for sampling (default: a random one, shown by /stats)")
+	var gf generationFlags
+	gf.register(fs, 2048, "most tokens in one reply", "shown by /stats")
 	verbose := fs.Bool("verbose", false, "print a line of statistics to stderr after each reply")
 	alias(fs, "m", "model")
-	alias(fs, "n", "max-new-tokens")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: octlm chat -m DIR|Org/Name [--system TEXT] [--think=false] [flags]\n\n"+
 			"A conversation with a Qwen3 model, rendered with Qwen3's chat template. Each line you type\n"+
@@ -90,18 +84,9 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *maxNew < 1 {
-		return usageError{fmt.Sprintf("--max-new-tokens must be at least 1, got %d", *maxNew)}
-	}
-	if !set["seed"] {
-		*seed = randomSeed()
-	}
-	sampling := octlm.Sampling{Temperature: *temperature, TopK: *topK, TopP: *topP, MinP: *minP,
-		RepetitionPenalty: *repetition, Seed: *seed}
-	if err := sampling.Validate(); err != nil {
-		return usageError{err.Error()}
+	opts, err := gf.options(fs)
+	if err != nil {
+		return err
 	}
 
 	dir, err := mf.resolve(context.Background())
@@ -135,7 +120,8 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 	s := &chatSession{m: m, tok: tok, cache: cache, stops: stops, system: *system, think: *think,
 		out: &checkedWriter{w: stdout}, stderr: stderr, verbose: *verbose, faint: isTerminal(stdout) && os.Getenv("NO_COLOR") == "",
-		opts: octlm.GenerateOptions{MaxNewTokens: *maxNew, Sampling: sampling, StopIDs: stops}}
+		opts: opts}
+	s.opts.StopIDs = stops
 	interactive := isTerminal(stdin)
 	if interactive {
 		fmt.Fprintf(stderr, "chatting with %s (thinking %s); /help for commands, /bye or Ctrl-D to quit\n", dir, onOff(s.think))

@@ -28,9 +28,9 @@ func runFigures(args []string, stdout, stderr io.Writer) error {
 func figuresCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("figures", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	modelFlag := fs.String("model", "", "checkpoint folder or Hugging Face name (default: the bundled tiny-qwen3)")
+	var mf modelFlags
+	mf.registerBundled(fs)
 	referenceFlag := fs.String("reference", "", "reference folder for 02-rope and 04-parity (default: MODEL/reference when it exists)")
-	backendFlag := fs.String("backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
 	outFlag := fs.String("out", "figures", "folder to write the figures into")
 	force := fs.Bool("force", false, "replace files of the same names in the --out folder")
 	fs.Usage = func() {
@@ -52,7 +52,7 @@ func figuresCmd(args []string, stdout, stderr io.Writer) error {
 	if err := fileio.CheckWritableDir(*outFlag); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	src, err := figures.Open(figures.Options{Model: *modelFlag, Reference: *referenceFlag, Backend: *backendFlag, Progress: stderr})
+	src, err := figures.Open(figures.Options{Model: mf.model, Reference: *referenceFlag, Backend: mf.backend, Progress: stderr})
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func figuresCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		if errors.Is(err, parity.ErrFailed) {
-			return gateFailure{err}
+			return checkFailure{err}
 		}
 		return err
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -15,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
@@ -69,17 +66,11 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	chatText := fs.String("chat", "", "a user `message`, rendered with the model's chat template")
 	promptIDs := fs.String("prompt-ids", "", "comma-separated prompt token `IDs` (for checkpoints without a tokenizer)")
 	think := fs.Bool("think", true, "with --chat: let Qwen3 reason in a <think> block first (enable_thinking)")
-	maxNew := fs.Int("max-new-tokens", 256, "most tokens to generate")
-	temperature := fs.Float64("temperature", 0.6, "sampling temperature; 0 means greedy")
-	topK := fs.Int("top-k", 20, "keep the k most likely tokens; 0 keeps all")
-	topP := fs.Float64("top-p", 0.95, "keep the smallest set of tokens whose probability reaches p")
-	minP := fs.Float64("min-p", 0, "drop tokens less likely than min-p × the most likely one")
-	repetition := fs.Float64("repetition-penalty", 1, "divide the logits of tokens already seen (1 is none)")
-	seed := fs.Uint64("seed", 0, "random seed for sampling (default: a random one, printed so the run can be repeated)")
+	var gf generationFlags
+	gf.register(fs, 256, "most tokens to generate", "printed so the run can be repeated")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
 	alias(fs, "m", "model")
 	alias(fs, "p", "prompt")
-	alias(fs, "n", "max-new-tokens")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: octlm generate -m DIR|Org/Name (-p TEXT | --prompt-file FILE | --chat MESSAGE | --prompt-ids 1,2,3) [flags]\n\n"+
 			"Continues the prompt and streams the text to stdout as tokens arrive; a summary line\n"+
@@ -109,16 +100,9 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if given != 1 {
 		return usageError{"give exactly one of --prompt (-p), --prompt-file, --chat or --prompt-ids"}
 	}
-	if *maxNew < 1 {
-		return usageError{fmt.Sprintf("--max-new-tokens must be at least 1, got %d", *maxNew)}
-	}
-	if !set["seed"] {
-		*seed = randomSeed()
-	}
-	sampling := octlm.Sampling{Temperature: *temperature, TopK: *topK, TopP: *topP, MinP: *minP,
-		RepetitionPenalty: *repetition, Seed: *seed}
-	if err := sampling.Validate(); err != nil {
-		return usageError{err.Error()}
+	opts, err := gf.options(fs)
+	if err != nil {
+		return err
 	}
 	if *promptFile != "" {
 		text, err := readPromptFile(*promptFile, stdin)
@@ -189,15 +173,11 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 			fmt.Fprint(out, piece)
 		}
 	})
-	opts := octlm.GenerateOptions{
-		MaxNewTokens: *maxNew,
-		Sampling:     sampling,
-		StopIDs:      stops,
-		Context:      ctx,
-		OnToken: func(id int) bool {
-			// A failed write (a full disk, a closed pipe) stops: nobody receives the rest.
-			return streamer.add(id) && out.err == nil
-		},
+	opts.StopIDs = stops
+	opts.Context = ctx
+	opts.OnToken = func(id int) bool {
+		// A failed write (a full disk, a closed pipe) stops: nobody receives the rest.
+		return streamer.add(id) && out.err == nil
 	}
 	g, genErr := m.Generate(ids, opts)
 	streamer.flush()
@@ -208,7 +188,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		genErr = streamer.err
 	}
 	res := generationResult{PromptIDs: g.PromptIDs, GeneratedIDs: g.GeneratedIDs, Text: text.String(),
-		StopReason: g.StopReason, Seed: *seed, TimeToFirstToken: g.TimeToFirstToken.Seconds()}
+		StopReason: g.StopReason, Seed: opts.Sampling.Seed, TimeToFirstToken: g.TimeToFirstToken.Seconds()}
 	if tps := g.TokensPerSecond(); len(g.GeneratedIDs) >= 2 {
 		res.TokensPerSecond = &tps
 	}
@@ -244,7 +224,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 			args, _ := call.ArgumentsText()
 			fmt.Fprintf(stderr, "tool call: %s(%s)\n", call.Name, args)
 		}
-		fmt.Fprintln(stderr, generationSummary(g, sampling))
+		fmt.Fprintln(stderr, generationSummary(g, opts.Sampling))
 	}
 	if g.StopReason == octlm.StopInterrupted {
 		return errInterrupted
@@ -268,15 +248,6 @@ func tokensPerSecond(g octlm.Generation) string {
 		return "tokens/s n/a (no decode step after the first token)"
 	}
 	return fmt.Sprintf("%.1f tokens/s", g.TokensPerSecond())
-}
-
-// randomSeed draws a sampling seed from the operating system's random source.
-func randomSeed() uint64 {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand.Read does not fail on supported platforms
-	}
-	return binary.LittleEndian.Uint64(b[:])
 }
 
 // readPromptFile reads a prompt from path, or from stdin when path is "-".
@@ -385,59 +356,12 @@ func optionalTokenizer(dir string) (*tokenizer.Tokenizer, error) {
 	return loadTokenizer(dir)
 }
 
-// stopIDs are the eos_token_id of generation_config.json, else that of config.json (as
-// transformers does: absent or null means not given), else Qwen3's stop tokens when the
-// tokenizer knows them, else none. A file that cannot be read, or whose eos_token_id is neither
-// an ID nor a list of IDs, is an error naming it.
+// stopIDs are the stop tokens of the checkpoint in dir (see octlm.ReadStopIDs); tok may be nil.
 func stopIDs(dir string, tok *tokenizer.Tokenizer) ([]int, error) {
-	for _, name := range []string{"generation_config.json", "config.json"} {
-		ids, err := eosTokenIDs(filepath.Join(dir, name))
-		if err != nil || ids != nil {
-			return ids, err
-		}
-	}
 	if tok == nil {
-		return nil, nil
+		return octlm.ReadStopIDs(dir, nil) // a nil *Tokenizer in the interface would not read as none
 	}
-	var ids []int
-	for _, s := range []string{"<|im_end|>", "<|endoftext|>"} {
-		if id, ok := tok.TokenID(s); ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
-}
-
-// eosTokenIDs reads the eos_token_id of a JSON file; nil when the file or the field is absent.
-func eosTokenIDs(path string) ([]int, error) {
-	data, err := fileio.ReadFile(path, octlm.MaxConfigBytes)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var gc struct {
-		EOS json.RawMessage `json:"eos_token_id"`
-	}
-	if err := json.Unmarshal(data, &gc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(gc.EOS) == 0 || string(gc.EOS) == "null" {
-		return nil, nil
-	}
-	var one int
-	var many []int
-	if json.Unmarshal(gc.EOS, &many) == nil {
-		if many == nil {
-			many = []int{}
-		}
-		return many, nil
-	}
-	if err := json.Unmarshal(gc.EOS, &one); err != nil {
-		return nil, fmt.Errorf("%s: eos_token_id %s is neither a token ID nor a list of them", path, gc.EOS)
-	}
-	return []int{one}, nil
+	return octlm.ReadStopIDs(dir, tok)
 }
 
 // parseIDs reads "1,2,3".

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/octlm/octlm/hub"
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
 )
@@ -100,7 +101,7 @@ func inspectPath(ctx context.Context, path string, offline bool, progress io.Wri
 			entries = append(entries, loader.Entry{File: f, Info: t})
 		}
 	} else {
-		dir, err := loader.Resolve(ctx, path, loader.HubOptions{Offline: offline, Progress: progress})
+		dir, err := hub.Resolve(ctx, path, hub.Options{Offline: offline, Progress: progress})
 		if err != nil {
 			return nil, withOfflineHint(err)
 		}

@@ -23,20 +23,13 @@ func init() {
 	})
 }
 
-// gateFailure is a failed parity gate: its message is the gate's, and it matches errCheckFailed
-// (exit status 1) as well as parity.ErrFailed.
-type gateFailure struct{ err error }
-
-func (g gateFailure) Error() string   { return g.err.Error() }
-func (g gateFailure) Unwrap() []error { return []error{g.err, errCheckFailed} }
-
 // runParity is `octlm parity`: results (table and verdict) to stdout, progress to stderr.
 func runParity(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	modelFlag := fs.String("model", "", "checkpoint folder or Hugging Face name (default: the bundled tiny-qwen3)")
+	var mf modelFlags
+	mf.registerBundled(fs)
 	referenceFlag := fs.String("reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference)")
-	backendFlag := fs.String("backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
 	outFlag := fs.String("out", "", "also write the rows as JSON lines to this file")
 	dtypesFlag := fs.String("dtypes", "", "also measure, not gated, these half-precision dtypes: bf16,f16")
 	fs.Usage = func() {
@@ -64,7 +57,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		defer out.Abort()
 	}
 
-	dir, label := *modelFlag, *modelFlag
+	dir, label := mf.model, mf.model
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "octlm-parity-")
 		if err != nil {
@@ -82,7 +75,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	if refDir == "" {
 		refDir = filepath.Join(dir, "reference")
 		refLabel = label + " reference"
-		if *modelFlag != "" {
+		if mf.model != "" {
 			refLabel = refDir
 		}
 	}
@@ -109,7 +102,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	backend, info, err := xla.Open(*backendFlag)
+	backend, info, err := xla.Open(mf.backend)
 	if err != nil {
 		return err
 	}
@@ -176,7 +169,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		logf("rows written to %s", *outFlag)
 	}
 	if err := report.Err(); err != nil {
-		return gateFailure{err}
+		return checkFailure{err}
 	}
 	return nil
 }

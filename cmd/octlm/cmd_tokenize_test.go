@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,27 +12,12 @@ import (
 )
 
 func TestTokenizeCorpus(t *testing.T) {
-	in, err := os.ReadFile(filepath.Join(qwenTokenizerDir, "corpus.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile(filepath.Join(qwenTokenizerDir, "corpus.expected.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, want := goldenPair(t, "corpus")
 	var out, errOut bytes.Buffer
 	if err := runTokenizeIO([]string{"--model", qwenTokenizerDir}, bytes.NewReader(in), &out, &errOut); err != nil {
 		t.Fatalf("tokenize: %v (stderr %q)", err, errOut.String())
 	}
-	if !bytes.Equal(out.Bytes(), want) {
-		got, exp := strings.Split(out.String(), "\n"), strings.Split(string(want), "\n")
-		for i := range min(len(got), len(exp)) {
-			if got[i] != exp[i] {
-				t.Fatalf("line %d: got %.200s, want %.200s", i+1, got[i], exp[i])
-			}
-		}
-		t.Fatalf("%d output lines, want %d", len(got), len(exp))
-	}
+	sameBytes(t, out.Bytes(), want)
 
 	// --decode writes the text of each line's IDs. The path of tokenizer.json works as --model too.
 	out.Reset()

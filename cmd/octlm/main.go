@@ -39,8 +39,8 @@ var errHelp = errors.New("help shown")
 // the shell's code for SIGINT).
 var errInterrupted = errors.New("interrupted")
 
-// checkFailure is a check that ran and failed: its message is err's, and it matches
-// errCheckFailed (exit status 1).
+// checkFailure is a check that ran and failed (a generation step, the parity gate): its message
+// is err's, and it matches errCheckFailed (exit status 1) as well as err (parity.ErrFailed).
 type checkFailure struct{ err error }
 
 func (c checkFailure) Error() string   { return c.err.Error() }

@@ -1,4 +1,4 @@
-package loader
+package hub
 
 import (
 	"bytes"
@@ -48,7 +48,7 @@ func stalledServer(t *testing.T) string {
 }
 
 // fastTimeouts are Hub client timeouts short enough for tests.
-func fastTimeouts(o HubOptions) HubOptions {
+func fastTimeouts(o Options) Options {
 	o.ConnectTimeout, o.ResponseTimeout, o.StallTimeout = 200*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
 	return o
 }
@@ -100,7 +100,7 @@ func TestResolveStalledHub(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var progress bytes.Buffer
-			opts := fastTimeouts(HubOptions{Endpoint: c.endpoint, CacheDir: c.cache, Progress: &progress, Client: c.client})
+			opts := fastTimeouts(Options{Endpoint: c.endpoint, CacheDir: c.cache, Progress: &progress, Client: c.client})
 			begin := time.Now()
 			dir, err := Resolve(context.Background(), "Test/tiny-qwen3", opts)
 			if took := time.Since(begin); took > 5*time.Second {
@@ -185,5 +185,19 @@ func TestResolveConcurrentFirstDownload(t *testing.T) {
 		if strings.HasSuffix(e.Name(), ".link") {
 			t.Errorf("temporary link left: %s", e.Name())
 		}
+	}
+}
+
+// TestResolveSymlinkLoopNamed: a folder given to Resolve that is a symlink loop is an error
+// naming it, not a missing folder to look up on the Hub.
+func TestResolveSymlinkLoopNamed(t *testing.T) {
+	clearHubEnv(t)
+	p := filepath.Join(t.TempDir(), "model")
+	if err := os.Symlink(filepath.Base(p), p); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Resolve(context.Background(), p, Options{Offline: true, CacheDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), "no such folder") {
+		t.Fatalf("got %v, want an error naming the loop %s", err, p)
 	}
 }
