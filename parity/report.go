@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
 	"strings"
 
+	"github.com/octlm/octlm/internal/buildinfo"
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 )
@@ -32,8 +33,8 @@ type RunInfo struct {
 // compute and go-xla modules, as the binary's build information records them.
 func Versions() map[string]string {
 	v := map[string]string{"go": runtime.Version(), "octlm": "unknown", "gomlx": "unknown", "compute": "unknown", "go-xla": "unknown"}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
+	info := buildinfo.Read()
+	if info == nil {
 		return v
 	}
 	modules := map[string]string{
@@ -42,31 +43,17 @@ func Versions() map[string]string {
 		"github.com/gomlx/compute": "compute",
 		"github.com/gomlx/go-xla":  "go-xla",
 	}
-	for _, d := range append([]*debug.Module{&info.Main}, info.Deps...) {
-		key, ok := modules[d.Path]
-		if !ok || d.Version == "" {
-			continue
+	for path, key := range modules {
+		if m := buildinfo.Module(info, path); m != nil && m.Version != "" {
+			v[key] = buildinfo.Version(m)
 		}
-		version := d.Version
-		if d.Replace != nil && d.Replace.Version != "" {
-			version = d.Replace.Version
-		}
-		v[key] = version
 	}
 	if info.Main.Path == "github.com/octlm/octlm" {
 		// A build inside the repository: add the commit when the toolchain recorded it.
-		var revision, modified string
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				revision = s.Value
-			case "vcs.modified":
-				modified = s.Value
-			}
-		}
-		if revision != "" && !strings.Contains(v["octlm"], revision[:min(12, len(revision))]) {
-			v["octlm"] += " " + revision[:min(12, len(revision))]
-			if modified == "true" {
+		revision, modified := buildinfo.Revision(info)
+		if short := revision[:min(12, len(revision))]; short != "" && !strings.Contains(v["octlm"], short) {
+			v["octlm"] += " " + short
+			if modified {
 				v["octlm"] += "+dirty"
 			}
 		}
@@ -125,7 +112,7 @@ func (r *Report) Err() error {
 // WriteTable writes the readable report: a header naming what was compared, one line per gated
 // row, the half-precision tables when measured, and a one-line verdict.
 func (r *Report) WriteTable(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := &fileio.ErrWriter{W: w}
 	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
 	backend := r.Run.Backend
 	if r.Run.Plugin != "" {
@@ -161,7 +148,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	p("\n%s\n", r.Verdict())
-	return ew.err
+	return ew.Err
 }
 
 // Verdict is the one-line summary: PASS with the worst error, or FAIL with the first failure.
@@ -193,20 +180,3 @@ func sci(x float64) string { return fmt.Sprintf("%.2e", x) }
 
 // fraction prints argmax agreement as matches/positions.
 func fraction(s Stats) string { return fmt.Sprintf("%d/%d", s.ArgmaxMatches, s.Positions) }
-
-// errWriter keeps the first write error.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	if err != nil {
-		e.err = err
-	}
-	return n, err
-}

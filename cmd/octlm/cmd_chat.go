@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
@@ -50,7 +51,7 @@ type chatSession struct {
 	messages []chat.Message
 	last     octlm.Generation
 	lastSeed uint64 // the sampling seed of the last reply
-	out      *checkedWriter
+	out      *errWriter
 	stderr   io.Writer
 	faint    bool // dim the thinking part (ANSI faint): stdout is a terminal
 	verbose  bool // a statistics line on stderr after each reply
@@ -119,7 +120,7 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	defer cache.Close()
 
 	s := &chatSession{m: m, tok: tok, cache: cache, stops: stops, system: *system, think: *think,
-		out: &checkedWriter{w: stdout}, stderr: stderr, verbose: *verbose, faint: isTerminal(stdout) && os.Getenv("NO_COLOR") == "",
+		out: &errWriter{fileio.ErrWriter{W: stdout}}, stderr: stderr, verbose: *verbose, faint: isTerminal(stdout) && os.Getenv("NO_COLOR") == "",
 		opts: opts}
 	s.opts.StopIDs = stops
 	interactive := isTerminal(stdin)
@@ -162,8 +163,8 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if s.out.err != nil {
-			return fmt.Errorf("writing the output: %w", s.out.err)
+		if s.out.Err != nil {
+			return fmt.Errorf("writing the output: %w", s.out.Err)
 		}
 		if quit {
 			return nil
@@ -172,7 +173,7 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := lines.Err(); err != nil {
 		return fmt.Errorf("reading stdin: %w", err)
 	}
-	return s.out.err
+	return s.out.Err
 }
 
 // handle runs one line: a command or a user turn. It reports whether the chat ends; errors that
@@ -274,7 +275,7 @@ func (s *chatSession) reply(text string) error {
 		if slices.Contains(s.stops, id) {
 			return true // the end-of-turn token is not shown
 		}
-		return streamer.add(id) && s.out.err == nil
+		return streamer.add(id) && s.out.Err == nil
 	}
 	s.lastSeed = opts.Sampling.Seed
 	g, err := s.m.GenerateOn(s.cache, ids, opts)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
@@ -165,7 +166,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	}
 	defer m.Close()
 
-	out := &checkedWriter{w: stdout}
+	out := &errWriter{fileio.ErrWriter{W: stdout}}
 	var text strings.Builder
 	streamer := newTokenStreamer(tok, func(piece string) {
 		text.WriteString(piece)
@@ -177,7 +178,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	opts.Context = ctx
 	opts.OnToken = func(id int) bool {
 		// A failed write (a full disk, a closed pipe) stops: nobody receives the rest.
-		return streamer.add(id) && out.err == nil
+		return streamer.add(id) && out.Err == nil
 	}
 	g, genErr := m.Generate(ids, opts)
 	streamer.flush()
@@ -210,8 +211,8 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	case tok == nil && len(g.GeneratedIDs) > 0:
 		fmt.Fprintln(out, strings.Trim(fmt.Sprint(g.GeneratedIDs), "[]"))
 	}
-	if out.err != nil {
-		return fmt.Errorf("writing the output: %w", out.err)
+	if out.Err != nil {
+		return fmt.Errorf("writing the output: %w", out.Err)
 	}
 	if genErr != nil {
 		if errors.Is(genErr, octlm.ErrNonFinite) {
@@ -283,22 +284,6 @@ func checkIDsInVocab(dir string, ids []int) error {
 		}
 	}
 	return nil
-}
-
-// checkedWriter passes writes to w and keeps the first error, so that a command streaming to a
-// full disk or a closed pipe can stop and fail instead of losing its output silently.
-type checkedWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (c *checkedWriter) Write(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	n, err := c.w.Write(p)
-	c.err = err
-	return n, err
 }
 
 // tokenStreamer turns generated IDs into text pieces as they arrive (nothing without a

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/octlm/octlm/internal/buildinfo"
 	"github.com/octlm/octlm/xla"
 )
 
@@ -33,8 +34,8 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
+	info := buildinfo.Read()
+	if info == nil {
 		return fmt.Errorf("this binary carries no build information")
 	}
 	writeVersions(stdout, info)
@@ -57,34 +58,22 @@ func writeVersions(w io.Writer, info *debug.BuildInfo) {
 	if main == "" {
 		main = "(unknown)"
 	}
-	var rev, modified string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = ", modified"
-			}
+	if rev, modified := buildinfo.Revision(info); rev != "" {
+		dirty := ""
+		if modified {
+			dirty = ", modified"
 		}
-	}
-	if rev != "" {
-		main += fmt.Sprintf(" (commit %.12s%s)", rev, modified)
+		main += fmt.Sprintf(" (commit %.12s%s)", rev, dirty)
 	}
 	fmt.Fprintf(w, "octlm:        %s %s\n", info.Main.Path, main)
 	fmt.Fprintf(w, "go:           %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	deps := map[string]string{}
-	for _, d := range info.Deps {
-		v := d.Version
-		if d.Replace != nil {
-			v += " => " + d.Replace.Path + " " + d.Replace.Version
-		}
-		deps[d.Path] = v
-	}
 	for _, path := range versionModules {
-		v, ok := deps[path]
-		if !ok {
-			v = "(not linked)"
+		v := "(not linked)"
+		if m := buildinfo.Module(info, path); m != nil {
+			v = m.Version
+			if m.Replace != nil {
+				v += " => " + m.Replace.Path + " " + m.Replace.Version
+			}
 		}
 		fmt.Fprintf(w, "%-13s %s %s\n", path[len("github.com/gomlx/"):]+":", path, v)
 	}
