@@ -20,6 +20,7 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 )
@@ -130,15 +131,15 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		Date:        time.Now().UTC().Format(time.RFC3339),
 		CPUs:        runtime.NumCPU(),
 		GOMAXPROCS:  runtime.GOMAXPROCS(0),
-		MemoryBytes: memTotal(),
-		LoadAverage: loadAverage(),
+		MemoryBytes: sysinfo.MemTotal(),
+		LoadAverage: sysinfo.LoadAverage(),
 		GoVersion:   runtime.Version(),
 		SIMD:        simdBuild,
 		Model:       opts.Dir,
 		Backend:     opts.BackendName,
 		DType:       string(opts.DType),
 	}
-	r.Machine = fmt.Sprintf("%s, %d cores, %s", cpuModel(), r.CPUs, loader.HumanBytes(r.MemoryBytes))
+	r.Machine = fmt.Sprintf("%s, %d cores, %s", sysinfo.CPUModel(), r.CPUs, loader.HumanBytes(r.MemoryBytes))
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintf(opts.Log, format+"\n", args...)
@@ -173,7 +174,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	// The load.
 	runtime.GC()
 	debug.FreeOSMemory()
-	if !resetPeakRSS() {
+	if !sysinfo.ResetPeakRSS() {
 		logf("note: cannot reset the peak RSS; it includes everything before the load")
 	}
 	logf("loading %s as %s", opts.Dir, opts.DType)
@@ -183,13 +184,14 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			if opts.LoadProgress != nil {
 				opts.LoadProgress(done, total)
 			}
-		}})
+		},
+		Warn: func(msg string) { logf("warning: %s", msg) }})
 	if err != nil {
 		return r, err
 	}
 	defer m.Close()
 	loadTime := time.Since(begin)
-	r.LoadPeakRSSBytes = peakRSS()
+	r.LoadPeakRSSBytes = sysinfo.PeakRSS()
 	r.LoadSeconds = loadTime.Seconds()
 	r.LoadBytesPerSecond = float64(r.CheckpointBytes) / loadTime.Seconds()
 	r.LoadReadRatio = r.LoadBytesPerSecond / r.PlainReadBytesPerSecond
@@ -240,7 +242,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	r.PeakRSSBytes = peakRSS()
+	r.PeakRSSBytes = sysinfo.PeakRSS()
 	stats := m.CompileStats()
 	r.CompileSeconds, r.CompiledGraphs = stats.Time.Seconds(), stats.Graphs
 	r.PromptTokens = len(prompt)
@@ -256,6 +258,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	r.DecodeCores = run.decodeCPU.Seconds() / run.decode.Seconds()
 
 	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	if err := CheckBandwidthSize(opts.BandwidthBytes); err != nil {
 		return r, err
 	}
 	logf("measuring read bandwidth (%s streamed by %d goroutines)", loader.HumanBytes(opts.BandwidthBytes), r.GOMAXPROCS)

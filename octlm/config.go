@@ -14,9 +14,11 @@ import (
 	"math"
 )
 
-// Config describes a decoder. The first block is the classic octlm decoder; the five switches
-// below it (HeadDim, FFHidden, RopeBase, RopeSplit, QKNorm) are all off at their zero value, so a
-// Config without them means exactly the decoder octlm had before it learnt to run Qwen3.
+// Config describes a decoder. The first block is the classic octlm decoder (head width d/heads,
+// the two-thirds feed-forward rule, RoPE base 10,000 on neighbouring channel pairs, no q/k
+// norm); the five switches below it (HeadDim, FFHidden, RopeBase, RopeSplit, QKNorm) generalise
+// it to Qwen3's shape and are all off at their zero value, so a Config without them is the
+// classic decoder and keeps its fingerprint.
 type Config struct {
 	VocabSize     int     `json:"vocab_size"`
 	ContextLength int     `json:"context_length"`

@@ -349,13 +349,14 @@ func (m *Model) runChunk(ids []int, cache *Cache, rows []int) ([]float32, error)
 		args[len(args)-len(cache.kv)+i] = donated
 	}
 	cache.kv = nil // donated: on any error below the cache is gone
-	outputs, err := m.step.Exec(args...)
+	outputs, err := m.step.Call(args...)
 	if err != nil {
 		cache.broken = true
 		return nil, fmt.Errorf("octlm: running the step graph (%d tokens at position %d): %w", len(ids), start, err)
 	}
 	cache.kv = outputs[1:]
 	cache.length = end
+	cache.ids = append(cache.ids, ids...)
 	data, err := tensors.CopyFlatData[float32](outputs[0])
 	_ = outputs[0].FinalizeAll()
 	if err != nil {

@@ -12,6 +12,7 @@ package synth
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/binary"
@@ -25,6 +26,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+
+	"golang.org/x/term"
 
 	"github.com/octlm/octlm/loader"
 )
@@ -265,6 +268,9 @@ type Options struct {
 	NoTokenizer  bool      // skip tokenizer.json and tokenizer_config.json
 	TokenizerDir string    // copy the tokenizer files from this folder instead of the embedded ones
 	Manifest     bool      // also write octlm-manifest.json (hashes every file once more)
+	// Context, when set, stops the writing once it is done (an interrupt): WriteWith then
+	// returns its error and leaves no temporary file behind.
+	Context context.Context
 }
 
 // Write writes a random checkpoint for cfg into dir (created if needed) with the embedded
@@ -329,7 +335,7 @@ func writeModel(path string, cfg QwenLike, opts Options) error {
 	}
 	var pw *progressLine
 	if opts.Progress != nil {
-		pw = &progressLine{out: opts.Progress, total: total}
+		pw = newProgressLine(opts.Progress, total)
 		defer pw.finish()
 	}
 	workers := max(1, runtime.GOMAXPROCS(0))
@@ -348,6 +354,9 @@ func writeModel(path string, cfg QwenLike, opts Options) error {
 		isNorm := len(s.Shape) == 1
 		chunks := (n + chunkElems - 1) / chunkElems
 		for c0 := 0; c0 < chunks; c0 += workers {
+			if opts.Context != nil && opts.Context.Err() != nil {
+				return context.Cause(opts.Context)
+			}
 			batch := min(workers, chunks-c0)
 			var wg sync.WaitGroup
 			for k := range batch {
@@ -389,21 +398,51 @@ func fill(buf []byte, seed int64, name string, c int, isNorm bool) {
 	}
 }
 
-// progressLine reports bytes written.
+// progressLine reports bytes written: redrawn in place (\r) every 5% on a terminal, one line
+// every 25% in a log or a pipe.
 type progressLine struct {
 	out         io.Writer
 	total, done int64
 	lastPct     int
+	terminal    bool
+}
+
+func newProgressLine(out io.Writer, total int64) *progressLine {
+	p := &progressLine{out: out, total: total}
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.terminal = true
+	}
+	return p
 }
 
 func (p *progressLine) add(n int64) {
 	p.done += n
-	if pct := int(100 * p.done / max(p.total, 1)); pct/5 != p.lastPct/5 {
-		p.lastPct = pct
+	step := 25
+	if p.terminal {
+		step = 5
+	}
+	pct := int(100 * p.done / max(p.total, 1))
+	if pct/step == p.lastPct/step || pct >= 100 {
+		return
+	}
+	p.lastPct = pct
+	if p.terminal {
 		fmt.Fprintf(p.out, "\rsynth: model.safetensors %3d%% (%s of %s)", pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
+	} else {
+		fmt.Fprintf(p.out, "synth: model.safetensors %d%% (%s of %s)\n", pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
 	}
 }
 
 func (p *progressLine) finish() {
-	fmt.Fprintf(p.out, "\rsynth: model.safetensors 100%% (%s)          \n", loader.HumanBytes(p.total))
+	if p.done < p.total { // stopped early (an error, an interrupt): no claim of 100%
+		if p.terminal {
+			fmt.Fprintln(p.out)
+		}
+		return
+	}
+	if p.terminal {
+		fmt.Fprintf(p.out, "\rsynth: model.safetensors 100%% (%s)          \n", loader.HumanBytes(p.total))
+	} else {
+		fmt.Fprintf(p.out, "synth: model.safetensors 100%% (%s)\n", loader.HumanBytes(p.total))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/octlm/octlm/loader"
@@ -163,5 +164,19 @@ func TestTokenizerFiles(t *testing.T) {
 	}
 	if len(files["tokenizer.json"]) != 11_422_654 || len(files["tokenizer_config.json"]) != 9_732 {
 		t.Errorf("sizes %d %d", len(files["tokenizer.json"]), len(files["tokenizer_config.json"]))
+	}
+}
+
+// TestProgressInALog: progress written to a file or pipe (not a terminal) is whole lines, a few
+// of them, never a carriage return redrawing in place.
+func TestProgressInALog(t *testing.T) {
+	var log bytes.Buffer
+	if err := Write(t.TempDir(), Tiny(), 1, &log); err != nil {
+		t.Fatal(err)
+	}
+	text := log.String()
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if strings.Contains(text, "\r") || len(lines) < 2 || len(lines) > 5 || !strings.HasPrefix(lines[len(lines)-1], "synth: model.safetensors 100%") {
+		t.Errorf("progress in a log:\n%q", text)
 	}
 }
