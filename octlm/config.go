@@ -1,5 +1,5 @@
-// Package octlm is octlm's own decoder: its configuration (with the five switches that let it
-// run Qwen3), the map from Hugging Face tensor names to its parameters, the GoMLX graph, the KV
+// Package octlm is octlm's own decoder: its configuration (with the switches that let it run
+// the Qwen3 family), the map from Hugging Face tensor names to its parameters, the GoMLX graph, the KV
 // cache, the full and cached forward paths, and generation.
 //
 // It reads checkpoints only through package loader and runs graphs on whatever compute.Backend
@@ -14,9 +14,10 @@ import (
 	"math"
 )
 
-// Config describes a decoder. The first block is the classic octlm decoder; the five switches
-// below it (HeadDim, FFHidden, RopeBase, RopeSplit, QKNorm) are all off at their zero value, so a
-// Config without them means exactly the decoder octlm had before it learnt to run Qwen3.
+// Config describes a decoder. The first block is the classic octlm decoder; the switches below it
+// (HeadDim, FFHidden, RopeBase, RopeSplit, QKNorm, UntiedHead) are all off at their zero value, so
+// a Config without them means exactly the classic decoder, with its output head tied to the
+// embedding.
 type Config struct {
 	VocabSize     int     `json:"vocab_size"`
 	ContextLength int     `json:"context_length"`
@@ -37,6 +38,9 @@ type Config struct {
 	RopeSplit bool `json:"rope_split,omitempty"`
 	// QKNorm applies an RMSNorm to every query and key head before RoPE (Qwen3).
 	QKNorm bool `json:"qk_norm,omitempty"`
+	// UntiedHead gives the output head its own weight (lm_head.weight, [vocab, d]) instead of
+	// reusing the embedding table (Qwen3-8B and larger: tie_word_embeddings false).
+	UntiedHead bool `json:"untied_head,omitempty"`
 }
 
 // Defaults of the classic decoder, used where a switch is off.
@@ -124,7 +128,8 @@ func (c Config) Fingerprint() string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// Parameters is the number of unique parameters (the tied output head counted once).
+// Parameters is the number of unique parameters (a tied output head counted once, with the
+// embedding).
 func (c Config) Parameters() int64 {
 	d, hd, ff := int64(c.DModel), int64(c.HeadWidth()), int64(c.FFWidth())
 	q, kv := int64(c.NHeads)*hd, int64(c.KVHeads)*hd
@@ -132,5 +137,9 @@ func (c Config) Parameters() int64 {
 	if c.QKNorm {
 		layer += 2 * hd
 	}
-	return int64(c.VocabSize)*d + int64(c.NLayers)*layer + d
+	heads := int64(1) // the embedding, doubling as the tied head
+	if c.UntiedHead {
+		heads = 2
+	}
+	return heads*int64(c.VocabSize)*d + int64(c.NLayers)*layer + d
 }
