@@ -3,8 +3,11 @@ package octlm
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/octlm/octlm/octlm/synth"
 )
 
 // classic is a decoder config from before the five switches existed.
@@ -173,5 +176,41 @@ func TestInvFreq(t *testing.T) {
 	// 1 / 1e6^(126/128) with float32 rounding at each step as torch does: p = 805842.1875, 1/p.
 	if got, want := f[63], float32(1.2409378e-06); got != want {
 		t.Errorf("inv_freq[63] = %v, want %v", got, want)
+	}
+}
+
+// TestQwenFamily reads the config.json of every synth preset (Qwen3-0.6B to 8B as on the Hub):
+// the parameter count and the tensor names agree with the checkpoint synth writes for it, and
+// only Qwen3-8B has its own head.
+func TestQwenFamily(t *testing.T) {
+	for _, name := range synth.LikeNames {
+		t.Run(name, func(t *testing.T) {
+			like, err := synth.Like(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := QwenConfig(like.ConfigJSON())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.UntiedHead != (name == "qwen3-8b") || c.UntiedHead != like.Untied {
+				t.Errorf("UntiedHead %v for %s", c.UntiedHead, name)
+			}
+			if c.Parameters() != like.UniqueParams() {
+				t.Errorf("Parameters %d, synth counts %d", c.Parameters(), like.UniqueParams())
+			}
+			var stored []string
+			for _, s := range like.Tensors() {
+				if s.Name != TiedHeadName || c.UntiedHead {
+					stored = append(stored, s.Name)
+				}
+			}
+			names := HubNames(c)
+			slices.Sort(stored)
+			slices.Sort(names)
+			if !slices.Equal(names, stored) {
+				t.Errorf("HubNames differ from the checkpoint's %d tensors (got %d)", len(stored), len(names))
+			}
+		})
 	}
 }
