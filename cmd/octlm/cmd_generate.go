@@ -74,7 +74,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 		return usageError{err.Error()}
 	}
 
-	m, err := mf.open(context.Background(), stderr)
+	m, err := mf.open(context.Background(), *maxNew, stderr) // the prompt's positions come on top
 	if err != nil {
 		return err
 	}

@@ -45,8 +45,9 @@ func (l *loadedModel) Close() {
 	l.backend.Finalize()
 }
 
-// open resolves the checkpoint, opens the backend and streams the weights in, with progress on stderr.
-func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*loadedModel, error) {
+// open resolves the checkpoint, opens the backend and streams the weights in, with progress on
+// stderr, after checking that the weights and a KV cache of positions positions fit in memory.
+func (f *modelFlags) open(ctx context.Context, positions int, stderr io.Writer) (*loadedModel, error) {
 	if f.model == "" {
 		return nil, usageError{"--model is required"}
 	}
@@ -65,7 +66,7 @@ func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*loadedModel, 
 	fmt.Fprintf(stderr, "backend: %s\n", info)
 	warnHalfOnGo(stderr, info, dtype)
 	begin := time.Now()
-	m, err := loadModel(dir, dir, backend, dtype, stderr)
+	m, err := loadModel(dir, dir, backend, info, dtype, positions, stderr)
 	if err != nil {
 		backend.Finalize()
 		return nil, err
@@ -73,8 +74,12 @@ func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*loadedModel, 
 	return &loadedModel{Model: m, Dir: dir, Backend: info, Load: time.Since(begin), backend: backend}, nil
 }
 
-// loadModel loads the checkpoint in dir with dtype weights, with a progress bar on stderr.
-func loadModel(dir, label string, backend compute.Backend, dtype octlm.DType, stderr io.Writer) (*octlm.Model, error) {
+// loadModel loads the checkpoint in dir with dtype weights, with a progress bar on stderr, once
+// checkFits has found room for it and a KV cache of positions positions.
+func loadModel(dir, label string, backend compute.Backend, info xla.Info, dtype octlm.DType, positions int, stderr io.Writer) (*octlm.Model, error) {
+	if err := checkFits(dir, backend, info, dtype, positions, 0, stderr); err != nil {
+		return nil, err
+	}
 	bar := newProgress(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
 	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
 		bar.update(done, total)
