@@ -19,6 +19,7 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 )
@@ -108,15 +109,15 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		Date:        time.Now().UTC().Format(time.RFC3339),
 		CPUs:        runtime.NumCPU(),
 		GOMAXPROCS:  runtime.GOMAXPROCS(0),
-		MemoryBytes: memTotal(),
-		LoadAverage: loadAverage(),
+		MemoryBytes: sysinfo.MemTotal(),
+		LoadAverage: sysinfo.LoadAverage(),
 		GoVersion:   runtime.Version(),
 		SIMD:        simdBuild,
 		Model:       opts.Dir,
 		Backend:     opts.BackendName,
 		DType:       string(opts.DType),
 	}
-	r.Machine = fmt.Sprintf("%s, %d cores, %s", cpuModel(), r.CPUs, loader.HumanBytes(r.MemoryBytes))
+	r.Machine = fmt.Sprintf("%s, %d cores, %s", sysinfo.CPUModel(), r.CPUs, loader.HumanBytes(r.MemoryBytes))
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintf(opts.Log, format+"\n", args...)
@@ -151,7 +152,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	// The load.
 	runtime.GC()
 	debug.FreeOSMemory()
-	if !resetPeakRSS() {
+	if !sysinfo.ResetPeakRSS() {
 		logf("note: cannot reset the peak RSS; it includes everything before the load")
 	}
 	logf("loading %s as %s", opts.Dir, opts.DType)
@@ -167,7 +168,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	defer m.Close()
 	loadTime := time.Since(begin)
-	r.LoadPeakRSSBytes = peakRSS()
+	r.LoadPeakRSSBytes = sysinfo.PeakRSS()
 	r.LoadSeconds = loadTime.Seconds()
 	r.LoadBytesPerSecond = float64(r.CheckpointBytes) / loadTime.Seconds()
 	r.LoadReadRatio = r.LoadBytesPerSecond / r.PlainReadBytesPerSecond
@@ -196,7 +197,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	r.PeakRSSBytes = peakRSS()
+	r.PeakRSSBytes = sysinfo.PeakRSS()
 	stats := m.CompileStats()
 	r.CompileSeconds, r.CompiledGraphs = stats.Time.Seconds(), stats.Graphs
 	r.PromptTokens = len(prompt)

@@ -18,12 +18,12 @@ func sumFloat32(a []float32) float32 {
 	var s0, s1, s2, s3 archsimd.Float32x8
 	i := 0
 	for ; i+32 <= len(a); i += 32 {
-		s0 = s0.Add(archsimd.LoadFloat32x8Slice(a[i:]))
-		s1 = s1.Add(archsimd.LoadFloat32x8Slice(a[i+8:]))
-		s2 = s2.Add(archsimd.LoadFloat32x8Slice(a[i+16:]))
-		s3 = s3.Add(archsimd.LoadFloat32x8Slice(a[i+24:]))
+		s0 = s0.Add(archsimd.LoadFloat32x8(a[i:]))
+		s1 = s1.Add(archsimd.LoadFloat32x8(a[i+8:]))
+		s2 = s2.Add(archsimd.LoadFloat32x8(a[i+16:]))
+		s3 = s3.Add(archsimd.LoadFloat32x8(a[i+24:]))
 	}
 	var lanes [8]float32
-	s0.Add(s1).Add(s2.Add(s3)).Store(&lanes)
+	s0.Add(s1).Add(s2.Add(s3)).StoreArray(&lanes)
 	return sumScalar(lanes[:]) + sumScalar(a[i:])
 }

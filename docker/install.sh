@@ -4,7 +4,7 @@
 #
 #   - Jupyter's headless executor (Debian packages jupyter-nbconvert, jupyter-client), and with
 #     --server also the classic notebook server (jupyter-notebook; Debian 12 has no JupyterLab);
-#   - gonb v0.11.3, goimports and gopls v0.23.0, built from the pinned tools module in
+#   - gonb v0.11.5, goimports, staticcheck and gopls v0.23.0, built from the pinned tools module in
 #     docker/tools (go.mod + go.sum), into $(go env GOPATH)/bin (or $GOBIN);
 #   - the gonb Jupyter kernel (`gonb --install`), with GOEXPERIMENT=simd and a PATH that finds
 #     go and goimports written into the kernel's environment (kernel.json "env").
@@ -50,12 +50,14 @@ if [ -z "${HOME:-}" ]; then
 fi
 [ -n "$HOME" ] || die "HOME is not set and has no passwd entry"
 
-# Go: the project needs Go 1.26 with GOEXPERIMENT=simd.
+# Go: the project needs Go 1.27.4 with GOEXPERIMENT=simd; a Go 1.26 fetches that toolchain from the
+# module proxy with GOTOOLCHAIN=auto (go.env on Debian-built machines may say GOTOOLCHAIN=local).
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
 	export PATH="/usr/local/go/bin:$PATH"
 fi
-command -v go >/dev/null 2>&1 || die "go not found on PATH nor at /usr/local/go/bin; install Go 1.26 first"
+command -v go >/dev/null 2>&1 || die "go not found on PATH nor at /usr/local/go/bin; install Go 1.26 or later first"
 export GOEXPERIMENT=simd
+export GOTOOLCHAIN=auto
 say "using $(go version) at $(command -v go)"
 
 # 1. Jupyter from Debian packages.
@@ -86,7 +88,7 @@ fi
 command -v jupyter >/dev/null 2>&1 || die "jupyter not found on PATH after install"
 
 # 2. gonb, goimports and gopls from the pinned tools module. `go install tool` rebuilds nothing
-# when the build cache is warm. (A plain `go install github.com/janpfeifer/gonb@v0.11.3` can fail
+# when the build cache is warm. (A plain `go install github.com/janpfeifer/gonb@v0.11.5` can fail
 # where the module proxy refuses gonb's version list; the tools module pins exact versions.)
 gobin="$(go env GOBIN)"
 if [ -z "$gobin" ]; then
@@ -119,6 +121,8 @@ with open(path) as f:
     spec = json.load(f)
 env = spec.get("env") or {}
 env["GOEXPERIMENT"] = "simd"
+# go.mod asks for Go 1.27.4: let an older go fetch that toolchain (go.env may say GOTOOLCHAIN=local).
+env["GOTOOLCHAIN"] = "auto"
 seen, dirs = set(), []
 for d in kpath.split(":"):
     if d and d not in seen:

@@ -1,17 +1,14 @@
 package loader_test
 
 import (
-	"bufio"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/synth"
 )
@@ -75,7 +72,7 @@ func BenchmarkLoadFloat32(b *testing.B) {
 	defer c.Close()
 	runtime.GC()
 	debug.FreeOSMemory()
-	base := rssBytes()
+	base := sysinfo.RSS()
 	var dsts [][]float32
 	var entries []loader.Entry
 	var dstBytes, fileBytes int64
@@ -102,14 +99,14 @@ func BenchmarkLoadFloat32(b *testing.B) {
 		t0 := time.Now()
 		sequentialRead(b, c)
 		t1 := time.Now()
-		resetPeakRSS()
+		sysinfo.ResetPeakRSS()
 		for i, e := range entries {
 			if err := e.File.ReadFloat32(e.Info, dsts[i]); err != nil {
 				b.Fatal(err)
 			}
 		}
 		t2 := time.Now()
-		peak = max(peak, peakRSSBytes())
+		peak = max(peak, sysinfo.PeakRSS())
 		seq += t1.Sub(t0)
 		load += t2.Sub(t1)
 	}
@@ -159,29 +156,4 @@ func BenchmarkOpenCheckpoint(b *testing.B) {
 		}
 		c.Close()
 	}
-}
-
-// rssBytes is the current resident set size (Linux; 0 elsewhere).
-func rssBytes() int64 { return procStatus("VmRSS:") }
-
-// peakRSSBytes is the peak resident set size since the last resetPeakRSS (Linux; 0 elsewhere).
-func peakRSSBytes() int64 { return procStatus("VmHWM:") }
-
-// resetPeakRSS resets VmHWM to the current RSS (Linux >= 4.0).
-func resetPeakRSS() { os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-func procStatus(key string) int64 {
-	f, err := os.Open(filepath.Join("/proc", "self", "status"))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), key); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

@@ -78,14 +78,12 @@ func Float32ToFloat16(f float32) uint16 {
 	return sign | uint16(r)
 }
 
-// Float8E4M3ToFloat32 widens an F8_E4M3 (the "fn" variant: bias 7, no infinities, NaN is
-// S.1111.111) bit pattern to float32.
-func Float8E4M3ToFloat32(v uint8) float32 { return f8e4m3Table[v] }
-
 // Float8E5M2ToFloat32 widens an F8_E5M2 (bias 15, IEEE-like with Inf and NaN) bit pattern to
 // float32; it is the top byte of a float16.
 func Float8E5M2ToFloat32(v uint8) float32 { return Float16ToFloat32(uint16(v) << 8) }
 
+// f8e4m3Table widens an F8_E4M3 (the "fn" variant: bias 7, no infinities, NaN is S.1111.111)
+// bit pattern to float32.
 var f8e4m3Table = func() (t [256]float32) {
 	for i := range t {
 		sign := float32(1)

@@ -14,14 +14,14 @@ func widenBF16Vector(out []uint32, in []uint16) int {
 	}
 	n := len(in) &^ 31
 	for i := 0; i < n; i += 32 {
-		a := archsimd.LoadUint16x8Slice(in[i:]).ExtendToUint32().ShiftAllLeft(16)
-		b := archsimd.LoadUint16x8Slice(in[i+8:]).ExtendToUint32().ShiftAllLeft(16)
-		c := archsimd.LoadUint16x8Slice(in[i+16:]).ExtendToUint32().ShiftAllLeft(16)
-		d := archsimd.LoadUint16x8Slice(in[i+24:]).ExtendToUint32().ShiftAllLeft(16)
-		a.StoreSlice(out[i:])
-		b.StoreSlice(out[i+8:])
-		c.StoreSlice(out[i+16:])
-		d.StoreSlice(out[i+24:])
+		a := archsimd.LoadUint16x8(in[i:]).ExtendToUint32().ShiftAllLeft(16)
+		b := archsimd.LoadUint16x8(in[i+8:]).ExtendToUint32().ShiftAllLeft(16)
+		c := archsimd.LoadUint16x8(in[i+16:]).ExtendToUint32().ShiftAllLeft(16)
+		d := archsimd.LoadUint16x8(in[i+24:]).ExtendToUint32().ShiftAllLeft(16)
+		a.Store(out[i:])
+		b.Store(out[i+8:])
+		c.Store(out[i+16:])
+		d.Store(out[i+24:])
 	}
 	return n
 }

@@ -131,19 +131,6 @@ func (s *jsonScanner) intList(ctx string, rule Rule) ([]int64, error) {
 	}
 }
 
-// skipNumberOrNull reads a JSON number and returns it, or reports rule.
-func (s *jsonScanner) number(ctx string, rule Rule) (json.Number, error) {
-	t, err := s.token(ctx)
-	if err != nil {
-		return "", err
-	}
-	n, ok := t.(json.Number)
-	if !ok {
-		return "", formatErr(ctx, rule, "got %s, want a number", describeToken(t))
-	}
-	return n, nil
-}
-
 // end checks that nothing but whitespace follows the top-level value.
 func (s *jsonScanner) end(ctx string) error {
 	t, err := s.dec.Token()

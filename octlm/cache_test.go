@@ -2,6 +2,7 @@ package octlm
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 )
@@ -85,9 +86,43 @@ func TestGenerateToTheContextLength(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g.StopReason != StopLength || !slices.Equal(g.GeneratedIDs, free.GeneratedIDs) {
-				t.Errorf("generated %v (%s), want %v (length)", g.GeneratedIDs, g.StopReason, free.GeneratedIDs)
+			// The two runs use caches of different capacities, so their attention kernels may sum
+			// in other orders: greedy tokens are only compared while the top two logits are
+			// further apart than that rounding could ever move them.
+			n := greedyRobustPrefix(t, m, prompt, free.GeneratedIDs, 1e-3)
+			if g.StopReason != StopLength || len(g.GeneratedIDs) != len(free.GeneratedIDs) || !slices.Equal(g.GeneratedIDs[:n], free.GeneratedIDs[:n]) {
+				t.Errorf("generated %v (%s), want %v (length; the first %d must match)", g.GeneratedIDs, g.StopReason, free.GeneratedIDs, n)
 			}
 		})
 	}
+}
+
+// greedyRobustPrefix returns how many of the greedy tokens generated after prompt were chosen
+// with a gap of at least margin between the top two logits (on the full path): the tokens
+// before the first closer choice, which no rounding difference between code paths can flip.
+func greedyRobustPrefix(t *testing.T, m *Model, prompt, generated []int, margin float32) int {
+	t.Helper()
+	if len(generated) == 0 {
+		return 0
+	}
+	ids := append(slices.Clone(prompt), generated[:len(generated)-1]...)
+	logits, err := m.Forward(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range generated {
+		row := logits.Row(len(prompt) - 1 + i)
+		first, second := float32(math.Inf(-1)), float32(math.Inf(-1))
+		for _, v := range row {
+			if v > first {
+				first, second = v, first
+			} else if v > second {
+				second = v
+			}
+		}
+		if first-second < margin {
+			return i // this token may flip, and the ones after it depend on it
+		}
+	}
+	return len(generated)
 }

@@ -14,10 +14,12 @@ import (
 	"math"
 )
 
-// Config describes a decoder. The first block is the classic octlm decoder; the switches below it
-// (HeadDim, FFHidden, RopeBase, RopeSplit, QKNorm, UntiedHead) are all off at their zero value, so
-// a Config without them means exactly the classic decoder, with its output head tied to the
-// embedding.
+// Config describes a decoder. The first block is the classic octlm decoder (head width d/heads,
+// the two-thirds feed-forward rule, RoPE base 10,000 on neighbouring channel pairs, no q/k
+// norm, the output head tied to the embedding); the switches below it (HeadDim, FFHidden,
+// RopeBase, RopeSplit, QKNorm, UntiedHead) generalise it to the Qwen3 family's shapes and are
+// all off at their zero value, so a Config without them is the classic decoder and keeps its
+// fingerprint.
 type Config struct {
 	VocabSize     int     `json:"vocab_size"`
 	ContextLength int     `json:"context_length"`

@@ -1,6 +1,7 @@
 package octlm
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,13 +175,17 @@ func TestInvFreq(t *testing.T) {
 		t.Errorf("inv_freq[0] = %v, want 1", f[0])
 	}
 	// 1 / 1e6^(126/128) with float32 rounding at each step as torch does: p = 805842.1875, 1/p.
-	if got, want := f[63], float32(1.2409378e-06); got != want {
-		t.Errorf("inv_freq[63] = %v, want %v", got, want)
+	// math.Pow's amd64 path (math.Exp) uses FMA where the CPU has it, so the float64 power may
+	// differ in its last bit between machines; after rounding to float32 that is at most one
+	// float32 step either way.
+	want := float32(1.2409378e-06)
+	if got := f[63]; got != want && got != math.Nextafter32(want, 0) && got != math.Nextafter32(want, 1) {
+		t.Errorf("inv_freq[63] = %v, want %v within one float32 step", got, want)
 	}
 }
 
 // TestQwenFamily reads the config.json of every synth preset (Qwen3-0.6B to 8B as on the Hub):
-// the parameter count and the tensor names agree with the checkpoint synth writes for it, and
+// the parameter count and the weights' names agree with the checkpoint synth writes for it, and
 // only Qwen3-8B has its own head.
 func TestQwenFamily(t *testing.T) {
 	for _, name := range synth.LikeNames {
@@ -205,11 +210,14 @@ func TestQwenFamily(t *testing.T) {
 					stored = append(stored, s.Name)
 				}
 			}
-			names := HubNames(c)
+			var names []string
+			for _, s := range weightSpecs(c) {
+				names = append(names, s.Name)
+			}
 			slices.Sort(stored)
 			slices.Sort(names)
 			if !slices.Equal(names, stored) {
-				t.Errorf("HubNames differ from the checkpoint's %d tensors (got %d)", len(stored), len(names))
+				t.Errorf("the model's %d weights differ from the checkpoint's %d tensors", len(names), len(stored))
 			}
 		})
 	}

@@ -14,7 +14,6 @@ const (
 	StopLength     = "length"
 	StopCallback   = "stopped"
 	defaultMaxNew  = 256
-	generationSeed = 0
 )
 
 // QwenStopIDs are the token IDs that end a Qwen3 generation.

@@ -258,7 +258,7 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 		args[len(args)-len(cache.kv)+i] = donated
 	}
 	cache.kv = nil // donated: on any error below the cache is gone
-	outputs, err := m.step.Exec(args...)
+	outputs, err := m.step.Call(args...)
 	if err != nil {
 		cache.broken = true
 		return Logits{}, fmt.Errorf("octlm: running the step graph (%d tokens at position %d): %w", len(ids), start, err)

@@ -185,7 +185,7 @@ func BenchmarkLMHead(b *testing.B) {
 	defer exec.Finalize()
 	hidden := tensors.FromValue([][]float32{make([]float32, m.Config.DModel)})
 	run := func() {
-		out, err := exec.Exec(hidden, m.weights[0], m.weights[1])
+		out, err := exec.Call(hidden, m.weights[0], m.weights[1])
 		if err != nil {
 			b.Fatal(err)
 		}

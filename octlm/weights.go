@@ -167,17 +167,6 @@ func weightSpecs(c Config) []weightSpec {
 	return specs
 }
 
-// HubNames returns the tensor names a checkpoint for c holds: with a tied head, without its
-// stored copy.
-func HubNames(c Config) []string {
-	specs := weightSpecs(c)
-	names := make([]string, len(specs))
-	for i, s := range specs {
-		names[i] = s.Name
-	}
-	return names
-}
-
 // LoadOptions choose where and how a model is loaded.
 type LoadOptions struct {
 	Backend compute.Backend

@@ -36,14 +36,14 @@ func transpose32(dst []float32, dstStride int, src []float32, srcStride, rows, c
 
 // transpose8x8 transposes one 8×8 block of 32-bit values.
 func transpose8x8(dst []uint32, dstStride int, src []uint32, srcStride int) {
-	a := archsimd.LoadUint32x8Slice(src)
-	b := archsimd.LoadUint32x8Slice(src[srcStride:])
-	c := archsimd.LoadUint32x8Slice(src[2*srcStride:])
-	d := archsimd.LoadUint32x8Slice(src[3*srcStride:])
-	e := archsimd.LoadUint32x8Slice(src[4*srcStride:])
-	f := archsimd.LoadUint32x8Slice(src[5*srcStride:])
-	g := archsimd.LoadUint32x8Slice(src[6*srcStride:])
-	h := archsimd.LoadUint32x8Slice(src[7*srcStride:])
+	a := archsimd.LoadUint32x8(src)
+	b := archsimd.LoadUint32x8(src[srcStride:])
+	c := archsimd.LoadUint32x8(src[2*srcStride:])
+	d := archsimd.LoadUint32x8(src[3*srcStride:])
+	e := archsimd.LoadUint32x8(src[4*srcStride:])
+	f := archsimd.LoadUint32x8(src[5*srcStride:])
+	g := archsimd.LoadUint32x8(src[6*srcStride:])
+	h := archsimd.LoadUint32x8(src[7*srcStride:])
 	// Pairs of rows interleaved within each 128-bit half: [a0 b0 a1 b1 | a4 b4 a5 b5], ...
 	ab0, ab1 := a.InterleaveLoGrouped(b).AsUint64x4(), a.InterleaveHiGrouped(b).AsUint64x4()
 	cd0, cd1 := c.InterleaveLoGrouped(d).AsUint64x4(), c.InterleaveHiGrouped(d).AsUint64x4()
@@ -59,12 +59,12 @@ func transpose8x8(dst []uint32, dstStride int, src []uint32, srcStride int) {
 	efgh2 := ef1.InterleaveLoGrouped(gh1).AsUint32x8()
 	efgh3 := ef1.InterleaveHiGrouped(gh1).AsUint32x8()
 	// Finally the 128-bit halves: column k of the block is row k of the result.
-	abcd0.SetHi(efgh0.GetLo()).StoreSlice(dst)
-	abcd1.SetHi(efgh1.GetLo()).StoreSlice(dst[dstStride:])
-	abcd2.SetHi(efgh2.GetLo()).StoreSlice(dst[2*dstStride:])
-	abcd3.SetHi(efgh3.GetLo()).StoreSlice(dst[3*dstStride:])
-	efgh0.SetLo(abcd0.GetHi()).StoreSlice(dst[4*dstStride:])
-	efgh1.SetLo(abcd1.GetHi()).StoreSlice(dst[5*dstStride:])
-	efgh2.SetLo(abcd2.GetHi()).StoreSlice(dst[6*dstStride:])
-	efgh3.SetLo(abcd3.GetHi()).StoreSlice(dst[7*dstStride:])
+	abcd0.SetHi(efgh0.GetLo()).Store(dst)
+	abcd1.SetHi(efgh1.GetLo()).Store(dst[dstStride:])
+	abcd2.SetHi(efgh2.GetLo()).Store(dst[2*dstStride:])
+	abcd3.SetHi(efgh3.GetLo()).Store(dst[3*dstStride:])
+	efgh0.SetLo(abcd0.GetHi()).Store(dst[4*dstStride:])
+	efgh1.SetLo(abcd1.GetHi()).Store(dst[5*dstStride:])
+	efgh2.SetLo(abcd2.GetHi()).Store(dst[6*dstStride:])
+	efgh3.SetLo(abcd3.GetHi()).Store(dst[7*dstStride:])
 }

@@ -34,9 +34,9 @@ const (
 const EnvBackend = "GOMLX_BACKEND"
 
 // The go-xla release octlm is built with and the PJRT C API version of its pjrt_c_api.h
-// (github.com/gomlx/go-xla@v0.4.1/pjrt/pjrt_c_api.h: PJRT_API_MAJOR, PJRT_API_MINOR).
+// (github.com/gomlx/go-xla@v0.4.13/pjrt/pjrt_c_api.h: PJRT_API_MAJOR, PJRT_API_MINOR).
 const (
-	goXLAVersion   = "v0.4.1"
+	goXLAVersion   = "v0.4.13"
 	goXLAPJRTMajor = 0
 	goXLAPJRTMinor = 104
 )

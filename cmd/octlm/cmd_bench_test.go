@@ -66,8 +66,8 @@ func TestBenchJSON(t *testing.T) {
 	}
 }
 
-// TestBenchBeyondContext: lengths past the context are refused (huge ones used to overflow int
-// and panic in the KV cache).
+// TestBenchBeyondContext: lengths past the context are refused, huge ones too (their sum must
+// not overflow int on its way to the KV cache).
 func TestBenchBeyondContext(t *testing.T) {
 	t.Setenv(xla.EnvBackend, "go")
 	for _, n := range []string{"40961", "4611686018427387904"} {

@@ -7,13 +7,13 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/octlm"
-	"github.com/octlm/octlm/sysmem"
 	"github.com/octlm/octlm/xla"
 )
 
 // availableMemory reads the memory this process may still take; tests replace it.
-var availableMemory = sysmem.Read
+var availableMemory = sysinfo.ProcessAvailable
 
 // checkFits refuses, before any weight is read, a checkpoint whose resident weights, KV cache for
 // positions and working memory, plus extra bytes the command allocates beside them, exceed the

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/octlm/octlm/sysmem"
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/xla"
 )
 
 // withAvailable makes availableMemory report n bytes for the rest of the test.
 func withAvailable(t *testing.T, n int64) {
 	old := availableMemory
-	availableMemory = func() (sysmem.Available, error) { return sysmem.Available{Bytes: n, Source: "test"}, nil }
+	availableMemory = func() (sysinfo.Available, error) { return sysinfo.Available{Bytes: n, Source: "test"}, nil }
 	t.Cleanup(func() { availableMemory = old })
 }
 

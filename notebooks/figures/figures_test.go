@@ -515,7 +515,10 @@ func TestWrongPairing(t *testing.T) {
 			t.Errorf("case %d: the correct configuration's error %g exceeds the gate", c.Index, right)
 		}
 		switch {
-		case c.Positions() == 1 && wrong != right:
+		// Position 0 rotates by 0 in either pairing, so both graphs compute the same function
+		// there; they are still two compiled graphs whose kernels may sum in other orders, so
+		// they agree within float32 rounding (the errors themselves are ~1e-5), not bit for bit.
+		case c.Positions() == 1 && math.Abs(wrong-right) > 1e-5:
 			t.Errorf("case %d (one position): neighbour pairing error %g differs from the correct %g; position 0 rotates by 0", c.Index, wrong, right)
 		case c.Positions() > 1 && wrong < 100*parity.Tolerance:
 			t.Errorf("case %d: neighbour pairing error %g, want far above the gate", c.Index, wrong)

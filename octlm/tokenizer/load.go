@@ -352,7 +352,7 @@ func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage) error {
 	case llama3Pattern:
 		t.maxDigits = 3
 	default:
-		return fmt.Errorf("Split regex %q is not supported (only %q or %q)", *split.Pattern.Regex, qwenPattern, llama3Pattern)
+		return fmt.Errorf("split regex %q is not supported (only %q or %q)", *split.Pattern.Regex, qwenPattern, llama3Pattern)
 	}
 	var bl byteLevelJSON
 	if err := json.Unmarshal(seq.PreTokenizers[1], &bl); err != nil {

@@ -1,9 +1,8 @@
-// Package sysmem says how much memory this process can still take: the kernel's estimate of
-// available memory (MemAvailable in /proc/meminfo), lowered by the memory limit of the
-// process's cgroup (v2 memory.max or v1 memory.limit_in_bytes, at its own level or any
-// level above) where one is set. It reads Linux's /proc and /sys/fs/cgroup only; it knows
-// nothing of models.
-package sysmem
+package sysinfo
+
+// Memory the process can still take: the kernel's estimate of available memory (MemAvailable in
+// /proc/meminfo), lowered by the memory limit of the process's cgroup (v2 memory.max or v1
+// memory.limit_in_bytes, at its own level or any level above) where one is set.
 
 import (
 	"bufio"
@@ -29,9 +28,9 @@ func (a Available) String() string {
 	return fmt.Sprintf("%.1f GiB (%s)", float64(a.Bytes)/(1<<30), a.Source)
 }
 
-// Read returns the memory available to this process. It fails where /proc/meminfo cannot be
-// read (not Linux); cgroup files it cannot read are skipped.
-func Read() (Available, error) {
+// ProcessAvailable returns the memory available to this process. It fails where /proc/meminfo
+// cannot be read (not Linux); cgroup files it cannot read are skipped.
+func ProcessAvailable() (Available, error) {
 	return read(osRoot())
 }
 
@@ -56,7 +55,7 @@ func read(root fs.FS) (Available, error) {
 func meminfoField(root fs.FS, key string) (int64, error) {
 	f, err := root.Open("proc/meminfo")
 	if err != nil {
-		return 0, fmt.Errorf("sysmem: %w", err)
+		return 0, fmt.Errorf("sysinfo: %w", err)
 	}
 	defer f.Close()
 	s := bufio.NewScanner(f)
@@ -64,12 +63,12 @@ func meminfoField(root fs.FS, key string) (int64, error) {
 		if v, ok := strings.CutPrefix(s.Text(), key); ok {
 			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("sysmem: /proc/meminfo: %s %q: %w", key, v, err)
+				return 0, fmt.Errorf("sysinfo: /proc/meminfo: %s %q: %w", key, v, err)
 			}
 			return n << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("sysmem: /proc/meminfo has no %s line", strings.TrimSuffix(key, ":"))
+	return 0, fmt.Errorf("sysinfo: /proc/meminfo has no %s line", strings.TrimSuffix(key, ":"))
 }
 
 // cgroupRoom is, for every level of the process's memory cgroup (v2 unified or v1 memory

@@ -1,4 +1,4 @@
-package sysmem
+package sysinfo
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"testing/fstest"
 )
 
-func TestRead(t *testing.T) {
+func TestProcessAvailable(t *testing.T) {
 	meminfo := "MemTotal:       24683584 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n"
 	gib := int64(1) << 30
 	tests := []struct {
@@ -73,9 +73,9 @@ func TestRead(t *testing.T) {
 	}
 }
 
-// TestReadHere reads this machine's figures: positive, at most MemTotal.
-func TestReadHere(t *testing.T) {
-	got, err := Read()
+// TestProcessAvailableHere reads this machine's figures: positive, at most MemTotal.
+func TestProcessAvailableHere(t *testing.T) {
+	got, err := ProcessAvailable()
 	if err != nil {
 		t.Skipf("no /proc/meminfo: %v", err)
 	}
