@@ -83,11 +83,15 @@ func embed(table, ids *Node) *Node {
 // embed_tokens when tied. hidden is [P, d], head [blocks, rows, d] (the embedding's layout);
 // every block is one batch of the product and the zero rows past the vocabulary in the last
 // block are cut off.
+//
+// The product runs in the head's dtype: compute v0.1.14's pure-Go DotGeneral multiplies
+// half-precision operands in this layout correctly, with a float32 accumulator, so the head is
+// not widened to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per step).
 func lmHead(hidden, head *Node, vocab int) *Node {
 	blocks, rows, d := head.Shape().Dimensions[0], head.Shape().Dimensions[1], head.Shape().Dimensions[2]
 	p := hidden.Shape().Dimensions[0]
 	perBlock := BroadcastToDims(InsertAxes(hidden, 0), blocks, p, d)
-	logits := dotLastAxes(perBlock, head, 1)                            // [blocks, P, rows]
+	logits := DotGeneral(perBlock, []int{2}, []int{0}, head, []int{2}, []int{0}) // [blocks, P, rows]
 	logits = Reshape(TransposeAllAxes(logits, 1, 0, 2), p, blocks*rows) // [P, blocks·rows]
 	if blocks*rows > vocab {
 		logits = SliceAxis(logits, 1, AxisRange(0, vocab))

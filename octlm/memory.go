@@ -12,9 +12,9 @@ type Memory struct {
 	Weights   int64 // the resident weights in the backend's layout (zero rows of the last head block included)
 	KVCache   int64 // keys and values for Positions positions (the cache's capacity bucket)
 	Positions int
-	// Working is the largest transient buffer: the float32 scratch one Linear weight passes
-	// through while it is transposed into place, or, for half precision, the float32 copy of the
-	// output head the vocabulary product makes (see dotLastAxes), whichever is larger.
+	// Working is the largest transient buffer: the float32 scratch one weight passes through
+	// while it is converted or transposed into place (every Linear weight; the embedding and
+	// head too where the resident dtype is float16, which the checkpoint's BF16 is not).
 	Working int64
 }
 
@@ -50,11 +50,8 @@ func MemoryNeeded(cfg Config, dtype DType, backend compute.Backend, positions in
 			n *= int64(d)
 		}
 		m.Weights += n * size
-		if s.Kind == columnWeight || s.Kind == rowWeight {
-			scratch = max(scratch, 4*n)
-		}
-		if s.Kind == embeddingWeight && dtype != Float32 {
-			scratch = max(scratch, 4*n) // the head widened to float32 in the vocabulary product
+		if s.Kind == columnWeight || s.Kind == rowWeight || (s.Kind == embeddingWeight && dtype == Float16) {
+			scratch = max(scratch, 4*n) // see fill
 		}
 	}
 	m.Working = scratch

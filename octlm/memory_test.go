@@ -44,8 +44,10 @@ func TestMemoryNeededQwen3(t *testing.T) {
 		working int64
 	}{
 		// 8B: (8,190,735,360 parameters + 2 tables · 14 padding rows · 4,096) · 2 bytes; working:
-		// the head widened to float32, 151,950 · 4,096 · 4.
-		{"qwen3-8b bf16", synth.Qwen3_8B(), BFloat16, 16_381_700_096, 2_489_548_800},
+		// gate_proj's float32 scratch, 12,288 · 4,096 · 4 (the BF16 tables are read straight in).
+		{"qwen3-8b bf16", synth.Qwen3_8B(), BFloat16, 16_381_700_096, 201_326_592},
+		// f16: the tables are converted through the scratch, 151,950 · 4,096 · 4.
+		{"qwen3-8b f16", synth.Qwen3_8B(), Float16, 16_381_700_096, 2_489_548_800},
 		// f32: 4 bytes each; working: gate_proj's float32 scratch, 12,288 · 4,096 · 4.
 		{"qwen3-8b f32", synth.Qwen3_8B(), Float32, 32_763_400_192, 201_326_592},
 		// 0.6B, tied: 596,049,920 + 14 · 1,024 padding.
@@ -58,8 +60,13 @@ func TestMemoryNeededQwen3(t *testing.T) {
 				t.Fatal(err)
 			}
 			need := MemoryNeeded(cfg, tt.dtype, goBackend(t), 40)
-			// Cache: 64 positions (the smallest capacity) · 2 · 36 or 28 layers · 8 kv heads · 128.
-			wantCache := int64(64 * 2 * cfg.NLayers * 8 * 128 * tt.dtype.gomlx().Size())
+			// Cache: 64 positions (the smallest capacity) · 2 · 36 or 28 layers · 8 kv heads · 128,
+			// in float32 for float16 models (see cacheDType).
+			size := tt.dtype.gomlx().Size()
+			if tt.dtype == Float16 {
+				size = 4
+			}
+			wantCache := int64(64 * 2 * cfg.NLayers * 8 * 128 * size)
 			if need.Weights != tt.weights || need.Working != tt.working || need.KVCache != wantCache {
 				t.Errorf("weights %d, working %d, cache %d\nwant    %d, working %d, cache %d", need.Weights, need.Working, need.KVCache, tt.weights, tt.working, wantCache)
 			}
