@@ -92,7 +92,7 @@ func lmHead(hidden, head *Node, vocab int) *Node {
 	p := hidden.Shape().Dimensions[0]
 	perBlock := BroadcastToDims(InsertAxes(hidden, 0), blocks, p, d)
 	logits := DotGeneral(perBlock, []int{2}, []int{0}, head, []int{2}, []int{0}) // [blocks, P, rows]
-	logits = Reshape(TransposeAllAxes(logits, 1, 0, 2), p, blocks*rows) // [P, blocks·rows]
+	logits = Reshape(TransposeAllAxes(logits, 1, 0, 2), p, blocks*rows)          // [P, blocks·rows]
 	if blocks*rows > vocab {
 		logits = SliceAxis(logits, 1, AxisRange(0, vocab))
 	}
