@@ -1,10 +1,25 @@
 package bench
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/octlm/octlm/internal/sysinfo"
+	"github.com/octlm/octlm/loader"
 )
+
+// CheckBandwidthSize refuses a bandwidth read that would not fit in the memory available
+// now (MemAvailable): allocating it would swap or end in an out-of-memory kill. Where the
+// available memory cannot be read, every size is accepted.
+func CheckBandwidthSize(size int64) error {
+	if avail := sysinfo.MemAvailable(); avail > 0 && size > avail {
+		return fmt.Errorf("bench: a bandwidth read of %s does not fit the %s of memory available (of %s)",
+			loader.HumanBytes(size), loader.HumanBytes(avail), loader.HumanBytes(sysinfo.MemTotal()))
+	}
+	return nil
+}
 
 // ReadBandwidth measures the machine's memory read bandwidth in bytes per second: it fills a
 // buffer of at least size bytes (so no cache holds it), then sums it with one goroutine per

@@ -162,7 +162,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			if opts.LoadProgress != nil {
 				opts.LoadProgress(done, total)
 			}
-		}})
+		},
+		Warn: func(msg string) { logf("warning: %s", msg) }})
 	if err != nil {
 		return r, err
 	}
@@ -213,6 +214,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	r.DecodeCores = run.decodeCPU.Seconds() / run.decode.Seconds()
 
 	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	if err := CheckBandwidthSize(opts.BandwidthBytes); err != nil {
 		return r, err
 	}
 	logf("measuring read bandwidth (%s streamed by %d goroutines)", loader.HumanBytes(opts.BandwidthBytes), r.GOMAXPROCS)

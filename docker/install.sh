@@ -4,32 +4,38 @@
 #
 #   - Jupyter's headless executor (Debian packages jupyter-nbconvert, jupyter-client), and with
 #     --server also the classic notebook server (jupyter-notebook; Debian 12 has no JupyterLab);
-#   - gonb v0.11.5, goimports, staticcheck and gopls v0.23.0, built from the pinned tools module in
+#   - gonb v0.11.5, goimports, staticcheck and gopls v0.24.0, built from the pinned tools module in
 #     docker/tools (go.mod + go.sum), into $(go env GOPATH)/bin (or $GOBIN);
 #   - the gonb Jupyter kernel (`gonb --install`), with GOEXPERIMENT=simd and a PATH that finds
-#     go and goimports written into the kernel's environment (kernel.json "env").
+#     go and goimports written into the kernel's environment (kernel.json "env");
+#   - with --browser, what checks exported notebooks in a real browser: Debian's chromium, Node.js
+#     and npm (Debian's, unless node is already on PATH), and playwright-core pinned in
+#     notebooks/browsercheck/package-lock.json (npm ci --ignore-scripts: no browser download).
 #
 # It is idempotent: run it again and it only does what is missing. It is used by .ci/run and by
 # docker/Dockerfile*, so CI tests the same steps a user's image runs.
 #
-# Usage: bash docker/install.sh [--server] [--no-apt]
+# Usage: bash docker/install.sh [--server] [--browser] [--no-apt]
 #   --server   also install the Jupyter notebook server (for `jupyter notebook`).
+#   --browser  also install chromium, Node.js and playwright-core (notebooks/browsercheck).
 #   --no-apt   skip apt-get: Jupyter comes from elsewhere (pip, conda, Homebrew); only the Go
 #              tools and the kernel are installed.
 set -euo pipefail
 
 server=0
+browser=0
 apt=1
 for arg in "$@"; do
 	case "$arg" in
 	--server) server=1 ;;
+	--browser) browser=1 ;;
 	--no-apt) apt=0 ;;
 	-h | --help)
 		awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
 		exit 0
 		;;
 	*)
-		echo "install.sh: unknown flag $arg (want --server, --no-apt)" >&2
+		echo "install.sh: unknown flag $arg (want --server, --browser, --no-apt)" >&2
 		exit 2
 		;;
 	esac
@@ -65,6 +71,13 @@ if [ "$apt" = 1 ]; then
 	pkgs=(jupyter-nbconvert jupyter-client)
 	if [ "$server" = 1 ]; then
 		pkgs+=(jupyter-notebook)
+	fi
+	if [ "$browser" = 1 ]; then
+		pkgs+=(chromium)
+		# Node.js: Debian's (18 on Debian 12) unless a node is on PATH already.
+		if ! command -v node >/dev/null 2>&1; then
+			pkgs+=(nodejs npm)
+		fi
 	fi
 	missing=()
 	for p in "${pkgs[@]}"; do
@@ -139,4 +152,15 @@ sed 's/^/  /' "$spec" >&2
 specs="$(jupyter kernelspec list 2>/dev/null)" || die "jupyter kernelspec list failed"
 grep -q '^ *gonb ' <<<"$specs" || die "jupyter does not list the gonb kernel:
 $specs"
+# 4. The browser check's driver: playwright-core at the version package-lock.json pins, without
+# its install scripts (they would download a browser; the check uses Debian's chromium).
+if [ "$browser" = 1 ]; then
+	command -v chromium >/dev/null 2>&1 || die "chromium not found after install (apt-get install chromium)"
+	command -v node >/dev/null 2>&1 || die "node not found after install (apt-get install nodejs npm)"
+	command -v npm >/dev/null 2>&1 || die "npm not found (apt-get install npm)"
+	bc="$here/../notebooks/browsercheck"
+	say "npm ci --ignore-scripts in $bc (node $(node --version))"
+	(cd "$bc" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm ci in $bc"
+	[ -f "$bc/node_modules/playwright-core/package.json" ] || die "playwright-core missing in $bc/node_modules after npm ci"
+fi
 say "done: gonb kernel installed; GOEXPERIMENT=simd set in its environment"

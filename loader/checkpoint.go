@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/octlm/octlm/internal/fileio"
 )
 
 // File names of a checkpoint folder, as on the Hub.
@@ -19,6 +21,9 @@ const (
 	SingleFileName = "model.safetensors"
 	IndexFileName  = "model.safetensors.index.json"
 )
+
+// MaxIndexBytes bounds model.safetensors.index.json (a 400-shard index is about 100 KB).
+const MaxIndexBytes = 64 << 20
 
 // Entry is one tensor of a checkpoint and the open file holding it. Read it with
 // Entry.File.ReadFloat32(Entry.Info, dst).
@@ -34,6 +39,8 @@ type Checkpoint struct {
 	files   []*File // shard order: sorted by file name
 	entries map[string]Entry
 	index   *Index // nil for a single-file checkpoint
+	// warnings are oddities that do not stop the load (see Warnings).
+	warnings []string
 }
 
 // OpenCheckpoint opens the checkpoint in dir and validates every header (and the index, for a
@@ -66,9 +73,15 @@ func OpenCheckpoint(dir string) (*Checkpoint, error) {
 		for _, t := range f.tensors {
 			c.entries[t.Name] = Entry{File: f, Info: t}
 		}
+		c.warnings = strayFiles(dir, []string{SingleFileName}, "the checkpoint is "+SingleFileName)
 		return c, nil
 	case errIndex == nil:
-		return openSharded(dir, roots)
+		c, err := openSharded(dir, roots)
+		if err != nil {
+			return nil, err
+		}
+		c.warnings = strayFiles(dir, c.index.Shards(), IndexFileName+" does not list it")
+		return c, nil
 	case !errors.Is(errSingle, fs.ErrNotExist):
 		return nil, fmt.Errorf("loader: %w", errSingle)
 	case !errors.Is(errIndex, fs.ErrNotExist):
@@ -82,7 +95,7 @@ func openSharded(dir string, roots []string) (_ *Checkpoint, err error) {
 	if err := checkInside(indexPath, roots); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(indexPath)
+	data, err := fileio.ReadFile(indexPath, MaxIndexBytes)
 	if err != nil {
 		return nil, fmt.Errorf("loader: %w", err)
 	}
@@ -131,13 +144,35 @@ func openSharded(dir string, roots []string) (_ *Checkpoint, err error) {
 	return c, nil
 }
 
+// strayFiles lists, as warnings, the .safetensors files in dir other than used: weights a
+// reader might think are loaded but are not.
+func strayFiles(dir string, used []string, why string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, ".safetensors") && !strings.HasPrefix(name, ".") && !slices.Contains(used, name) {
+			out = append(out, fmt.Sprintf("%s: ignored: not part of the checkpoint (%s)", filepath.Join(dir, name), why))
+		}
+	}
+	return out
+}
+
+// Warnings are what OpenCheckpoint noticed but did not refuse: .safetensors files in the
+// folder that are not part of the checkpoint (a shard the index does not list). Callers show
+// them to the user.
+func (c *Checkpoint) Warnings() []string { return slices.Clone(c.warnings) }
+
 // allowedRoots returns the real folders a checkpoint file may resolve into: dir itself and, when
 // dir is a Hugging Face cache snapshot (models--Org--Name/snapshots/<commit>), the repository's
 // blobs folder, where the cache keeps the files the snapshot links to.
 func allowedRoots(dir string) ([]string, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return nil, fmt.Errorf("loader: %w", err)
+		return nil, fmt.Errorf("loader: %s: resolving symlinks: %w", dir, err)
 	}
 	abs, err := filepath.Abs(real)
 	if err != nil {
@@ -166,7 +201,7 @@ func allowedRoots(dir string) ([]string, error) {
 func checkInside(path string, roots []string) error {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return fmt.Errorf("loader: %w", err)
+		return fmt.Errorf("loader: %s: resolving symlinks: %w", path, err)
 	}
 	real, err = filepath.Abs(real)
 	if err != nil {
@@ -355,10 +390,10 @@ func SameData(a, b Entry) (bool, error) {
 	ba, bb := make([]byte, min(chunk, a.Info.Size)), make([]byte, min(chunk, a.Info.Size))
 	for off := int64(0); off < a.Info.Size; off += chunk {
 		n := min(chunk, a.Info.Size-off)
-		if _, err := a.File.f.ReadAt(ba[:n], a.Info.Offset+off); err != nil {
+		if err := a.File.readAt(ba[:n], a.Info.Offset+off); err != nil {
 			return false, fmt.Errorf("loader: %s: tensor %q: %w", a.File.path, a.Info.Name, err)
 		}
-		if _, err := b.File.f.ReadAt(bb[:n], b.Info.Offset+off); err != nil {
+		if err := b.File.readAt(bb[:n], b.Info.Offset+off); err != nil {
 			return false, fmt.Errorf("loader: %s: tensor %q: %w", b.File.path, b.Info.Name, err)
 		}
 		if !bytes.Equal(ba[:n], bb[:n]) {

@@ -2,9 +2,10 @@
 // malformed before a single tensor reaches the model.
 //
 // It owns the safetensors format (header rules, streaming reads, dtype conversion, writing),
-// sharded checkpoints (model.safetensors.index.json), snapshot manifests (file sizes and SHA-256)
-// and the Hugging Face Hub cache and download protocol. It knows nothing of graphs, models or
-// configs beyond file names: callers ask for tensors by name and decide what they mean.
+// sharded checkpoints (model.safetensors.index.json) and snapshot manifests (file sizes and
+// SHA-256). Fetching a checkpoint from the Hugging Face Hub is the hub package's job. It knows
+// nothing of graphs, models or configs beyond file names: callers ask for tensors by name and
+// decide what they mean.
 //
 // Tensors are decoded in bounded chunks, in parallel for large tensors: on Linux straight from a
 // read-only mapping of the file whose pages are released as soon as they are decoded, elsewhere

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/octlm/octlm/internal/fileio"
 )
 
 // File is one open safetensors file whose header has been fully validated.
@@ -30,12 +32,19 @@ type File struct {
 // Open opens path and validates its whole header (see ReadHeader) before returning.
 // Errors name the path and, for format errors, the tensor and rule (*FormatError).
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	// Stat before opening: opening a FIFO blocks until a writer comes.
+	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("loader: %w", err)
 	}
-	st, err := f.Stat()
+	if !st.Mode().IsRegular() {
+		return nil, &FormatError{Path: path, Rule: RuleNotRegularFile, Detail: st.Mode().String()}
+	}
+	f, err := fileio.OpenRead(path) // does not block should path have become a FIFO since
 	if err != nil {
+		return nil, fmt.Errorf("loader: %w", err)
+	}
+	if st, err = f.Stat(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("loader: %w", err)
 	}
@@ -103,10 +112,31 @@ func (f *File) ReadRaw(t TensorInfo, dst []byte) error {
 	if int64(len(dst)) != t.Size {
 		return fmt.Errorf("loader: %s: tensor %q: destination holds %d bytes, tensor has %d", f.path, t.Name, len(dst), t.Size)
 	}
-	if _, err := f.f.ReadAt(dst, t.Offset); err != nil {
+	if err := f.readAt(dst, t.Offset); err != nil {
 		return fmt.Errorf("loader: %s: tensor %q: %w", f.path, t.Name, err)
 	}
 	return nil
+}
+
+// ErrChanged is matched (errors.Is) by read errors caused by the file shrinking after Open
+// validated it: someone truncated or rewrote it while it was being read.
+var ErrChanged = errors.New("file changed while being read")
+
+// readAt fills dst from offset off; a short read (the file shrank since Open) is ErrChanged.
+func (f *File) readAt(dst []byte, off int64) error {
+	_, err := f.f.ReadAt(dst, off)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return f.changed()
+	}
+	return err
+}
+
+// changed describes a file that shrank after Open, with its sizes then and now.
+func (f *File) changed() error {
+	if st, err := f.f.Stat(); err == nil && st.Size() != f.size {
+		return fmt.Errorf("%w: %d bytes when opened, %d now", ErrChanged, f.size, st.Size())
+	}
+	return ErrChanged
 }
 
 // ReadBFloat16 reads a BF16 tensor as raw bfloat16 bit patterns (no conversion).
@@ -269,7 +299,8 @@ func readInto[T any](f *File, t TensorInfo, dst []T, elemSize int, decode func(o
 					if _, ok := r.(interface{ Addr() uintptr }); !ok {
 						panic(r)
 					}
-					fail(fmt.Errorf("file changed while being read (%v)", r))
+					// The fault is the mapping reaching past the file's new end.
+					fail(f.changed())
 				}
 			}()
 		}
@@ -294,7 +325,7 @@ func readInto[T any](f *File, t TensorInfo, dst []T, elemSize int, decode func(o
 				continue
 			}
 			raw := buf[:end-off]
-			if _, err := f.f.ReadAt(raw, off); err != nil {
+			if err := f.readAt(raw, off); err != nil {
 				fail(err)
 				return
 			}

@@ -13,7 +13,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/octlm/octlm/internal/fileio"
+	progressbar "github.com/octlm/octlm/internal/progress"
 )
 
 // ManifestFileName is the name of the manifest file inside a checkpoint folder.
@@ -112,7 +114,8 @@ func BuildManifest(dir string, progress io.Writer) (*Manifest, error) {
 	return m, nil
 }
 
-// WriteManifest builds the manifest of dir and writes it to dir/octlm-manifest.json.
+// WriteManifest builds the manifest of dir and writes it to dir/octlm-manifest.json (through
+// a temporary file renamed into place: a failed write leaves any earlier manifest whole).
 // repo and revision may be empty.
 func WriteManifest(dir, repo, revision string, progress io.Writer) (*Manifest, error) {
 	m, err := BuildManifest(dir, progress)
@@ -125,16 +128,19 @@ func WriteManifest(dir, repo, revision string, progress io.Writer) (*Manifest, e
 		return nil, err
 	}
 	path := filepath.Join(dir, ManifestFileName)
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+	if err := fileio.WriteFile(path, append(data, '\n')); err != nil {
 		return nil, fmt.Errorf("loader: %w", err)
 	}
 	return m, nil
 }
 
+// maxManifestBytes bounds a manifest file.
+const maxManifestBytes = 64 << 20
+
 // ReadManifest reads and validates a manifest file: known format, no duplicate keys or files,
 // relative slash paths inside the folder, non-negative sizes, 64-hex-digit digests.
 func ReadManifest(path string) (*Manifest, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, maxManifestBytes)
 	if err != nil {
 		return nil, fmt.Errorf("loader: %w", err)
 	}
@@ -161,7 +167,7 @@ func parseManifest(data []byte) (*Manifest, error) {
 	}
 	seen := map[string]bool{}
 	for _, f := range m.Files {
-		if !validManifestName(f.Name) || seen[f.Name] {
+		if !ValidManifestName(f.Name) || seen[f.Name] {
 			return nil, &FormatError{Tensor: f.Name, Rule: RuleManifest, Detail: "file name must be a unique relative path inside the folder"}
 		}
 		seen[f.Name] = true
@@ -227,7 +233,10 @@ func checkNoDuplicateKeys(data []byte) error {
 	return s.end("")
 }
 
-func validManifestName(name string) bool {
+// ValidManifestName reports whether name is a file a manifest (or a Hub snapshot) may list: a
+// slash-separated path that stays inside its folder (no empty, "." or ".." part, no backslash or
+// NUL, not absolute).
+func ValidManifestName(name string) bool {
 	if name == "" || strings.Contains(name, `\`) || strings.Contains(name, "\x00") || path.IsAbs(name) || filepath.IsAbs(name) {
 		return false
 	}
@@ -244,7 +253,7 @@ func validManifestName(name string) bool {
 // download fails at once. The first mismatch is returned as a *FormatError naming the file.
 func (m *Manifest) Verify(dir string, progress io.Writer) error {
 	for _, f := range m.Files {
-		if !validManifestName(f.Name) {
+		if !ValidManifestName(f.Name) {
 			return &FormatError{Path: dir, Tensor: f.Name, Rule: RuleManifest, Detail: "file name escapes the folder"}
 		}
 		p := filepath.Join(dir, filepath.FromSlash(f.Name))
@@ -334,83 +343,23 @@ func hashFile(path string, progress io.Writer) (string, int64, error) {
 	}
 	h := sha256.New()
 	var w io.Writer = h
-	var pw *progressWriter
+	var bar *progressbar.Writer
 	if progress != nil && st.Size() >= 64<<20 {
-		pw = newProgress(progress, "sha256 "+filepath.Base(path), st.Size(), 0)
-		w = io.MultiWriter(h, pw)
+		bar = progressbar.NewWriter(progress, "sha256 "+filepath.Base(path), st.Size(), 0)
+		w = io.MultiWriter(h, bar)
 	}
 	n, err := io.CopyBuffer(w, f, make([]byte, 1<<20))
 	if err != nil {
+		if bar != nil {
+			bar.Abandon()
+		}
 		return "", 0, fmt.Errorf("loader: hashing %s: %w", path, err)
 	}
-	if pw != nil {
-		pw.done()
+	if bar != nil {
+		bar.Finish()
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// progressWriter counts bytes and prints a status line at most twice a second.
-type progressWriter struct {
-	out        io.Writer
-	label      string
-	total, n   int64
-	start      time.Time
-	last       time.Time
-	startBytes int64
-}
-
-func newProgress(out io.Writer, label string, total, already int64) *progressWriter {
-	now := time.Now()
-	return &progressWriter{out: out, label: label, total: total, n: already, startBytes: already, start: now, last: now}
-}
-
-func (p *progressWriter) Write(b []byte) (int, error) {
-	p.n += int64(len(b))
-	if now := time.Now(); now.Sub(p.last) >= 500*time.Millisecond {
-		p.last = now
-		p.print("\r")
-	}
-	if p.n >= p.total && p.total > 0 {
-		p.done()
-	}
-	return len(b), nil
-}
-
-func (p *progressWriter) done() {
-	if p.out == nil {
-		return
-	}
-	p.print("\r")
-	fmt.Fprintln(p.out)
-	p.out = nil
-}
-
-func (p *progressWriter) print(prefix string) {
-	if p.out == nil {
-		return
-	}
-	el := time.Since(p.start).Seconds()
-	rate := 0.0
-	if el > 0 {
-		rate = float64(p.n-p.startBytes) / el
-	}
-	pct := 100.0
-	if p.total > 0 {
-		pct = 100 * float64(p.n) / float64(p.total)
-	}
-	fmt.Fprintf(p.out, "%s%s: %5.1f%% %s / %s  %s/s   ", prefix, p.label, pct, HumanBytes(p.n), HumanBytes(p.total), HumanBytes(int64(rate)))
-}
-
 // HumanBytes formats a byte count with binary units ("1.40 GiB").
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func HumanBytes(n int64) string { return progressbar.HumanBytes(n) }

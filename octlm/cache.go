@@ -18,6 +18,7 @@ type Cache struct {
 	kv       []*tensors.Tensor // k0, v0, k1, v1, ...
 	capacity int
 	length   int
+	ids      []int // the token IDs at positions [0, length)
 	broken   bool
 }
 
@@ -35,6 +36,39 @@ func (m *Model) NewCache(capacity int) (*Cache, error) {
 
 // Len is the number of positions the cache holds.
 func (c *Cache) Len() int { return c.length }
+
+// IDs are the token IDs the cache holds keys and values for, in position order. The slice
+// belongs to the cache: copy it to keep it.
+func (c *Cache) IDs() []int { return c.ids[:c.length:c.length] }
+
+// Truncate drops every position from n on, so that the cache holds the first n positions it
+// held. The dropped slots are zeroed, as the step graph requires of slots past Len.
+func (c *Cache) Truncate(n int) error {
+	if c.broken {
+		return errors.New("octlm: the KV cache was closed or lost in a failed step")
+	}
+	if n < 0 || n > c.length {
+		return fmt.Errorf("octlm: cannot truncate a cache of %d positions to %d: %w", c.length, n, ErrBadInput)
+	}
+	if n == c.length {
+		return nil
+	}
+	for _, t := range c.kv {
+		heads := t.Shape().Dimensions[0]
+		rowBytes := int(t.Shape().ByteSize()) / (heads * c.capacity)
+		if err := t.MutableBytes(func(b []byte) {
+			for h := range heads {
+				clear(b[(h*c.capacity+n)*rowBytes : (h*c.capacity+c.length)*rowBytes])
+			}
+		}); err != nil {
+			c.broken = true
+			return fmt.Errorf("octlm: truncating the KV cache: %w", err)
+		}
+	}
+	c.length = n
+	c.ids = c.ids[:n]
+	return nil
+}
 
 // Capacity is the number of positions the cache has room for before it grows.
 func (c *Cache) Capacity() int { return c.capacity }

@@ -1,23 +1,28 @@
 package octlm
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
 
-// Qwen3's stop tokens: <|im_end|> and <|endoftext|>.
+// Stop reasons of a Generation, and the default MaxNewTokens.
 const (
-	QwenIMEnd      = 151645
-	QwenEndOfText  = 151643
-	StopEOS        = "eos"
-	StopLength     = "length"
-	StopCallback   = "stopped"
-	defaultMaxNew  = 256
+	StopEOS       = "eos"
+	StopLength    = "length"
+	StopCallback  = "stopped"
+	defaultMaxNew = 256
 )
 
-// QwenStopIDs are the token IDs that end a Qwen3 generation.
-var QwenStopIDs = []int{QwenIMEnd, QwenEndOfText}
+// StopInterrupted is the stop reason of a generation whose context was cancelled (Ctrl-C).
+const StopInterrupted = "interrupted"
+
+// ErrNonFinite is wrapped by Generate's error when a step's logits hold NaN or ±Inf: no token
+// can be chosen from them (a corrupt weight, or an overflow in half precision).
+var ErrNonFinite = errors.New("non-finite logits")
 
 // GenerateOptions configure Generate.
 type GenerateOptions struct {
@@ -26,19 +31,26 @@ type GenerateOptions struct {
 	StopIDs      []int    // generation ends after emitting one of these (it is kept in GeneratedIDs)
 	// OnToken, when set, is called with every generated token as it arrives; returning false stops.
 	OnToken func(id int) bool
+	// Context, when set and done, ends the generation before the next step with StopReason
+	// StopInterrupted and no error: the tokens so far are kept. A step already running finishes.
+	Context context.Context
 }
 
 // Generation is the result of Generate.
 type Generation struct {
 	PromptIDs        []int
 	GeneratedIDs     []int
-	StopReason       string // "eos", "length" or "stopped"
+	StopReason       string // "eos", "length", "stopped" or "interrupted"
 	TimeToFirstToken time.Duration
 	Prefill          time.Duration // the prompt's forward pass
 	Decode           time.Duration // every step after the first token
+	// Reused is the number of prompt positions taken from the cache instead of recomputed
+	// (GenerateOn only).
+	Reused int
 }
 
-// TokensPerSecond is the decode speed: generated tokens after the first, per second.
+// TokensPerSecond is the decode speed: generated tokens after the first, per second. It is
+// 0 when fewer than two tokens were generated (there is no decode step to time then).
 func (g Generation) TokensPerSecond() float64 {
 	if len(g.GeneratedIDs) < 2 || g.Decode <= 0 {
 		return 0
@@ -50,40 +62,84 @@ func (g Generation) TokensPerSecond() float64 {
 // token at a time on top of the KV cache, whose capacity is reserved up front. If a step fails,
 // it returns the tokens generated so far together with the error.
 func (m *Model) Generate(prompt []int, opts GenerateOptions) (Generation, error) {
-	if err := opts.Sampling.Validate(); err != nil {
+	maxNew, err := checkGenerate(m, prompt, opts)
+	if err != nil {
 		return Generation{}, err
+	}
+	cache, err := m.NewCache(len(prompt) + maxNew - 1)
+	if err != nil {
+		return Generation{}, err
+	}
+	defer cache.Close()
+	return m.generate(cache, prompt, opts)
+}
+
+// GenerateOn is Generate on a cache kept between calls, as a chat keeps one across turns:
+// the part of prompt that cache already holds (the longest common prefix of prompt and
+// Cache.IDs) is not recomputed, positions past it are dropped from the cache, and the rest of
+// prompt is run on top. Afterwards the cache holds prompt and every generated token but the
+// last, which no step has seen.
+func (m *Model) GenerateOn(cache *Cache, prompt []int, opts GenerateOptions) (Generation, error) {
+	if cache == nil || cache.model != m {
+		return Generation{}, fmt.Errorf("octlm: the cache does not belong to this model: %w", ErrBadInput)
+	}
+	if _, err := checkGenerate(m, prompt, opts); err != nil {
+		return Generation{}, err
+	}
+	return m.generate(cache, prompt, opts)
+}
+
+// checkGenerate validates a generation request and returns the number of new tokens to reserve.
+func checkGenerate(m *Model, prompt []int, opts GenerateOptions) (int, error) {
+	if err := opts.Sampling.Validate(); err != nil {
+		return 0, err
 	}
 	maxNew := opts.MaxNewTokens
 	if maxNew == 0 {
 		maxNew = defaultMaxNew
 	}
 	if maxNew < 0 {
-		return Generation{}, fmt.Errorf("octlm: max new tokens must be positive, got %d: %w", maxNew, ErrBadInput)
+		return 0, fmt.Errorf("octlm: max new tokens must be positive, got %d: %w", maxNew, ErrBadInput)
 	}
 	if len(prompt) == 0 {
-		return Generation{}, fmt.Errorf("octlm: empty prompt: %w", ErrBadInput)
+		return 0, fmt.Errorf("octlm: empty prompt: %w", ErrBadInput)
 	}
 	if len(prompt) > m.Config.ContextLength {
-		return Generation{}, fmt.Errorf("octlm: the prompt's %d tokens exceed the context length %d: %w",
+		return 0, fmt.Errorf("octlm: the prompt's %d tokens exceed the context length %d: %w",
 			len(prompt), m.Config.ContextLength, ErrBadInput)
 	}
-	maxNew = min(maxNew, m.Config.ContextLength-len(prompt)+1)
-	cache, err := m.NewCache(len(prompt) + maxNew - 1)
-	if err != nil {
+	return min(maxNew, m.Config.ContextLength-len(prompt)+1), nil
+}
+
+// generate runs prompt on top of the part of cache it shares, then samples until a stop.
+func (m *Model) generate(cache *Cache, prompt []int, opts GenerateOptions) (Generation, error) {
+	maxNew, _ := checkGenerate(m, prompt, opts)
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// At least the prompt's last token runs, to give the first logits.
+	keep := min(commonPrefix(cache.IDs(), prompt), len(prompt)-1)
+	if err := cache.Truncate(keep); err != nil {
 		return Generation{}, err
 	}
-	defer cache.Close()
-
 	sampler := NewSampler(opts.Sampling)
-	g := Generation{PromptIDs: slices.Clone(prompt), StopReason: StopLength}
+	g := Generation{PromptIDs: slices.Clone(prompt), StopReason: StopLength, Reused: keep}
 	seen := slices.Clone(prompt)
 	begin := time.Now()
-	logits, err := m.Next(prompt, cache)
+	logits, err := m.Next(prompt[keep:], cache)
 	if err != nil {
 		return g, err
 	}
 	g.Prefill = time.Since(begin)
 	for {
+		if ctx.Err() != nil {
+			g.StopReason = StopInterrupted
+			break
+		}
+		if err := checkFinite(logits); err != nil {
+			return g, fmt.Errorf("octlm: generated token %d: %w", len(g.GeneratedIDs)+1, err)
+		}
 		id := sampler.Next(logits, seen)
 		if len(g.GeneratedIDs) == 0 {
 			g.TimeToFirstToken = time.Since(begin)
@@ -105,6 +161,27 @@ func (m *Model) Generate(prompt []int, opts GenerateOptions) (Generation, error)
 			return g, err
 		}
 	}
-	g.Decode = time.Since(begin) - g.TimeToFirstToken
+	if len(g.GeneratedIDs) > 0 {
+		g.Decode = time.Since(begin) - g.TimeToFirstToken
+	}
 	return g, nil
+}
+
+// checkFinite reports the first NaN or ±Inf in logits.
+func checkFinite(logits []float32) error {
+	for i, v := range logits {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("%w: the logit of token %d is %v (a corrupt weight, or an overflow in half precision?)", ErrNonFinite, i, v)
+		}
+	}
+	return nil
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []int) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }

@@ -165,8 +165,13 @@ func mlp(x *Node, layer layerNodes) *Node {
 // the host exactly as torch does), freqs = position × inv_freq in float32, then cos and sin.
 // It returns the half-width tables [S, headDim/2]; applyRotary lays them out per pairing.
 func (m *Model) rotaryEmbedding(positions *Node) (cos, sin *Node) {
+	return rotaryTables(positions, m.Config.HeadWidth(), m.Config.Base())
+}
+
+// rotaryTables are cos and sin of the angles position × InvFreq(headDim, base) in float32, [S, headDim/2].
+func rotaryTables(positions *Node, headDim int, base float64) (cos, sin *Node) {
 	g := positions.Graph()
-	invFreq := Const(g, InvFreq(m.Config.HeadWidth(), m.Config.Base())) // [headDim/2]
+	invFreq := Const(g, InvFreq(headDim, base)) // [headDim/2]
 	freqs := Mul(InsertAxes(ConvertDType(positions, dtypes.Float32), -1), InsertAxes(invFreq, 0))
 	return Cos(freqs), Sin(freqs)
 }

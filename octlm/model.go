@@ -265,6 +265,7 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 	}
 	cache.kv = outputs[1:]
 	cache.length = end
+	cache.ids = append(cache.ids, ids...)
 	logits := Logits{Rows: len(rows), Vocab: m.Config.VocabSize}
 	logits.Data, err = tensors.CopyFlatData[float32](outputs[0])
 	_ = outputs[0].FinalizeAll()

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
+
+	"github.com/octlm/octlm/internal/fileio"
 )
 
 // qwenSupported lists the Qwen3 settings this decoder implements; any other value is refused.
@@ -75,9 +76,12 @@ func QwenConfig(data []byte) (Config, error) {
 	return c, nil
 }
 
-// ReadQwenConfig reads and checks a config.json file.
+// MaxConfigBytes bounds config.json (the Hub's are about 1 KB).
+const MaxConfigBytes = 1 << 20
+
+// ReadQwenConfig reads and checks a config.json file: a regular file of at most MaxConfigBytes.
 func ReadQwenConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, MaxConfigBytes)
 	if err != nil {
 		return Config{}, fmt.Errorf("octlm: %w", err)
 	}

@@ -74,45 +74,56 @@ func Argmax(logits []float32) int {
 func (sp *Sampler) Next(logits []float32, seen []int) int {
 	s := sp.s
 	if p := s.RepetitionPenalty; p != 0 && p != 1 {
-		// Once per distinct token, however often it was seen, as transformers does.
-		if len(sp.seen) < len(logits) {
-			sp.seen = make([]bool, len(logits))
-		}
-		for _, id := range seen {
-			if sp.seen[id] {
-				continue
-			}
-			sp.seen[id] = true
-			if v := logits[id]; v > 0 {
-				logits[id] = v / float32(p)
-			} else {
-				logits[id] = v * float32(p)
-			}
-		}
-		for _, id := range seen {
-			sp.seen[id] = false
-		}
+		sp.penalize(logits, seen, float32(p))
 	}
 	if s.Temperature == 0 {
 		return Argmax(logits)
 	}
+	sp.rank(logits, s.TopK)
+	sp.softmax(logits, s.Temperature)
+	return sp.draw(sp.nucleus(s.TopP, s.MinP))
+}
+
+// penalize applies the repetition penalty p to the logits of the tokens in seen: a positive
+// logit is divided by p, a negative one multiplied. It acts once per distinct token, however
+// often it was seen, as transformers does.
+func (sp *Sampler) penalize(logits []float32, seen []int, p float32) {
+	if len(sp.seen) < len(logits) {
+		sp.seen = make([]bool, len(logits))
+	}
+	for _, id := range seen {
+		if sp.seen[id] {
+			continue
+		}
+		sp.seen[id] = true
+		if v := logits[id]; v > 0 {
+			logits[id] = v / p
+		} else {
+			logits[id] = v * p
+		}
+	}
+	for _, id := range seen {
+		sp.seen[id] = false
+	}
+}
+
+// rank sets sp.order to the candidate token IDs sorted by logit, highest first: the topK best
+// when topK > 0, else all. A NaN logit becomes -Inf.
+func (sp *Sampler) rank(logits []float32, topK int) {
 	// A NaN logit is no candidate: it would poison the softmax and the sort.
 	for i, v := range logits {
 		if v != v {
 			logits[i] = float32(math.Inf(-1))
 		}
 	}
-	// Candidates sorted by logit, highest first; top-k cuts the list.
 	sp.order = sp.order[:0]
 	for i := range logits {
 		sp.order = append(sp.order, i)
 	}
-	k := len(logits)
-	if s.TopK > 0 && s.TopK < k {
-		k = s.TopK
+	if topK > 0 && topK < len(logits) {
 		// Partial selection: only the top k need sorting.
-		selectTop(sp.order, logits, k)
-		sp.order = sp.order[:k]
+		selectTop(sp.order, logits, topK)
+		sp.order = sp.order[:topK]
 	}
 	slices.SortStableFunc(sp.order, func(a, b int) int {
 		switch {
@@ -123,16 +134,20 @@ func (sp *Sampler) Next(logits []float32, seen []int) int {
 		}
 		return 0
 	})
-	// Softmax of logits / temperature over the candidates, shifted by the top logit before
-	// dividing so that a tiny temperature cannot overflow to Inf-Inf. Tokens tied with the top
-	// weigh 1, which also covers a top of ±Inf (when every logit is -Inf, all tie).
+}
+
+// softmax sets sp.probs to the softmax of logits / temperature over the candidates in sp.order.
+// Logits are shifted by the top one before dividing so that a tiny temperature cannot overflow
+// to Inf-Inf. Tokens tied with the top weigh 1, which also covers a top of ±Inf (when every logit
+// is -Inf, all tie).
+func (sp *Sampler) softmax(logits []float32, temperature float64) {
 	sp.probs = sp.probs[:0]
 	top := float64(logits[sp.order[0]])
 	sum := 0.0
 	for _, id := range sp.order {
 		p := 1.0
 		if v := float64(logits[id]); v != top {
-			p = math.Exp((v - top) / s.Temperature)
+			p = math.Exp((v - top) / temperature)
 		}
 		sp.probs = append(sp.probs, p)
 		sum += p
@@ -140,20 +155,25 @@ func (sp *Sampler) Next(logits []float32, seen []int) int {
 	for i := range sp.probs {
 		sp.probs[i] /= sum
 	}
+}
+
+// nucleus returns how many of the candidates, best first, top-p and then min-p keep (at least
+// one): the smallest prefix whose mass reaches topP (when 0 < topP < 1), cut before the first
+// token less likely than minP times the best.
+func (sp *Sampler) nucleus(topP, minP float64) int {
 	n := len(sp.order)
-	if s.TopP > 0 && s.TopP < 1 {
-		// Keep the smallest prefix whose mass reaches top_p (at least one token).
+	if topP > 0 && topP < 1 {
 		cum := 0.0
 		for i, p := range sp.probs {
 			cum += p
-			if cum >= s.TopP {
+			if cum >= topP {
 				n = i + 1
 				break
 			}
 		}
 	}
-	if s.MinP > 0 {
-		limit := s.MinP * sp.probs[0]
+	if minP > 0 {
+		limit := minP * sp.probs[0]
 		for i := 1; i < n; i++ {
 			if sp.probs[i] < limit {
 				n = i
@@ -161,6 +181,11 @@ func (sp *Sampler) Next(logits []float32, seen []int) int {
 			}
 		}
 	}
+	return n
+}
+
+// draw picks one of the first n candidates with probability proportional to its weight.
+func (sp *Sampler) draw(n int) int {
 	mass := 0.0
 	for _, p := range sp.probs[:n] {
 		mass += p

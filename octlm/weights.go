@@ -173,6 +173,9 @@ type LoadOptions struct {
 	DType   DType // resident weights and activations; "" means Float32
 	// Progress, when set, is called after each tensor with the bytes loaded so far and in all.
 	Progress func(name string, done, total int64)
+	// Warn, when set, receives what the load noticed but did not refuse (a shard file the
+	// index does not list), one message per call.
+	Warn func(msg string)
 }
 
 // Load reads a Hugging Face Qwen3 checkpoint folder (config.json and model.safetensors, or a
@@ -187,6 +190,11 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	defer ckpt.Close()
+	if opts.Warn != nil {
+		for _, w := range ckpt.Warnings() {
+			opts.Warn(w)
+		}
+	}
 	return LoadCheckpoint(cfg, ckpt, opts)
 }
 
@@ -201,6 +209,9 @@ func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (m *M
 	}
 	if opts.Backend == nil {
 		return nil, fmt.Errorf("octlm: load: no backend given")
+	}
+	if err := checkSizes(cfg, ckpt); err != nil {
+		return nil, err
 	}
 	dtype := opts.DType
 	if dtype == "" {

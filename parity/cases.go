@@ -2,17 +2,21 @@ package parity
 
 import (
 	"encoding/json"
-	"os"
 	"slices"
+
+	"github.com/octlm/octlm/internal/fileio"
 )
 
 // CasesFileName is the file listing a checkpoint's parity cases: a JSON list of lists of token
 // IDs, which reference.py reads and whose order the reference files follow.
 const CasesFileName = "cases.json"
 
+// maxCasesBytes bounds cases.json.
+const maxCasesBytes = 64 << 20
+
 // ReadCases reads a cases.json file. Every case must be a non-empty list of non-negative integers.
 func ReadCases(path string) ([][]int, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, maxCasesBytes)
 	if err != nil {
 		return nil, badInput("parity: %w", err)
 	}

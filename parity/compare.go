@@ -97,30 +97,6 @@ type Row struct {
 // Failed reports whether the row fails the gate: a non-finite logit or a maximum above Tolerance.
 func (r Row) Failed() bool { return !r.Stats.Finite || r.Stats.MaxAbsoluteError > Tolerance }
 
-// MarshalJSON writes the row's JSONL form.
-func (r Row) MarshalJSON() ([]byte, error) {
-	return marshalJSON(struct {
-		Type              string   `json:"type"`
-		Case              int      `json:"case"`
-		Path              string   `json:"path"`
-		Positions         int      `json:"positions"`
-		MaxAbsoluteError  *float64 `json:"max_absolute_error"`
-		MeanAbsoluteError *float64 `json:"mean_absolute_error"`
-		ArgmaxAgreement   float64  `json:"argmax_agreement"`
-		ArgmaxMatches     int      `json:"argmax_matches"`
-		Tolerance         float64  `json:"tolerance"`
-	}{"logit_parity", r.Case, r.Path, r.Stats.Positions, finite(r.Stats.MaxAbsoluteError), finite(r.Stats.MeanAbsoluteError),
-		r.Stats.ArgmaxAgreement(), r.Stats.ArgmaxMatches, Tolerance})
-}
-
-// finite is nil for NaN and infinities, which JSON cannot hold.
-func finite(x float64) *float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return nil
-	}
-	return &x
-}
-
 // GateError is a failed comparison: the first failing row of a run.
 type GateError struct {
 	DType octlm.DType

@@ -21,22 +21,6 @@ type HalfRow struct {
 	Stats Stats
 }
 
-// MarshalJSON writes the row's JSONL form.
-func (r HalfRow) MarshalJSON() ([]byte, error) {
-	return marshalJSON(struct {
-		Type              string   `json:"type"`
-		DType             string   `json:"dtype"`
-		Case              int      `json:"case"`
-		Path              string   `json:"path"`
-		Positions         int      `json:"positions"`
-		MaxAbsoluteError  *float64 `json:"max_absolute_error"`
-		MeanAbsoluteError *float64 `json:"mean_absolute_error"`
-		ArgmaxAgreement   float64  `json:"argmax_agreement"`
-		ArgmaxMatches     int      `json:"argmax_matches"`
-	}{"half_logit_parity", string(r.DType), r.Case, r.Path, r.Stats.Positions, finite(r.Stats.MaxAbsoluteError),
-		finite(r.Stats.MeanAbsoluteError), r.Stats.ArgmaxAgreement(), r.Stats.ArgmaxMatches})
-}
-
 // GreedyRow compares the tokens a half-precision model generates greedily from a case's prompt
 // with the float32 model's: a JSONL line of type "half_greedy_agreement" with the fields type,
 // dtype, case, prompt_positions, tokens, matches, agreement, common_prefix, float32_ids and ids.
@@ -78,23 +62,6 @@ func (r GreedyRow) Agreement() float64 {
 		return 0
 	}
 	return float64(r.Matches()) / float64(r.Tokens())
-}
-
-// MarshalJSON writes the row's JSONL form.
-func (r GreedyRow) MarshalJSON() ([]byte, error) {
-	return marshalJSON(struct {
-		Type            string  `json:"type"`
-		DType           string  `json:"dtype"`
-		Case            int     `json:"case"`
-		PromptPositions int     `json:"prompt_positions"`
-		Tokens          int     `json:"tokens"`
-		Matches         int     `json:"matches"`
-		Agreement       float64 `json:"agreement"`
-		CommonPrefix    int     `json:"common_prefix"`
-		Float32IDs      []int   `json:"float32_ids"`
-		IDs             []int   `json:"ids"`
-	}{"half_greedy_agreement", string(r.DType), r.Case, r.PromptPositions, r.Tokens(), r.Matches(), r.Agreement(),
-		r.CommonPrefix(), r.Float32IDs, r.IDs})
 }
 
 // Greedy generates n tokens greedily from every case's prompt (no stop tokens), on the cached path.

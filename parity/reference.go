@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
@@ -53,6 +54,9 @@ type Reference struct {
 	Vocab int
 	// Metadata is the safetensors __metadata__ of case 0 (reference.py records its versions there).
 	Metadata map[string]string
+	// Warnings name files that look like reference files but are not read (a misnamed
+	// reference-logits-x), for the caller to show.
+	Warnings []string
 }
 
 // Case is one reference case: its token IDs and where its logits are.
@@ -69,7 +73,8 @@ func (c Case) Positions() int { return len(c.IDs) }
 // ReadReference reads the headers and token IDs of every reference-logits-N.safetensors file in
 // dir. The files must be numbered 0, 1, … with no gap; each must hold exactly the tensors ids
 // (I64 [T], T ≥ 1) and logits (F32 [T, vocab]), with one vocabulary size across the folder.
-// Other files in dir are ignored. Every error matches ErrBadInput.
+// Other files in dir are ignored; those whose names start like a reference file's are listed
+// in Warnings. Every error matches ErrBadInput.
 func ReadReference(dir string) (*Reference, error) {
 	st, err := os.Stat(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -86,9 +91,13 @@ func ReadReference(dir string) (*Reference, error) {
 		return nil, badInput("parity: reference folder: %w", err)
 	}
 	var numbers []int
+	var warnings []string
 	for _, e := range entries {
 		m := referenceName.FindStringSubmatch(e.Name())
 		if m == nil {
+			if strings.HasPrefix(e.Name(), "reference-logits") {
+				warnings = append(warnings, fmt.Sprintf("%s: ignored: not named reference-logits-N.safetensors (N a case number without leading zeros)", filepath.Join(dir, e.Name())))
+			}
 			continue
 		}
 		n, err := strconv.Atoi(m[1])
@@ -107,7 +116,7 @@ func ReadReference(dir string) (*Reference, error) {
 				dir, ReferenceFileName(i), len(numbers)-1)
 		}
 	}
-	ref := &Reference{Dir: dir}
+	ref := &Reference{Dir: dir, Warnings: warnings}
 	for n := range numbers {
 		c, metadata, err := readCaseHeader(filepath.Join(dir, ReferenceFileName(n)), n)
 		if err != nil {

@@ -1,13 +1,13 @@
 package parity
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
 	"strings"
 
+	"github.com/octlm/octlm/internal/buildinfo"
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 )
@@ -29,38 +29,12 @@ type RunInfo struct {
 	Versions          map[string]string
 }
 
-// MarshalJSON writes the run line.
-func (r RunInfo) MarshalJSON() ([]byte, error) {
-	half := make([]string, len(r.HalfDTypes))
-	for i, d := range r.HalfDTypes {
-		half[i] = string(d)
-	}
-	return marshalJSON(struct {
-		Type              string            `json:"type"`
-		Model             string            `json:"model"`
-		Reference         string            `json:"reference"`
-		Backend           string            `json:"backend"`
-		Plugin            string            `json:"plugin,omitempty"`
-		DType             string            `json:"dtype"`
-		HalfDTypes        []string          `json:"half_dtypes"`
-		Tolerance         float64           `json:"tolerance"`
-		Cases             int               `json:"cases"`
-		Checkpoint        map[string]string `json:"checkpoint"`
-		ReferenceFiles    map[string]string `json:"reference_files"`
-		ReferenceMetadata map[string]string `json:"reference_metadata,omitempty"`
-		Versions          map[string]string `json:"versions"`
-	}{"run", r.Model, r.Reference, r.Backend, r.Plugin, string(octlm.Float32), half, Tolerance, r.Cases,
-		r.Checkpoint, r.ReferenceFiles, r.ReferenceMetadata, r.Versions})
-}
-
-func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }
-
 // Versions reports the versions a run depends on: Go, the octlm module, and GoMLX with its
 // compute and go-xla modules, as the binary's build information records them.
 func Versions() map[string]string {
 	v := map[string]string{"go": runtime.Version(), "octlm": "unknown", "gomlx": "unknown", "compute": "unknown", "go-xla": "unknown"}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
+	info := buildinfo.Read()
+	if info == nil {
 		return v
 	}
 	modules := map[string]string{
@@ -69,31 +43,17 @@ func Versions() map[string]string {
 		"github.com/gomlx/compute": "compute",
 		"github.com/gomlx/go-xla":  "go-xla",
 	}
-	for _, d := range append([]*debug.Module{&info.Main}, info.Deps...) {
-		key, ok := modules[d.Path]
-		if !ok || d.Version == "" {
-			continue
+	for path, key := range modules {
+		if m := buildinfo.Module(info, path); m != nil && m.Version != "" {
+			v[key] = buildinfo.Version(m)
 		}
-		version := d.Version
-		if d.Replace != nil && d.Replace.Version != "" {
-			version = d.Replace.Version
-		}
-		v[key] = version
 	}
 	if info.Main.Path == "github.com/octlm/octlm" {
 		// A build inside the repository: add the commit when the toolchain recorded it.
-		var revision, modified string
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				revision = s.Value
-			case "vcs.modified":
-				modified = s.Value
-			}
-		}
-		if revision != "" && !strings.Contains(v["octlm"], revision[:min(12, len(revision))]) {
-			v["octlm"] += " " + revision[:min(12, len(revision))]
-			if modified == "true" {
+		revision, modified := buildinfo.Revision(info)
+		if short := revision[:min(12, len(revision))]; short != "" && !strings.Contains(v["octlm"], short) {
+			v["octlm"] += " " + short
+			if modified {
 				v["octlm"] += "+dirty"
 			}
 		}
@@ -149,32 +109,10 @@ func (r *Report) Err() error {
 	return nil
 }
 
-// WriteJSONL writes the run line, then the gated rows, then the half-precision logit rows and
-// greedy rows, one JSON object per line.
-func (r *Report) WriteJSONL(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	lines := []any{r.Run}
-	for _, row := range r.Rows {
-		lines = append(lines, row)
-	}
-	for _, row := range r.Half {
-		lines = append(lines, row)
-	}
-	for _, row := range r.Greedy {
-		lines = append(lines, row)
-	}
-	for _, line := range lines {
-		if err := enc.Encode(line); err != nil {
-			return fmt.Errorf("parity: writing JSONL: %w", err)
-		}
-	}
-	return nil
-}
-
 // WriteTable writes the readable report: a header naming what was compared, one line per gated
 // row, the half-precision tables when measured, and a one-line verdict.
 func (r *Report) WriteTable(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := &fileio.ErrWriter{W: w}
 	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
 	backend := r.Run.Backend
 	if r.Run.Plugin != "" {
@@ -210,7 +148,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	p("\n%s\n", r.Verdict())
-	return ew.err
+	return ew.Err
 }
 
 // Verdict is the one-line summary: PASS with the worst error, or FAIL with the first failure.
@@ -242,20 +180,3 @@ func sci(x float64) string { return fmt.Sprintf("%.2e", x) }
 
 // fraction prints argmax agreement as matches/positions.
 func fraction(s Stats) string { return fmt.Sprintf("%d/%d", s.ArgmaxMatches, s.Positions) }
-
-// errWriter keeps the first write error.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	if err != nil {
-		e.err = err
-	}
-	return n, err
-}

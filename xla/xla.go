@@ -1,10 +1,12 @@
-// Package xla chooses octlm's compute backend: the pure-Go backend ("go"), or XLA through a PJRT plugin
-// ("xla:cpu", "xla:cuda"), and finds PJRT plugins on disk ($PJRT_PLUGIN_LIBRARY_PATH, go-xla's install
-// folders, a Python environment's JAX CUDA plugin).
+// Package xla is the one place in octlm that knows about PJRT: no other package imports go-xla or
+// handles a plugin. It chooses octlm's compute backend, the pure-Go backend ("go") or XLA through a
+// PJRT plugin ("xla:cpu", "xla:cuda"), finds PJRT plugins on disk ($PJRT_PLUGIN_LIBRARY_PATH,
+// go-xla's install folders, a Python environment's JAX CUDA plugin), checks a plugin's PJRT C API
+// version before go-xla loads it, and installs plugins on request. Callers get a compute.Backend
+// and an Info describing it.
 //
-// It is the only package in octlm that knows PJRT exists. It knows nothing of models, tensors or
-// checkpoints, and it never downloads anything unless asked through Install: go-xla's automatic
-// download is switched off when this package is imported.
+// It knows nothing of models, tensors or checkpoints, and it never downloads anything unless asked
+// through Install: go-xla's automatic download is switched off when this package is imported.
 //
 // Float32 matmuls stay exact: on CUDA, Open turns go-xla's TF32 default off (every DotGeneral then
 // carries precision HIGHEST) and sets NVIDIA_TF32_OVERRIDE=0 if unset, unless the name asks for TF32
@@ -49,9 +51,6 @@ func init() {
 	// fetch plugins from GitHub/PyPI. Install is the explicit way.
 	gxla.EnableAutoInstall(false)
 }
-
-// Names returns the backend names Open accepts (besides "" and "xla:<absolute path to plugin>").
-func Names() []string { return []string{Go, CPU, CUDA} }
 
 // Info describes the backend Open returned.
 type Info struct {
@@ -337,7 +336,7 @@ func (p Places) notFound(name string) error {
 		b.WriteString("\n  octlm backends --install cuda  (downloads JAX's CUDA plugin and NVIDIA libraries from PyPI into ~/.local/lib/go-xla)")
 		b.WriteString("\n  pip install \"jax[cuda13]\"       (octlm finds site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so)")
 	default:
-		b.WriteString("\n  octlm backends --install cpu|cuda")
+		b.WriteString("\n  octlm backends --install cpu|cuda|cuda12|cuda13")
 	}
 	b.WriteString("\n  or set PJRT_PLUGIN_LIBRARY_PATH to a folder holding pjrt_c_api_<cpu|cuda>_plugin.so (or xla_cuda_plugin.so)")
 	b.WriteString("\nThe pure-Go backend needs nothing: --backend go")

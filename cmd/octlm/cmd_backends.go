@@ -12,17 +12,24 @@ import (
 )
 
 func init() {
-	register("backends", "list compute backends and PJRT plugins; --install cpu|cuda downloads one", runBackends)
+	register("backends", "list compute backends and PJRT plugins; --install cpu|cuda|cuda12|cuda13 downloads one", func(args []string) error {
+		return runBackends(args, os.Stdout, os.Stderr)
+	})
 }
 
-func runBackends(args []string) error {
+// runBackends is `octlm backends`; a failed write to stdout fails it.
+func runBackends(args []string, stdout, stderr io.Writer) error {
+	return withOutputCheck(stdout, func(stdout io.Writer) error { return backends(args, stdout, stderr) })
+}
+
+func backends(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("backends", flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	install := fs.String("install", "", "download a PJRT plugin into go-xla's install folder: cpu or cuda (needs network)")
+	fs.SetOutput(stderr)
+	install := fs.String("install", "", "download a PJRT plugin into go-xla's install folder: cpu, cuda (= cuda13), cuda12 or cuda13 (needs network)")
 	check := fs.Bool("check", true, "load each plugin found and run a float32 matmul check on it")
 	backend := fs.String("backend", "", "open this backend (go, xla:cpu, xla:cuda, xla:/path/plugin.so, or \"auto\"), print what was loaded and check it")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: octlm backends [--install cpu|cuda] [--check=false] [--backend NAME]")
+		fmt.Fprintln(stderr, "usage: octlm backends [--install cpu|cuda|cuda12|cuda13] [--check=false] [--backend NAME]")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -33,15 +40,15 @@ func runBackends(args []string) error {
 	}
 	switch {
 	case *install != "":
-		return xla.Install(*install, os.Stderr)
+		return xla.Install(*install, stderr)
 	case *backend != "":
 		name := *backend
 		if name == "auto" {
 			name = ""
 		}
-		return openAndCheck(os.Stdout, name)
+		return openAndCheck(stdout, name)
 	}
-	return listBackends(os.Stdout, xla.DefaultPlaces(), *check)
+	return listBackends(stdout, xla.DefaultPlaces(), *check)
 }
 
 // openAndCheck opens one backend, prints what was loaded and runs xla.Check on it.
@@ -150,7 +157,7 @@ func listBackends(w io.Writer, places xla.Places, check bool) error {
 	for _, line := range places.Searched() {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
-	fmt.Fprintln(w, "\nget a plugin: octlm backends --install cpu|cuda, pip install \"jax[cuda13]\", or set PJRT_PLUGIN_LIBRARY_PATH")
+	fmt.Fprintln(w, "\nget a plugin: octlm backends --install cpu|cuda|cuda12|cuda13, pip install \"jax[cuda13]\", or set PJRT_PLUGIN_LIBRARY_PATH")
 	if check && len(problems) > 0 {
 		return fmt.Errorf("%w: %d backend(s) found but not usable", errCheckFailed, len(problems))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,14 +53,14 @@ func TestListBackends(t *testing.T) {
 func TestBackendsFlags(t *testing.T) {
 	for _, args := range [][]string{{"--install", "cpu", "--backend", "go"}, {"extra"}, {"--nope"}} {
 		var ue usageError
-		if err := runBackends(args); !errors.As(err, &ue) {
+		if err := runBackends(args, io.Discard, io.Discard); !errors.As(err, &ue) {
 			t.Errorf("runBackends(%q) = %v, want a usage error", args, err)
 		}
 	}
-	if err := runBackends([]string{"--install", "tpu"}); err == nil || !strings.Contains(err.Error(), "unknown plugin") {
+	if err := runBackends([]string{"--install", "tpu"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "unknown plugin") {
 		t.Errorf("--install tpu: %v", err)
 	}
-	if err := runBackends([]string{"--backend", "nope"}); err == nil || !strings.Contains(err.Error(), "unknown backend") {
+	if err := runBackends([]string{"--backend", "nope"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "unknown backend") {
 		t.Errorf("--backend nope: %v", err)
 	}
 }

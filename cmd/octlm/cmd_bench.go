@@ -11,6 +11,7 @@ import (
 	"os/signal"
 
 	"github.com/octlm/octlm/bench"
+	"github.com/octlm/octlm/internal/progress"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/xla"
 )
@@ -51,6 +52,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if !(*bandwidth >= 1) || *bandwidth*(1<<30) >= math.MaxInt64 {
 		return usageError{fmt.Sprintf("--bandwidth-gib must be at least 1 and below 2^33, got %v", *bandwidth)}
 	}
+	// Checked again, with the model loaded, just before the read.
+	if err := bench.CheckBandwidthSize(int64(*bandwidth * (1 << 30))); err != nil {
+		return usageError{"--bandwidth-gib: " + err.Error()}
+	}
 	dtype, err := octlm.ParseDType(mf.dtype)
 	if err != nil {
 		return usageError{err.Error()}
@@ -72,14 +77,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := checkFits(dir, backend, info, dtype, *prompt+*decode, int64(*bandwidth*(1<<30)), stderr); err != nil {
 		return err
 	}
-	bar := newProgress(stderr, "loading")
+	bar := progress.New(stderr, "loading")
 	res, err := bench.Run(ctx, bench.Options{
 		Dir: dir, Backend: backend, BackendName: info.Name, DType: dtype,
 		PromptTokens: *prompt, DecodeTokens: *decode, BandwidthBytes: int64(*bandwidth * (1 << 30)),
 		Log: stderr, LoadProgress: func(done, total int64) {
-			bar.update(done, total)
+			bar.Update(done, total)
 			if done == total {
-				bar.finish()
+				bar.Finish()
 			}
 		},
 	})

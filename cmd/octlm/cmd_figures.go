@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/octlm/octlm/internal/fileio"
 
 	"github.com/octlm/octlm/notebooks/figures"
 	"github.com/octlm/octlm/parity"
@@ -19,18 +22,24 @@ func init() {
 
 // runFigures is `octlm figures`: the paths written to stdout, progress to stderr.
 func runFigures(args []string, stdout, stderr io.Writer) error {
+	return withOutputCheck(stdout, func(stdout io.Writer) error { return figuresCmd(args, stdout, stderr) })
+}
+
+func figuresCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("figures", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	modelFlag := fs.String("model", "", "checkpoint folder or Hugging Face name (default: the bundled tiny-qwen3)")
+	var mf modelFlags
+	mf.registerBundled(fs)
 	referenceFlag := fs.String("reference", "", "reference folder for 02-rope and 04-parity (default: MODEL/reference when it exists)")
-	backendFlag := fs.String("backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
 	outFlag := fs.String("out", "figures", "folder to write the figures into")
+	force := fs.Bool("force", false, "replace files of the same names in the --out folder")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm figures [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out DIR]\n\n"+
+		fmt.Fprintln(stderr, "usage: octlm figures [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out DIR] [--force]\n\n"+
 			"Computes the figures of the notebooks (01-loading to 04-parity) and writes them into DIR:\n"+
 			"NAME.svg for figures, NAME.md for tables, NAME.html for coloured-token text. Without a\n"+
 			"reference folder, the wrong-pairing and parity figures are skipped. Exit status 1 when the\n"+
-			"parity gate fails (the figures are still written), 2 on bad input.\n\nflags:")
+			"parity gate fails (the figures are still written), 2 on bad input. Files already in DIR\n"+
+			"under the same names are replaced only with --force.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -39,7 +48,11 @@ func runFigures(args []string, stdout, stderr io.Writer) error {
 	if *outFlag == "" {
 		return usageError{"--out must name a folder"}
 	}
-	src, err := figures.Open(figures.Options{Model: *modelFlag, Reference: *referenceFlag, Backend: *backendFlag, Progress: stderr})
+	// Fail before computing anything when the figures could not be written.
+	if err := fileio.CheckWritableDir(*outFlag); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	src, err := figures.Open(figures.Options{Model: mf.model, Reference: *referenceFlag, Backend: mf.backend, Progress: stderr})
 	if err != nil {
 		return err
 	}
@@ -52,6 +65,11 @@ func runFigures(args []string, stdout, stderr io.Writer) error {
 	defer os.RemoveAll(tmp)
 	set, err := figures.All(src, tmp, func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) })
 	if set != nil {
+		if !*force {
+			if taken := set.Existing(*outFlag); len(taken) > 0 {
+				return usageError{fmt.Sprintf("--out %s already holds %s; give --force to replace them", *outFlag, strings.Join(taken, ", "))}
+			}
+		}
 		paths, werr := set.Write(*outFlag)
 		for _, p := range paths {
 			fmt.Fprintln(stdout, p)
@@ -62,7 +80,7 @@ func runFigures(args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		if errors.Is(err, parity.ErrFailed) {
-			return gateFailure{err}
+			return checkFailure{err}
 		}
 		return err
 	}

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
@@ -19,8 +21,21 @@ import (
 
 func init() {
 	register("generate", "continue a prompt with the decoder, streaming text as tokens arrive", func(args []string) error {
-		return runGenerate(args, os.Stdout, os.Stderr)
+		ctx, stop := interruptContext()
+		defer stop()
+		return runGenerateIO(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 	})
+}
+
+// interruptContext is cancelled by the first Ctrl-C (SIGINT), so that a command can stop and
+// print what it has; a second Ctrl-C kills the process as usual.
+func interruptContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	go func() {
+		<-ctx.Done()
+		stop() // restores the default: the next Ctrl-C ends the process
+	}()
+	return ctx, stop
 }
 
 // generationResult is what --json prints.
@@ -29,71 +44,108 @@ type generationResult struct {
 	GeneratedIDs     []int           `json:"generated_ids"`
 	Text             string          `json:"text"`
 	StopReason       string          `json:"stop_reason"`
-	TokensPerSecond  float64         `json:"tokens_per_second"`
+	Seed             uint64          `json:"seed"`
+	TokensPerSecond  *float64        `json:"tokens_per_second"` // null with fewer than two tokens (no decode step)
 	TimeToFirstToken float64         `json:"time_to_first_token_seconds"`
 	Thinking         string          `json:"thinking,omitempty"`
 	Content          string          `json:"content,omitempty"`
 	ToolCalls        []chat.ToolCall `json:"tool_calls,omitempty"`
 }
 
+// runGenerate is runGenerateIO without stdin and without Ctrl-C.
 func runGenerate(args []string, stdout, stderr io.Writer) error {
+	return runGenerateIO(context.Background(), args, strings.NewReader(""), stdout, stderr)
+}
+
+func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var mf modelFlags
 	mf.register(fs, "")
-	prompt := fs.String("prompt", "", "raw prompt text (no chat template)")
-	chatText := fs.String("chat", "", "a user message, rendered with the model's chat template")
-	promptIDs := fs.String("prompt-ids", "", "comma-separated prompt token IDs (for checkpoints without a tokenizer)")
+	prompt := fs.String("prompt", "", "raw prompt `text` (no chat template)")
+	promptFile := fs.String("prompt-file", "", "read the raw prompt from `FILE` (- for stdin)")
+	chatText := fs.String("chat", "", "a user `message`, rendered with the model's chat template")
+	promptIDs := fs.String("prompt-ids", "", "comma-separated prompt token `IDs` (for checkpoints without a tokenizer)")
 	think := fs.Bool("think", true, "with --chat: let Qwen3 reason in a <think> block first (enable_thinking)")
-	maxNew := fs.Int("max-new-tokens", 256, "most tokens to generate")
-	temperature := fs.Float64("temperature", 0.6, "sampling temperature; 0 means greedy")
-	topK := fs.Int("top-k", 20, "keep the k most likely tokens; 0 keeps all")
-	topP := fs.Float64("top-p", 0.95, "keep the smallest set of tokens whose probability reaches p")
-	minP := fs.Float64("min-p", 0, "drop tokens less likely than min-p × the most likely one")
-	repetition := fs.Float64("repetition-penalty", 1, "divide the logits of tokens already seen (1 is none)")
-	seed := fs.Uint64("seed", 0, "random seed for sampling")
+	var gf generationFlags
+	gf.register(fs, 256, "most tokens to generate", "printed so the run can be repeated")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
+	alias(fs, "m", "model")
+	alias(fs, "p", "prompt")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: octlm generate -m DIR|Org/Name (-p TEXT | --prompt-file FILE | --chat MESSAGE | --prompt-ids 1,2,3) [flags]\n\n"+
+			"Continues the prompt and streams the text to stdout as tokens arrive; a summary line\n"+
+			"(tokens, stop reason, speed, seed) goes to stderr. --chat renders one user turn with\n"+
+			"Qwen3's chat template ('octlm chat' holds a conversation). Sampling is random unless\n"+
+			"--seed is given or --temperature is 0. Ctrl-C stops: what was generated and the summary\n"+
+			"are printed, exit status 130.\n\nflags:")
+		fs.PrintDefaults()
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	given := 0
-	for _, s := range []string{*prompt, *chatText, *promptIDs} {
-		if s != "" {
+	for _, name := range []string{"prompt", "prompt-file", "chat", "prompt-ids"} {
+		if set[name] {
 			given++
 		}
 	}
-	if given != 1 {
-		return usageError{"give exactly one of --prompt, --chat or --prompt-ids"}
-	}
-	if *maxNew < 1 {
-		return usageError{fmt.Sprintf("--max-new-tokens must be at least 1, got %d", *maxNew)}
-	}
-	sampling := octlm.Sampling{Temperature: *temperature, TopK: *topK, TopP: *topP, MinP: *minP,
-		RepetitionPenalty: *repetition, Seed: *seed}
-	if err := sampling.Validate(); err != nil {
-		return usageError{err.Error()}
-	}
-
-	m, err := mf.open(context.Background(), *maxNew, stderr) // the prompt's positions come on top
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	tok, err := optionalTokenizer(m.Dir)
-	if err != nil {
-		return err
-	}
-
-	var ids []int
 	switch {
-	case *promptIDs != "":
+	case set["p"] && set["prompt"]:
+		return usageError{"give -p or --prompt, not both"}
+	case set["p"]:
+		given++
+	}
+	if given != 1 {
+		return usageError{"give exactly one of --prompt (-p), --prompt-file, --chat or --prompt-ids"}
+	}
+	opts, err := gf.options(fs)
+	if err != nil {
+		return err
+	}
+	if *promptFile != "" {
+		text, err := readPromptFile(*promptFile, stdin)
+		if err != nil {
+			return err
+		}
+		*prompt = text
+	}
+	switch {
+	case (set["prompt"] || set["p"] || set["prompt-file"]) && *prompt == "":
+		return usageError{"the prompt is empty: give some text to continue"}
+	case set["chat"] && *chatText == "":
+		return usageError{"--chat is empty: give a message"}
+	}
+	var ids []int
+	if set["prompt-ids"] {
+		var err error
 		if ids, err = parseIDs(*promptIDs); err != nil {
 			return usageError{err.Error()}
 		}
+	}
+
+	dir, err := mf.resolve(ctx)
+	if err != nil {
+		return err
+	}
+	// Checked before the weights are loaded: a wrong ID should not cost a load.
+	if ids != nil {
+		if err := checkIDsInVocab(dir, ids); err != nil {
+			return err
+		}
+	}
+	tok, err := optionalTokenizer(dir)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ids != nil:
 	case tok == nil:
-		return fmt.Errorf("%s has no tokenizer.json: use --prompt-ids", m.Dir)
+		return usageError{fmt.Sprintf("%s has no tokenizer.json: use --prompt-ids", dir)}
 	case *chatText != "":
-		if err := chat.CheckModelDir(m.Dir); err != nil {
+		if err := chat.CheckModelDir(dir); err != nil {
 			return err
 		}
 		rendered, err := chat.Render(chat.UserPrompt(*chatText, *think))
@@ -104,59 +156,43 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	default:
 		ids = tok.Encode(*prompt)
 	}
+	stops, err := stopIDs(dir, tok)
+	if err != nil {
+		return err
+	}
+	m, err := mf.openDir(dir, len(ids)+opts.MaxNewTokens, stderr)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
 
-	stops, err := stopIDs(m.Dir, tok)
-	if err != nil {
-		return err
-	}
-	var stream *tokenizer.StreamDecoder
-	if tok != nil {
-		stream = tokenizer.NewStreamDecoder(tok)
-	}
+	out := &errWriter{fileio.ErrWriter{W: stdout}}
 	var text strings.Builder
-	var streamErr error
-	unknown := 0
-	opts := octlm.GenerateOptions{
-		MaxNewTokens: *maxNew,
-		Sampling:     sampling,
-		StopIDs:      stops,
-		OnToken: func(id int) bool {
-			if stream != nil {
-				piece, err := stream.Add(id)
-				if errors.Is(err, tokenizer.ErrUnknownID) {
-					// IDs past the tokenizer's vocabulary (Qwen3's embedding has 267 padding
-					// rows) have no text; Hugging Face's decoder skips them too.
-					unknown++
-					return true
-				}
-				if err != nil {
-					streamErr = err
-					return false
-				}
-				text.WriteString(piece)
-				if !*asJSON {
-					fmt.Fprint(stdout, piece)
-				}
-			}
-			return true
-		},
-	}
-	g, err := m.Generate(ids, opts)
-	if err == nil {
-		err = streamErr
-	}
-	if err != nil {
-		return err
-	}
-	if stream != nil {
-		rest := stream.Flush()
-		text.WriteString(rest)
+	streamer := newTokenStreamer(tok, func(piece string) {
+		text.WriteString(piece)
 		if !*asJSON {
-			fmt.Fprintln(stdout, rest)
+			fmt.Fprint(out, piece)
 		}
+	})
+	opts.StopIDs = stops
+	opts.Context = ctx
+	opts.OnToken = func(id int) bool {
+		// A failed write (a full disk, a closed pipe) stops: nobody receives the rest.
+		return streamer.add(id) && out.Err == nil
+	}
+	g, genErr := m.Generate(ids, opts)
+	streamer.flush()
+	if !*asJSON && tok != nil {
+		fmt.Fprintln(out)
+	}
+	if genErr == nil {
+		genErr = streamer.err
 	}
 	res := generationResult{PromptIDs: g.PromptIDs, GeneratedIDs: g.GeneratedIDs, Text: text.String(),
-		StopReason: g.StopReason, TokensPerSecond: g.TokensPerSecond(), TimeToFirstToken: g.TimeToFirstToken.Seconds()}
+		StopReason: g.StopReason, Seed: opts.Sampling.Seed, TimeToFirstToken: g.TimeToFirstToken.Seconds()}
+	if tps := g.TokensPerSecond(); len(g.GeneratedIDs) >= 2 {
+		res.TokensPerSecond = &tps
+	}
 	if *chatText != "" {
 		reply := chat.ParseReply(res.Text)
 		res.Thinking, res.Content, res.ToolCalls = reply.Thinking, reply.Content, reply.ToolCalls
@@ -164,24 +200,137 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "reply: %v\n", e)
 		}
 	}
-	if unknown > 0 {
-		fmt.Fprintf(stderr, "%d generated IDs have no token in the tokenizer and were left out of the text\n", unknown)
+	if streamer.unknown > 0 {
+		fmt.Fprintf(stderr, "%d generated IDs have no token in the tokenizer and were left out of the text\n", streamer.unknown)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
+	switch {
+	case *asJSON && genErr == nil:
+		enc := json.NewEncoder(out)
 		enc.SetEscapeHTML(false)
-		return enc.Encode(res)
+		enc.Encode(res)
+	case tok == nil && len(g.GeneratedIDs) > 0:
+		fmt.Fprintln(out, strings.Trim(fmt.Sprint(g.GeneratedIDs), "[]"))
 	}
-	if tok == nil {
-		fmt.Fprintln(stdout, strings.Trim(fmt.Sprint(g.GeneratedIDs), "[]"))
+	if out.Err != nil {
+		return fmt.Errorf("writing the output: %w", out.Err)
 	}
-	for _, call := range res.ToolCalls {
-		args, _ := call.ArgumentsText()
-		fmt.Fprintf(stderr, "tool call: %s(%s)\n", call.Name, args)
+	if genErr != nil {
+		if errors.Is(genErr, octlm.ErrNonFinite) {
+			return checkFailure{fmt.Errorf("%w (after %d generated tokens)", genErr, len(g.GeneratedIDs))}
+		}
+		return genErr
 	}
-	fmt.Fprintf(stderr, "%d prompt tokens, %d generated (%s); first token after %.2fs, %.1f tokens/s\n",
-		len(g.PromptIDs), len(g.GeneratedIDs), g.StopReason, g.TimeToFirstToken.Seconds(), g.TokensPerSecond())
+	if !*asJSON {
+		for _, call := range res.ToolCalls {
+			args, _ := call.ArgumentsText()
+			fmt.Fprintf(stderr, "tool call: %s(%s)\n", call.Name, args)
+		}
+		fmt.Fprintln(stderr, generationSummary(g, opts.Sampling))
+	}
+	if g.StopReason == octlm.StopInterrupted {
+		return errInterrupted
+	}
 	return nil
+}
+
+// generationSummary is the line generate writes to stderr after the text.
+func generationSummary(g octlm.Generation, s octlm.Sampling) string {
+	line := fmt.Sprintf("%d prompt tokens, %d generated (%s); first token after %.2fs, %s",
+		len(g.PromptIDs), len(g.GeneratedIDs), g.StopReason, g.TimeToFirstToken.Seconds(), tokensPerSecond(g))
+	if s.Temperature > 0 {
+		line += fmt.Sprintf("; seed %d", s.Seed)
+	}
+	return line
+}
+
+// tokensPerSecond is the decode speed for a summary line, or says why there is none.
+func tokensPerSecond(g octlm.Generation) string {
+	if len(g.GeneratedIDs) < 2 {
+		return "tokens/s n/a (no decode step after the first token)"
+	}
+	return fmt.Sprintf("%.1f tokens/s", g.TokensPerSecond())
+}
+
+// readPromptFile reads a prompt from path, or from stdin when path is "-".
+func readPromptFile(path string, stdin io.Reader) (string, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(stdin)
+		path = "stdin"
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("--prompt-file: %w", err)
+	}
+	if len(data) == 0 {
+		return "", usageError{fmt.Sprintf("--prompt-file: %s is empty", path)}
+	}
+	return string(data), nil
+}
+
+// checkIDsInVocab refuses prompt IDs outside the vocabulary of dir/config.json.
+func checkIDsInVocab(dir string, ids []int) error {
+	path := filepath.Join(dir, "config.json")
+	cfg, err := octlm.ReadQwenConfig(path)
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if id < 0 || id >= cfg.VocabSize {
+			return usageError{fmt.Sprintf("--prompt-ids: token %d at position %d is outside the vocabulary [0, %d) of %s",
+				id, i, cfg.VocabSize, path)}
+		}
+	}
+	return nil
+}
+
+// tokenStreamer turns generated IDs into text pieces as they arrive (nothing without a
+// tokenizer). IDs past the tokenizer's vocabulary (Qwen3's embedding has 267 padding rows) have
+// no text; they are counted and skipped, as Hugging Face's decoder skips them.
+type tokenStreamer struct {
+	stream  *tokenizer.StreamDecoder
+	emit    func(piece string)
+	unknown int
+	err     error
+}
+
+func newTokenStreamer(tok *tokenizer.Tokenizer, emit func(string)) *tokenStreamer {
+	s := &tokenStreamer{emit: emit}
+	if tok != nil {
+		s.stream = tokenizer.NewStreamDecoder(tok)
+	}
+	return s
+}
+
+// add decodes one ID; false stops the generation (a decoding error, kept in err).
+func (s *tokenStreamer) add(id int) bool {
+	if s.stream == nil {
+		return true
+	}
+	piece, err := s.stream.Add(id)
+	if errors.Is(err, tokenizer.ErrUnknownID) {
+		s.unknown++
+		return true
+	}
+	if err != nil {
+		s.err = err
+		return false
+	}
+	if piece != "" {
+		s.emit(piece)
+	}
+	return true
+}
+
+// flush emits what the decoder still holds (an incomplete UTF-8 sequence).
+func (s *tokenStreamer) flush() {
+	if s.stream != nil {
+		if rest := s.stream.Flush(); rest != "" {
+			s.emit(rest)
+		}
+	}
 }
 
 // optionalTokenizer reads dir/tokenizer.json, or returns nil when the checkpoint has none.
@@ -192,44 +341,12 @@ func optionalTokenizer(dir string) (*tokenizer.Tokenizer, error) {
 	return loadTokenizer(dir)
 }
 
-// stopIDs are generation_config.json's eos_token_id (absent or null: not given), else Qwen3's
-// stop tokens when the tokenizer knows them, else none. A generation_config.json that cannot be
-// read or whose eos_token_id is neither an ID nor a list of IDs is an error.
+// stopIDs are the stop tokens of the checkpoint in dir (see octlm.ReadStopIDs); tok may be nil.
 func stopIDs(dir string, tok *tokenizer.Tokenizer) ([]int, error) {
-	path := filepath.Join(dir, "generation_config.json")
-	data, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	if err == nil {
-		var gc struct {
-			EOS json.RawMessage `json:"eos_token_id"`
-		}
-		if err := json.Unmarshal(data, &gc); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(gc.EOS) > 0 && string(gc.EOS) != "null" {
-			var one int
-			var many []int
-			if json.Unmarshal(gc.EOS, &many) == nil {
-				return many, nil
-			}
-			if err := json.Unmarshal(gc.EOS, &one); err != nil {
-				return nil, fmt.Errorf("%s: eos_token_id %s is neither a token ID nor a list of them", path, gc.EOS)
-			}
-			return []int{one}, nil
-		}
-	}
 	if tok == nil {
-		return nil, nil
+		return octlm.ReadStopIDs(dir, nil) // a nil *Tokenizer in the interface would not read as none
 	}
-	var ids []int
-	for _, s := range []string{"<|im_end|>", "<|endoftext|>"} {
-		if id, ok := tok.TokenID(s); ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
+	return octlm.ReadStopIDs(dir, tok)
 }
 
 // parseIDs reads "1,2,3".

@@ -1,14 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/synth"
 	"github.com/octlm/octlm/xla"
 )
@@ -112,4 +120,253 @@ func TestGenerateUsage(t *testing.T) {
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestGenerateCLI runs generate as a process: exit codes, stdout and stderr as users see them.
+func TestGenerateCLI(t *testing.T) {
+	tiny := testdata("tiny-qwen3")
+	tok := tokenizerModel(t)
+	tests := []struct {
+		name     string
+		stdin    string
+		args     []string
+		code     int
+		stdout   []string // substrings
+		stderr   []string
+		noStderr []string
+	}{
+		{name: "help", args: []string{"generate", "-h"}, code: 0,
+			stderr: []string{"usage: octlm generate -m DIR", "-prompt-file"}, noStderr: []string{"Usage of generate"}},
+		{name: "unknown flag", args: []string{"generate", "--bogus"}, code: 2,
+			stderr: []string{"flag provided but not defined: -bogus (see 'octlm generate -h')"}, noStderr: []string{"-max-new-tokens"}},
+		{name: "empty prompt", args: []string{"generate", "-m", tok, "--prompt", ""}, code: 2,
+			stderr: []string{"the prompt is empty"}, noStderr: []string{"exactly one"}},
+		{name: "empty prompt file", args: []string{"generate", "-m", tok, "--prompt-file", "-"}, code: 2,
+			stderr: []string{"stdin is empty"}},
+		{name: "id outside the vocabulary before loading", args: []string{"generate", "-m", tiny, "--prompt-ids", "1,320"}, code: 2,
+			stderr: []string{"token 320 at position 1 is outside the vocabulary [0, 320)", "config.json"}, noStderr: []string{"backend:"}},
+		{name: "one token has no speed", args: []string{"generate", "-m", tiny, "--prompt-ids", "1,2", "-n", "1", "--temperature", "0"}, code: 0,
+			stderr: []string{"1 generated (length)", "tokens/s n/a"}, noStderr: []string{"0.0 tokens/s", "seed"}},
+		{name: "prompt from stdin", stdin: "Hello there", args: []string{"generate", "-m", tok, "--prompt-file", "-", "-n", "2", "--seed", "5"}, code: 0,
+			stderr: []string{"2 prompt tokens, 2 generated", "seed 5"}},
+		{name: "hub unreachable", args: []string{"generate", "-m", "Nobody/none", "-p", "hi"}, code: 2,
+			stderr: []string{"HF_HUB_OFFLINE=1", "octlm synth --like qwen3-0.6b"}},
+	}
+	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout, stderr, code := runOctlm(t, tt.stdin, tt.args...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d\nstderr: %s", code, tt.code, stderr)
+			}
+			for _, want := range tt.stdout {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, stdout)
+				}
+			}
+			for _, want := range tt.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+			for _, bad := range tt.noStderr {
+				if strings.Contains(stderr, bad) {
+					t.Errorf("stderr has %q:\n%s", bad, stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestGenerateSeed: without --seed each run draws its own seed and reports it; --seed with the
+// reported one repeats the run.
+func TestGenerateSeed(t *testing.T) {
+	tok := tokenizerModel(t)
+	gen := func(extra ...string) generationResult {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"-m", tok, "-p", "Once upon a time", "-n", "6", "--temperature", "1.5", "--top-k", "0", "--top-p", "1", "--json"}, extra...)
+		if err := runGenerate(args, &stdout, &stderr); err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		var r generationResult
+		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, b := gen(), gen()
+	if a.Seed == b.Seed {
+		t.Errorf("two runs without --seed both used seed %d", a.Seed)
+	}
+	again := gen("--seed", fmt.Sprint(a.Seed))
+	if again.Seed != a.Seed || !slices.Equal(again.GeneratedIDs, a.GeneratedIDs) {
+		t.Errorf("--seed %d generated %v, the run that reported it %v", a.Seed, again.GeneratedIDs, a.GeneratedIDs)
+	}
+	if a.TokensPerSecond == nil || *a.TokensPerSecond <= 0 {
+		t.Errorf("tokens_per_second %v for 6 tokens", a.TokensPerSecond)
+	}
+}
+
+// TestGenerateWriteError: output that cannot be written (a full disk) fails the command instead
+// of exiting 0 with the text lost.
+func TestGenerateWriteError(t *testing.T) {
+	var stderr bytes.Buffer
+	err := runGenerate([]string{"-m", tokenizerModel(t), "-p", "Hello", "-n", "20", "--seed", "1"}, failingWriter{}, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "writing the output") {
+		t.Fatalf("err = %v, want a write error", err)
+	}
+	// A closed pipe (| head -c 1): the process must not exit 0.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	cmd := octlmCommand(t, "generate", "-m", tokenizerModel(t), "-p", "Hello", "-n", "20", "--seed", "1")
+	cmd.Stdout = w
+	err = cmd.Run()
+	w.Close()
+	if err == nil {
+		t.Error("generate into a closed pipe exited 0")
+	}
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer full.Close()
+	for _, extra := range [][]string{nil, {"--json"}} {
+		cmd := octlmCommand(t, append([]string{"generate", "-m", tokenizerModel(t), "-p", "Hello", "-n", "3", "--seed", "1"}, extra...)...)
+		cmd.Stdout = full
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		err = cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(errOut.String(), "no space left") {
+			t.Errorf("generate %v > /dev/full: %v, want exit 2 naming the write error\n%s", extra, err, errOut.String())
+		}
+	}
+}
+
+// TestGenerateStopsAtConfigEOS: without generation_config.json, config.json's eos_token_id
+// ends the generation, as in transformers.
+func TestGenerateStopsAtConfigEOS(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		data, err := os.ReadFile(testdata("tiny-qwen3", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "config.json" {
+			// Greedy decoding of 165,77,202,24,37,274,48 starts with token 261 (reference/greedy.json).
+			data = bytes.Replace(data, []byte(`"eos_token_id": 1,`), []byte(`"eos_token_id": 261,`), 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	err := runGenerate([]string{"-m", dir, "--prompt-ids", "165,77,202,24,37,274,48", "--temperature", "0", "-n", "24", "--json"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	var got generationResult
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.StopReason != "eos" || !slices.Equal(got.GeneratedIDs, []int{261}) {
+		t.Errorf("generated %v (%s), want [261] (eos)", got.GeneratedIDs, got.StopReason)
+	}
+}
+
+// TestGenerateNonFinite: a NaN weight makes the logits NaN; generate stops with a clear error
+// and exit status 1 instead of emitting tokens.
+func TestGenerateNonFinite(t *testing.T) {
+	dir, _ := synthDir(t, 1)
+	path := filepath.Join(dir, "model.safetensors")
+	f, err := loader.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm, ok := f.Lookup("model.norm.weight")
+	f.Close()
+	if !ok {
+		t.Fatal("no model.norm.weight")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint16(data[norm.Offset+6:], 0x7fc0) // BF16 NaN
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, temperature := range []string{"0", "0.6"} {
+		stdout, stderr, code := runOctlm(t, "", "generate", "-m", dir, "--prompt-ids", "1,2,3", "-n", "5", "--temperature", temperature)
+		if code != 1 || !strings.Contains(stderr, "non-finite logits") || strings.TrimSpace(stdout) != "" {
+			t.Errorf("temperature %s: exit %d, stdout %q, stderr %s; want exit 1, no tokens, non-finite logits", temperature, code, stdout, stderr)
+		}
+	}
+}
+
+// TestGenerateInterrupt: Ctrl-C (SIGINT) during a generation prints what was generated and the
+// summary (stop reason interrupted; with --json the whole object) and exits 130.
+func TestGenerateInterrupt(t *testing.T) {
+	// Greedy decoding of this fixture prompt settles on repeating one token: it runs to the length limit.
+	args := []string{"generate", "-m", testdata("tiny-qwen3"), "--prompt-ids", "187,298,29,259,109,19,44,222", "--temperature", "0", "-n", "40000"}
+	for _, asJSON := range []bool{false, true} {
+		t.Run(fmt.Sprint("json=", asJSON), func(t *testing.T) {
+			a := slices.Clone(args)
+			if asJSON {
+				a = append(a, "--json")
+			}
+			cmd := octlmCommand(t, a...)
+			var stdout bytes.Buffer
+			cmd.Stdout = &stdout
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			r := bufio.NewReader(stderr)
+			var errText strings.Builder
+			for !strings.Contains(errText.String(), "backend:") {
+				line, err := r.ReadString('\n')
+				errText.WriteString(line)
+				if err != nil {
+					t.Fatalf("stderr ended before the model loaded: %s", errText.String())
+				}
+			}
+			time.Sleep(300 * time.Millisecond) // loading and a few steps
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			rest, _ := io.ReadAll(r)
+			errText.Write(rest)
+			err = cmd.Wait()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 130 {
+				t.Fatalf("exit %v, want 130\nstderr: %s", err, errText.String())
+			}
+			if asJSON {
+				var got generationResult
+				if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+					t.Fatalf("stdout is not the JSON result: %v\n%s", err, stdout.String())
+				}
+				if got.StopReason != "interrupted" || len(got.GeneratedIDs) == 0 || len(got.GeneratedIDs) >= 40000 {
+					t.Errorf("stop %q after %d tokens, want interrupted part way", got.StopReason, len(got.GeneratedIDs))
+				}
+				return
+			}
+			n := len(strings.Fields(stdout.String()))
+			if summary := fmt.Sprintf("%d generated (interrupted)", n); n == 0 || !strings.Contains(errText.String(), summary) {
+				t.Errorf("stdout %.100q, stderr %s: want the tokens so far and %q", stdout.String(), errText.String(), summary)
+			}
+		})
+	}
 }

@@ -12,11 +12,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/octlm/octlm/hub"
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
 )
 
 func init() {
-	register("inspect", "list a checkpoint's tensors, sizes and unique parameter count", func(args []string) error {
+	register("inspect", "summarize a checkpoint (entries, parameters, dtypes, shards, tied head, config); --tensors lists them", func(args []string) error {
 		return runInspect(args, os.Stdout, os.Stderr)
 	})
 }
@@ -36,6 +38,7 @@ type inspectReport struct {
 	UniqueParams int64           `json:"unique_params"` // tied copies counted once
 	Tied         []string        `json:"tied,omitempty"`
 	DTypes       map[string]int  `json:"dtypes"`
+	Config       json.RawMessage `json:"config,omitempty"` // the folder's config.json
 }
 
 type inspectTensor struct {
@@ -46,17 +49,24 @@ type inspectTensor struct {
 	File  string `json:"file"`
 }
 
+// runInspect is `octlm inspect`; a failed write to stdout fails it.
 func runInspect(args []string, stdout, stderr io.Writer) error {
+	return withOutputCheck(stdout, func(stdout io.Writer) error { return inspect(args, stdout, stderr) })
+}
+
+func inspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print a JSON report instead of a table")
+	asJSON := fs.Bool("json", false, "print a JSON report (every tensor, the totals, the config) instead of text")
+	listTensors := fs.Bool("tensors", false, "list every tensor (name, dtype, shape, bytes; layers in numeric order) before the summary")
 	offline := fs.Bool("offline", false, "resolve Hub names from the cache only (like HF_HUB_OFFLINE=1)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm inspect [--json] PATH\n\n"+
+		fmt.Fprintln(stderr, "usage: octlm inspect [--tensors] [--json] PATH\n\n"+
 			"PATH is a .safetensors file, a checkpoint folder (model.safetensors or a sharded\n"+
 			"model.safetensors.index.json) or a Hub name Org/Name[@revision]. Every header is\n"+
-			"validated; the report lists tensors (name, dtype, shape, bytes) and totals, with\n"+
-			"stored copies of tied weights counted once in the unique parameter count.\n\nflags:")
+			"validated; the summary gives entries, parameters (stored copies of tied weights\n"+
+			"counted once), dtypes, shards, the tied head and, for a folder, its config.json.\n"+
+			"--tensors lists the tensors too, in natural order (layers 0, 1, 2, ..., 10).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args, "PATH"); err != nil {
@@ -71,7 +81,10 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)
 	}
-	return printInspect(stdout, report)
+	if *listTensors {
+		return printInspect(stdout, report)
+	}
+	return printSummary(stdout, report)
 }
 
 func inspectPath(ctx context.Context, path string, offline bool, progress io.Writer) (*inspectReport, error) {
@@ -88,15 +101,18 @@ func inspectPath(ctx context.Context, path string, offline bool, progress io.Wri
 			entries = append(entries, loader.Entry{File: f, Info: t})
 		}
 	} else {
-		dir, err := loader.Resolve(ctx, path, loader.HubOptions{Offline: offline, Progress: progress})
+		dir, err := hub.Resolve(ctx, path, hub.Options{Offline: offline, Progress: progress})
 		if err != nil {
-			return nil, err
+			return nil, withOfflineHint(err)
 		}
 		c, err := loader.OpenCheckpoint(dir)
 		if err != nil {
 			return nil, err
 		}
 		defer c.Close()
+		for _, w := range c.Warnings() {
+			fmt.Fprintf(progress, "warning: %s\n", printable(w))
+		}
 		files = c.Files()
 		for e, err := range c.Tensors() {
 			if err != nil {
@@ -107,6 +123,9 @@ func inspectPath(ctx context.Context, path string, offline bool, progress io.Wri
 		path = dir
 	}
 	r := &inspectReport{Path: path, DTypes: map[string]int{}}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		r.Config = readConfigJSON(filepath.Join(path, "config.json"))
+	}
 	for _, f := range files {
 		r.Files = append(r.Files, f.Path())
 	}
@@ -123,6 +142,7 @@ func inspectPath(ctx context.Context, path string, offline bool, progress io.Wri
 		r.DTypes[string(t.DType)]++
 	}
 	r.Entries = len(entries)
+	sortNatural(r.Tensors)
 	r.UniqueParams = r.Params
 	for _, pair := range tiedPairs {
 		a, okA := byName[pair[0]]
@@ -155,19 +175,26 @@ func printInspect(w io.Writer, r *inspectReport) error {
 		for i, d := range t.Shape {
 			dims[i] = fmt.Sprint(d)
 		}
-		line := fmt.Sprintf("%s\t%s\t[%s]\t%15s\t", t.Name, t.DType, strings.Join(dims, ", "), commas(t.Bytes))
+		line := fmt.Sprintf("%s\t%s\t[%s]\t%15s\t", printable(t.Name), printable(t.DType), strings.Join(dims, ", "), commas(t.Bytes))
 		if multi {
-			line += t.File + "\t"
+			line += printable(t.File) + "\t"
 		}
 		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\npath:           %s\n", r.Path)
-	fmt.Fprintf(w, "files:          %d\n", len(r.Files))
+	fmt.Fprintln(w)
+	return printSummary(w, r)
+}
+
+// printSummary prints the report's totals: where, shards, dtypes, parameters, the tied head,
+// the config.
+func printSummary(w io.Writer, r *inspectReport) error {
+	fmt.Fprintf(w, "path:           %s\n", printable(r.Path))
+	fmt.Fprintf(w, "files:          %s\n", printable(shardList(r.Files)))
 	if len(r.Metadata) > 2 {
-		fmt.Fprintf(w, "metadata:       %s\n", r.Metadata)
+		fmt.Fprintf(w, "metadata:       %s\n", printable(string(r.Metadata)))
 	}
 	var dts []string
 	for d, n := range r.DTypes {
@@ -179,9 +206,13 @@ func printInspect(w io.Writer, r *inspectReport) error {
 	fmt.Fprintf(w, "stored params:  %s\n", commas(r.Params))
 	fmt.Fprintf(w, "unique params:  %s", commas(r.UniqueParams))
 	if len(r.Tied) > 0 {
-		fmt.Fprintf(w, " (tied copies counted once: %s)", strings.Join(r.Tied, "; "))
+		fmt.Fprintf(w, " (tied copies counted once: %s)", printable(strings.Join(r.Tied, "; ")))
 	}
-	_, err := fmt.Fprintln(w)
+	fmt.Fprintln(w)
+	if line := configSummary(r.Config); line != "" {
+		fmt.Fprintf(w, "config.json:    %s\n", printable(line))
+	}
+	_, err := fmt.Fprintln(w, "(--tensors lists every tensor)")
 	return err
 }
 
@@ -199,4 +230,111 @@ func commas(n int64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// shardList is "1 (model.safetensors)", or the count and the first and last file of a sharded
+// checkpoint.
+func shardList(files []string) string {
+	switch n := len(files); {
+	case n == 0:
+		return "0"
+	case n == 1:
+		return "1 (" + filepath.Base(files[0]) + ")"
+	case n <= 3:
+		names := make([]string, n)
+		for i, f := range files {
+			names[i] = filepath.Base(f)
+		}
+		return fmt.Sprintf("%d shards (%s)", n, strings.Join(names, ", "))
+	default:
+		return fmt.Sprintf("%d shards (%s ... %s)", n, filepath.Base(files[0]), filepath.Base(files[n-1]))
+	}
+}
+
+// maxConfigBytes bounds the config.json inspect reads: real ones are a few KiB.
+const maxConfigBytes = 1 << 20
+
+// readConfigJSON returns the JSON object in path, or nil when there is none to show (absent,
+// not a regular file, too large, not a JSON object): the summary then has no config line.
+func readConfigJSON(path string) json.RawMessage {
+	data, err := fileio.ReadFile(path, maxConfigBytes)
+	var obj map[string]json.RawMessage
+	if err != nil || json.Unmarshal(data, &obj) != nil || obj == nil {
+		return nil
+	}
+	compact, err := json.Marshal(obj)
+	if err != nil {
+		return nil
+	}
+	return compact
+}
+
+// configKeys are the config.json fields the summary shows, in this order, under short names.
+var configKeys = []struct{ key, label string }{
+	{"model_type", ""}, {"num_hidden_layers", "layers"}, {"hidden_size", "hidden"},
+	{"num_attention_heads", "heads"}, {"num_key_value_heads", "kv_heads"}, {"head_dim", "head_dim"},
+	{"intermediate_size", "ff"}, {"vocab_size", "vocab"}, {"max_position_embeddings", "context"},
+	{"tie_word_embeddings", "tied"}, {"torch_dtype", "dtype"},
+}
+
+// configSummary is one line of config's main fields, e.g. "qwen3, layers 28, hidden 1024, ...".
+func configSummary(config json.RawMessage) string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(config, &obj) != nil {
+		return ""
+	}
+	var parts []string
+	for _, k := range configKeys {
+		v, ok := obj[k.key]
+		if !ok {
+			continue
+		}
+		text := strings.Trim(string(v), `"`)
+		if k.label != "" {
+			text = k.label + " " + text
+		}
+		parts = append(parts, text)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sortNatural orders tensors by name with digit runs compared as numbers, so that layer 10
+// comes after layer 9, not after layer 1.
+func sortNatural(ts []inspectTensor) {
+	sort.SliceStable(ts, func(i, j int) bool { return naturalLess(ts[i].Name, ts[j].Name) })
+}
+
+// naturalLess compares a and b piece by piece: runs of digits by value, other bytes as bytes.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			if da != db {
+				return da < db // "01" after "1"
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+// digitRun is the length of the run of ASCII digits at the start of s.
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }

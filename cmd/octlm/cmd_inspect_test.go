@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,7 +59,7 @@ func TestInspectSynth(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := runInspect([]string{filepath.Join(dir, "model.safetensors")}, &out, &bytes.Buffer{}); err != nil {
+	if err := runInspect([]string{"--tensors", filepath.Join(dir, "model.safetensors")}, &out, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -155,6 +158,64 @@ func TestSynthUsage(t *testing.T) {
 		var ue usageError
 		if err := runSynth(args, &bytes.Buffer{}, &bytes.Buffer{}); !errors.As(err, &ue) {
 			t.Errorf("synth %v: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestInspectSummary: by default a summary (no tensor list) with the shards, dtypes, the tied
+// head and the folder's config; --tensors lists the tensors with layers in numeric order.
+func TestInspectSummary(t *testing.T) {
+	dir, cfg := synthDir(t, 12)
+	var out bytes.Buffer
+	if err := runInspect([]string{dir}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	summary := out.String()
+	for _, want := range []string{"files:          1 (model.safetensors)", fmt.Sprintf("entries:        %d (BF16 x%d)", len(cfg.Tensors()), len(cfg.Tensors())),
+		"unique params:  " + commas(cfg.UniqueParams()), "tied copies counted once: lm_head.weight = model.embed_tokens.weight",
+		"config.json:    qwen3, layers 12, hidden 64, heads 4, kv_heads 2, head_dim 32, ff 96, vocab 320, context 40960, tied true"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary)
+		}
+	}
+	if strings.Contains(summary, "model.layers.") {
+		t.Errorf("the summary lists tensors:\n%s", summary)
+	}
+
+	out.Reset()
+	if err := runInspect([]string{"--tensors", dir}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	var layers []int
+	for _, m := range regexp.MustCompile(`(?m)^model\.layers\.(\d+)\.input_layernorm`).FindAllStringSubmatch(out.String(), -1) {
+		n, _ := strconv.Atoi(m[1])
+		layers = append(layers, n)
+	}
+	if want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}; !slices.Equal(layers, want) {
+		t.Errorf("layers listed in the order %v, want %v", layers, want)
+	}
+	if !strings.Contains(out.String(), "config.json:    qwen3") {
+		t.Errorf("--tensors lacks the summary:\n%s", out.String())
+	}
+}
+
+func TestNaturalLess(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"model.layers.2.x", "model.layers.10.x", true},
+		{"model.layers.10.x", "model.layers.2.x", false},
+		{"a9", "a10", true},
+		{"a1", "a01", true},
+		{"a01", "a1", false},
+		{"a", "a0", true},
+		{"x.b", "x.a", false},
+		{"same", "same", false},
+	}
+	for _, tt := range tests {
+		if got := naturalLess(tt.a, tt.b); got != tt.want {
+			t.Errorf("naturalLess(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
 	}
 }

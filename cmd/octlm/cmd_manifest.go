@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/octlm/octlm/loader"
 )
@@ -16,16 +17,22 @@ func init() {
 	})
 }
 
+// runManifest is `octlm manifest`; a failed write to stdout fails it.
 func runManifest(args []string, stdout, stderr io.Writer) error {
+	return withOutputCheck(stdout, func(stdout io.Writer) error { return manifest(args, stdout, stderr) })
+}
+
+func manifest(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("manifest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	verify := fs.Bool("verify", false, "check DIR against its manifest (and shipped Hub entries) instead of writing one")
 	repo := fs.String("repo", "", "Hub repository recorded in the manifest (default: from a cache snapshot's path)")
 	revision := fs.String("revision", "", "Hub commit recorded in the manifest (default: from a cache snapshot's path)")
+	force := fs.Bool("force", false, "replace an existing "+loader.ManifestFileName)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm manifest [--verify] [--repo Org/Name] [--revision COMMIT] DIR\n\n"+
-			"Writes DIR/"+loader.ManifestFileName+": every file's size and SHA-256. With --verify,\n"+
-			"checks DIR against it (exit 1 on a mismatch).\n\nflags:")
+		fmt.Fprintln(stderr, "usage: octlm manifest [--verify] [--force] [--repo Org/Name] [--revision COMMIT] DIR\n\n"+
+			"Writes DIR/"+loader.ManifestFileName+": every file's size and SHA-256; an existing one is\n"+
+			"replaced only with --force. With --verify, checks DIR against it (exit 1 on a mismatch).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args, "DIR"); err != nil {
@@ -55,6 +62,11 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
+	// Rewriting the manifest of a changed folder would bless the change: refuse unless asked.
+	if _, err := os.Lstat(filepath.Join(dir, loader.ManifestFileName)); err == nil && !*force {
+		return usageError{fmt.Sprintf("%s already exists: check the folder with --verify, or give --force to replace it with the folder's current contents",
+			filepath.Join(dir, loader.ManifestFileName))}
+	}
 	r, c := loader.SnapshotRepo(dir)
 	if *repo == "" {
 		*repo = r
@@ -67,7 +79,7 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, f := range m.Files {
-		fmt.Fprintf(stdout, "%s  %14s  %s\n", f.SHA256, commas(f.Size), f.Name)
+		fmt.Fprintf(stdout, "%s  %14s  %s\n", f.SHA256, commas(f.Size), printable(f.Name))
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d files)\n", loader.ManifestFileName, len(m.Files))
 	return nil

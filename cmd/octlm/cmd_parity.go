@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	bundled "github.com/octlm/octlm"
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/parity"
 	"github.com/octlm/octlm/xla"
@@ -22,20 +23,13 @@ func init() {
 	})
 }
 
-// gateFailure is a failed parity gate: its message is the gate's, and it matches errCheckFailed
-// (exit status 1) as well as parity.ErrFailed.
-type gateFailure struct{ err error }
-
-func (g gateFailure) Error() string   { return g.err.Error() }
-func (g gateFailure) Unwrap() []error { return []error{g.err, errCheckFailed} }
-
 // runParity is `octlm parity`: results (table and verdict) to stdout, progress to stderr.
 func runParity(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	modelFlag := fs.String("model", "", "checkpoint folder or Hugging Face name (default: the bundled tiny-qwen3)")
+	var mf modelFlags
+	mf.registerBundled(fs)
 	referenceFlag := fs.String("reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference)")
-	backendFlag := fs.String("backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
 	outFlag := fs.String("out", "", "also write the rows as JSON lines to this file")
 	dtypesFlag := fs.String("dtypes", "", "also measure, not gated, these half-precision dtypes: bf16,f16")
 	fs.Usage = func() {
@@ -53,16 +47,17 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 
-	// The JSONL file is created first, so a bad path fails before any work.
-	var out *os.File
+	// The JSONL file is started first, beside its target, so a bad path fails before any
+	// work; the target is replaced only when every row is written.
+	var out *fileio.Output
 	if *outFlag != "" {
-		if out, err = os.Create(*outFlag); err != nil {
+		if out, err = fileio.Create(*outFlag); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		defer out.Close()
+		defer out.Abort()
 	}
 
-	dir, label := *modelFlag, *modelFlag
+	dir, label := mf.model, mf.model
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "octlm-parity-")
 		if err != nil {
@@ -80,7 +75,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	if refDir == "" {
 		refDir = filepath.Join(dir, "reference")
 		refLabel = label + " reference"
-		if *modelFlag != "" {
+		if mf.model != "" {
 			refLabel = refDir
 		}
 	}
@@ -90,6 +85,9 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w (give --reference DIR; parity/reference.py writes one)", err)
 		}
 		return err
+	}
+	for _, w := range ref.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	// The fixtures' convention: cases.json beside the checkpoint lists the reference's prompts.
 	if *referenceFlag == "" {
@@ -104,7 +102,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	backend, info, err := xla.Open(*backendFlag)
+	backend, info, err := xla.Open(mf.backend)
 	if err != nil {
 		return err
 	}
@@ -167,15 +165,15 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	}
 	if out != nil {
 		if err := report.WriteJSONL(out); err != nil {
-			return err
+			return fmt.Errorf("--out: %w", err)
 		}
-		if err := out.Close(); err != nil {
+		if err := out.Commit(); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 		logf("rows written to %s", *outFlag)
 	}
 	if err := report.Err(); err != nil {
-		return gateFailure{err}
+		return checkFailure{err}
 	}
 	return nil
 }

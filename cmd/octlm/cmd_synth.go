@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/octlm/octlm/loader"
@@ -18,11 +23,21 @@ func init() {
 	})
 }
 
+// runSynth is `octlm synth`. The checkpoint is built in a hidden folder beside --out and
+// renamed into place when complete; on an error or an interrupt (SIGINT, SIGTERM) the hidden
+// folder is removed and --out is left as it was.
 func runSynth(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return withOutputCheck(stdout, func(stdout io.Writer) error { return synthCmd(ctx, args, stdout, stderr) })
+}
+
+func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	like := fs.String("like", "qwen3-0.6b", "shape to copy: qwen3-0.6b (1.4 GiB), qwen3-1.7b (3.8 GiB), qwen3-4b (8.2 GiB), qwen3-8b (15.3 GiB) or tiny")
-	out := fs.String("out", "", "output `DIR` (created; existing checkpoint files are replaced)")
+	out := fs.String("out", "", "output `DIR` (created; an existing checkpoint there is replaced only with --force)")
+	force := fs.Bool("force", false, "replace the checkpoint already in --out")
 	seed := fs.Int64("seed", 0, "random seed; the same seed writes the same bytes")
 	layers := fs.Int("layers", 0, "override num_hidden_layers")
 	vocab := fs.Int("vocab", 0, "override vocab_size")
@@ -32,12 +47,14 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	tokDir := fs.String("tokenizer-dir", "", "copy the tokenizer files from this folder instead of the built-in Qwen3 ones")
 	manifest := fs.Bool("manifest", false, "also write "+loader.ManifestFileName)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm synth [--like qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|tiny] --out DIR [--seed N] [--layers N] ...\n\n"+
+		fmt.Fprintln(stderr, "usage: octlm synth [--like qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|tiny] --out DIR [--force] [--seed N] [--layers N] ...\n\n"+
 			"Writes config.json, generation_config.json, BF16 weights with every Qwen3 tensor under\n"+
 			"the Hub's names (lm_head.weight: a copy of the embedding where tied, its own in Qwen3-8B),\n"+
 			"sharded as the Hub's are (model.safetensors up to 4 GB, else model-0000N-of-0000M shards\n"+
 			"and model.safetensors.index.json), and Qwen3's tokenizer files. Values are random (normal,\n"+
-			"std 0.02; norms near 1): for speed and memory work, never for output quality.\n\nflags:")
+			"std 0.02; norms near 1): for speed and memory work, never for output quality. The folder\n"+
+			"is built beside DIR and renamed into place when complete; sizes that do not fit the free\n"+
+			"disk are refused before writing.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -64,9 +81,38 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	begin := time.Now()
-	err = synth.WriteWith(*out, cfg, synth.Options{Seed: *seed, Progress: stderr, NoTokenizer: *noTok, TokenizerDir: *tokDir, Manifest: *manifest})
+	dir := filepath.Clean(*out)
+	replace, err := checkSynthTarget(dir, *force)
 	if err != nil {
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	// Bound the write by the free disk before anything is written or allocated.
+	need := cfg.EstimatedBytes()
+	if free := freeDiskBytes(parent); free >= 0 && need > float64(free) {
+		return usageError{fmt.Sprintf("the checkpoint needs about %s and %s has %s free (sizes: %d layers, vocabulary %d, hidden %d, MLP %d)",
+			humanFloatBytes(need), parent, loader.HumanBytes(free), cfg.NumLayers, cfg.VocabSize, cfg.HiddenSize, cfg.IntermediateSize)}
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".synth-*")
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	defer os.RemoveAll(tmp) // gone once renamed; else the partial checkpoint
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	begin := time.Now()
+	err = synth.WriteWith(tmp, cfg, synth.Options{Seed: *seed, Progress: stderr, NoTokenizer: *noTok, TokenizerDir: *tokDir, Manifest: *manifest, Context: ctx})
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w; %s left as it was", errInterrupted, dir) // exit status 130
+	}
+	if err != nil {
+		return err
+	}
+	if err := moveIntoPlace(tmp, dir, replace); err != nil {
 		return err
 	}
 	size, _ := cfg.ModelFileSize()
@@ -75,6 +121,76 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 		files = fmt.Sprintf("%d shards", n)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d entries, %s unique params, %s of %s bytes (%s) in %.1fs\n",
-		filepath.Clean(*out), len(cfg.Tensors()), commas(cfg.UniqueParams()), files, commas(size), loader.HumanBytes(size), time.Since(begin).Seconds())
+		dir, len(cfg.Tensors()), commas(cfg.UniqueParams()), files, commas(size), loader.HumanBytes(size), time.Since(begin).Seconds())
 	return nil
+}
+
+// checkpointFiles are the names that make a folder a checkpoint synth may replace.
+var checkpointFiles = []string{"config.json", loader.SingleFileName, loader.IndexFileName}
+
+// checkSynthTarget decides what writing to dir means: a new folder (or an empty one), or the
+// replacement of an existing checkpoint, allowed only with force. A folder that holds other
+// things and no checkpoint is never replaced.
+func checkSynthTarget(dir string, force bool) (replace bool, err error) {
+	st, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("--out: %w", err)
+	}
+	if !st.IsDir() {
+		return false, usageError{fmt.Sprintf("--out %s exists and is not a folder", dir)}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("--out: %w", err)
+	}
+	if len(entries) == 0 {
+		return true, nil
+	}
+	isCheckpoint := false
+	for _, name := range checkpointFiles {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			isCheckpoint = true
+		}
+	}
+	switch {
+	case !isCheckpoint:
+		return false, usageError{fmt.Sprintf("--out %s holds files but no checkpoint; not replacing it (give a new or empty folder)", dir)}
+	case !force:
+		return false, usageError{fmt.Sprintf("--out %s already holds a checkpoint; give --force to replace it", dir)}
+	}
+	return true, nil
+}
+
+// moveIntoPlace renames the finished folder tmp to dir. An existing dir (checked by
+// checkSynthTarget) is first renamed aside, then removed once tmp is in place, so at every
+// moment dir is either the old checkpoint or the new one, whole.
+func moveIntoPlace(tmp, dir string, replace bool) error {
+	if !replace {
+		if err := os.Rename(tmp, dir); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		return nil
+	}
+	old := tmp + ".old"
+	if err := os.Rename(dir, old); err != nil {
+		return fmt.Errorf("--out: moving the old checkpoint aside: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if rerr := os.Rename(old, dir); rerr != nil {
+			return fmt.Errorf("--out: %w (and the old checkpoint stays at %s: %v)", err, old, rerr)
+		}
+		return fmt.Errorf("--out: %w", err)
+	}
+	return os.RemoveAll(old)
+}
+
+// humanFloatBytes is loader.HumanBytes for sizes that may not fit an int64.
+func humanFloatBytes(n float64) string {
+	if n < 1<<62 {
+		return loader.HumanBytes(int64(n))
+	}
+	return fmt.Sprintf("%.3g TiB", n/(1<<40))
 }

@@ -12,29 +12,42 @@ import (
 const qwenTokenizerDir = "../../testdata/qwen3-tokenizer"
 
 func TestTemplateGolden(t *testing.T) {
-	in, err := os.ReadFile(filepath.Join(qwenTokenizerDir, "chat.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile(filepath.Join(qwenTokenizerDir, "chat.expected.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, want := goldenPair(t, "chat")
 	var out, errOut bytes.Buffer
 	if err := runTemplate([]string{"--model", qwenTokenizerDir}, bytes.NewReader(in), &out, &errOut); err != nil {
 		t.Fatalf("runTemplate: %v (stderr %q)", err, errOut.String())
 	}
-	// Byte for byte: the output is the expected file.
-	gotLines := strings.Split(out.String(), "\n")
-	wantLines := strings.Split(string(want), "\n")
-	if len(gotLines) != len(wantLines) {
-		t.Fatalf("%d output lines, want %d:\n%s", len(gotLines), len(wantLines), out.String())
+	sameBytes(t, out.Bytes(), want)
+}
+
+// goldenPair reads the fixture NAME.jsonl of the Qwen3 tokenizer folder and the output
+// expected of it, NAME.expected.jsonl.
+func goldenPair(t *testing.T, name string) (in, want []byte) {
+	t.Helper()
+	in, err := os.ReadFile(filepath.Join(qwenTokenizerDir, name+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range wantLines {
+	want, err = os.ReadFile(filepath.Join(qwenTokenizerDir, name+".expected.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, want
+}
+
+// sameBytes fails unless got is want byte for byte, naming the first line that differs.
+func sameBytes(t *testing.T, got, want []byte) {
+	t.Helper()
+	if bytes.Equal(got, want) {
+		return
+	}
+	gotLines, wantLines := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := range min(len(gotLines), len(wantLines)) {
 		if gotLines[i] != wantLines[i] {
-			t.Errorf("line %d:\n got %s\nwant %s", i+1, gotLines[i], wantLines[i])
+			t.Fatalf("line %d:\n got %.200s\nwant %.200s", i+1, gotLines[i], wantLines[i])
 		}
 	}
+	t.Fatalf("%d output lines, want %d", len(gotLines), len(wantLines))
 }
 
 func TestTemplateErrors(t *testing.T) {

@@ -9,12 +9,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/octlm/octlm/octlm/tokenizer"
 )
 
 func init() {
-	register("tokenize", "encode JSON strings to token IDs, or decode ID arrays (--decode), one a line", runTokenize)
+	register("tokenize", "encode JSON strings (or plain lines, --text) to token IDs, or decode ID arrays (--decode), one a line", runTokenize)
 }
 
 func runTokenize(args []string) error {
@@ -26,11 +27,14 @@ func runTokenizeIO(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	model := fs.String("model", "", "model directory holding tokenizer.json, or the path of a tokenizer.json")
 	decode := fs.Bool("decode", false, "read JSON arrays of token IDs and write JSON strings")
+	text := fs.Bool("text", false, "read plain text, one input a line (without its newline), instead of JSON strings")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: octlm tokenize --model DIR [--decode] < in.jsonl > out.jsonl\n\n"+
+		fmt.Fprintln(fs.Output(), "usage: octlm tokenize --model DIR [--text | --decode] < in.jsonl > out.jsonl\n\n"+
 			"Reads one JSON string a line and writes its token IDs as one JSON array a line (no special\n"+
 			"tokens added; special-token strings such as <|im_end|> in the text are recognised).\n"+
-			"With --decode, reads JSON arrays of IDs and writes JSON strings. Blank lines are skipped.")
+			"Blank lines are skipped. With --text, each line is the text itself (echo 'Hello world' |\n"+
+			"octlm tokenize --model DIR --text), and a blank line gives []. With --decode, reads JSON\n"+
+			"arrays of IDs and writes JSON strings.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -39,11 +43,51 @@ func runTokenizeIO(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	if *model == "" {
 		return usageError{"--model is required"}
 	}
+	if *text && *decode {
+		return usageError{"--text is for encoding; --decode writes JSON strings (a decoded text may hold newlines)"}
+	}
 	tok, err := loadTokenizer(*model)
 	if err != nil {
 		return err
 	}
+	if *text {
+		return tokenizeText(tok, stdin, stdout)
+	}
 	return tokenizeStream(tok, *decode, stdin, stdout)
+}
+
+// tokenizeText encodes each line of in (less its newline: "\n" or "\r\n") to a JSON array of
+// token IDs on out, one a line, flushing whenever no more input is waiting.
+func tokenizeText(tok *tokenizer.Tokenizer, in io.Reader, out io.Writer) error {
+	r := bufio.NewReaderSize(in, 1<<20)
+	w := bufio.NewWriterSize(out, 1<<16)
+	enc := json.NewEncoder(w)
+	for lineNo := 1; ; lineNo++ {
+		line, err := r.ReadString('\n')
+		if err == io.EOF && line == "" {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return errors.Join(fmt.Errorf("stdin line %d: %w", lineNo, err), w.Flush())
+		}
+		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		ids := tok.Encode(line)
+		if ids == nil {
+			ids = []int{}
+		}
+		if err := enc.Encode(ids); err != nil {
+			return err
+		}
+		if err == io.EOF {
+			break
+		}
+		if r.Buffered() == 0 {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return w.Flush()
 }
 
 // loadTokenizer loads path/tokenizer.json (and tokenizer_config.json) or the file path itself.

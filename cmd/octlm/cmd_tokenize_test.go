@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,27 +12,12 @@ import (
 )
 
 func TestTokenizeCorpus(t *testing.T) {
-	in, err := os.ReadFile(filepath.Join(qwenTokenizerDir, "corpus.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile(filepath.Join(qwenTokenizerDir, "corpus.expected.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, want := goldenPair(t, "corpus")
 	var out, errOut bytes.Buffer
 	if err := runTokenizeIO([]string{"--model", qwenTokenizerDir}, bytes.NewReader(in), &out, &errOut); err != nil {
 		t.Fatalf("tokenize: %v (stderr %q)", err, errOut.String())
 	}
-	if !bytes.Equal(out.Bytes(), want) {
-		got, exp := strings.Split(out.String(), "\n"), strings.Split(string(want), "\n")
-		for i := range min(len(got), len(exp)) {
-			if got[i] != exp[i] {
-				t.Fatalf("line %d: got %.200s, want %.200s", i+1, got[i], exp[i])
-			}
-		}
-		t.Fatalf("%d output lines, want %d", len(got), len(exp))
-	}
+	sameBytes(t, out.Bytes(), want)
 
 	// --decode writes the text of each line's IDs. The path of tokenizer.json works as --model too.
 	out.Reset()
@@ -111,5 +95,38 @@ func TestTokenizeErrors(t *testing.T) {
 				t.Errorf("usage error: %v, want %v", errors.As(err, &ue), tc.usage)
 			}
 		})
+	}
+}
+
+// TestTokenizeText: --text reads plain lines (no JSON quoting), one array of IDs a line, a blank
+// line giving []; a last line without a newline counts; "\r\n" endings are not part of the text.
+func TestTokenizeText(t *testing.T) {
+	tok, err := tokenizer.LoadDir(qwenTokenizerDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := "Hello world\n\n  two \"quoted\" words\r\nend<|im_end|>"
+	var want bytes.Buffer
+	for _, line := range []string{"Hello world", "", "  two \"quoted\" words", "end<|im_end|>"} {
+		ids := tok.Encode(line)
+		if ids == nil {
+			ids = []int{}
+		}
+		b, _ := json.Marshal(ids)
+		want.Write(append(b, '\n'))
+	}
+	var out, errOut bytes.Buffer
+	if err := runTokenizeIO([]string{"--model", qwenTokenizerDir, "--text"}, strings.NewReader(in), &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if out.String() != want.String() {
+		t.Errorf("--text wrote\n%s\nwant\n%s", out.String(), want.String())
+	}
+	if !strings.HasPrefix(out.String(), "[9707,1879]\n[]\n") {
+		t.Errorf("Hello world is not [9707,1879]: %q", out.String())
+	}
+	var ue usageError
+	if err := runTokenizeIO([]string{"--model", qwenTokenizerDir, "--text", "--decode"}, strings.NewReader(""), &out, &errOut); !errors.As(err, &ue) {
+		t.Errorf("--text --decode: %v, want a usage error", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/octlm/tokenizer"
 	"github.com/octlm/octlm/xla"
 )
 
@@ -48,22 +50,18 @@ func benchCmd(args []string, stdout, stderr *bytes.Buffer) error {
 	return runBench(args, stdout, stderr)
 }
 
-// TestStopIDs reads generation_config.json's eos_token_id; a file that is there but unreadable
-// is an error naming it, not a silent fall back.
+// TestStopIDs: the CLI reads the checkpoint's stop tokens through octlm.ReadStopIDs, also for a
+// checkpoint without a tokenizer (then with no Qwen3 fall back).
 func TestStopIDs(t *testing.T) {
 	tests := []struct {
-		name    string
-		config  string // "" writes no generation_config.json
-		want    []int
-		wantErr bool
+		name   string
+		config string // "" writes no generation_config.json
+		tok    bool   // load the Qwen3 tokenizer
+		want   []int
 	}{
-		{"list", `{"eos_token_id": [151645, 151643]}`, []int{151645, 151643}, false},
-		{"one", `{"eos_token_id": 7}`, []int{7}, false},
-		{"null is absent", `{"eos_token_id": null}`, nil, false},
-		{"absent", `{"bos_token_id": 1}`, nil, false},
-		{"no file", "", nil, false},
-		{"malformed", `{"eos_token_id": [1, 2`, nil, true},
-		{"wrong type", `{"eos_token_id": "eos"}`, nil, true},
+		{"eos_token_id", `{"eos_token_id": 7}`, false, []int{7}},
+		{"no tokenizer, no eos_token_id", "", false, nil},
+		{"the tokenizer's Qwen3 stop tokens", "", true, octlm.QwenStopIDs},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,9 +71,16 @@ func TestStopIDs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := stopIDs(dir, nil)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			var tok *tokenizer.Tokenizer
+			if tt.tok {
+				var err error
+				if tok, err = loadTokenizer(qwenTokenizerDir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := stopIDs(dir, tok)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("stop IDs %v, want %v", got, tt.want)

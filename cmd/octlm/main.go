@@ -1,13 +1,15 @@
 // Command octlm is the headless front door to the octlm packages: parity, generation,
 // inspection, benchmarks and checkpoint tools. Flags in, library calls, exit codes out.
 //
-// Exit codes: 0 success, 1 a check failed (parity), 2 bad input or usage.
+// Exit codes: 0 success, 1 a check failed (parity, non-finite logits), 2 bad input, usage or
+// another error, 130 interrupted (Ctrl-C) after printing what was done.
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -33,14 +35,35 @@ var errCheckFailed = errors.New("check failed")
 // errHelp ends a command after -h printed its usage (exit status 0).
 var errHelp = errors.New("help shown")
 
-// parseFlags parses a command's flags. -h ends the command with errHelp; bad flags, and
+// errInterrupted ends a command stopped by Ctrl-C after it printed what it had (exit status 130,
+// the shell's code for SIGINT).
+var errInterrupted = errors.New("interrupted")
+
+// checkFailure is a check that ran and failed (a generation step, the parity gate): its message
+// is err's, and it matches errCheckFailed (exit status 1) as well as err (parity.ErrFailed).
+type checkFailure struct{ err error }
+
+func (c checkFailure) Error() string   { return c.err.Error() }
+func (c checkFailure) Unwrap() []error { return []error{c.err, errCheckFailed} }
+
+// parseFlags parses a command's flags. -h prints the command's usage (fs.Usage: each command
+// sets one that starts with a "usage: octlm NAME" line) and ends the command with errHelp. A
+// bad flag is answered with one line pointing to -h, not the whole flag list. Bad flags, and
 // positional arguments other than the ones named, are usage errors.
 func parseFlags(fs *flag.FlagSet, args []string, positional ...string) error {
-	if err := fs.Parse(args); err != nil {
+	usage := fs.Usage
+	out := fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard) // the flag package would print the error and the whole usage
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage()
 			return errHelp
 		}
-		return usageError{err.Error()}
+		return usageError{fmt.Sprintf("%v (see 'octlm %s -h')", err, fs.Name())}
 	}
 	switch {
 	case fs.NArg() == len(positional):
@@ -60,6 +83,12 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// alias makes short another name of the flag long, for the habits of llama.cpp and Ollama
+// users (-m, -p, -n).
+func alias(fs *flag.FlagSet, short, long string) {
+	fs.Var(fs.Lookup(long).Value, short, "short for --"+long)
+}
+
 func run(args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printUsage()
@@ -67,6 +96,9 @@ func run(args []string) int {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "-v" {
+		args[0] = "version"
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -76,8 +108,12 @@ func run(args []string) int {
 	}
 	warnWithoutSIMD()
 	if err := cmd.run(args[1:]); err != nil && !errors.Is(err, errHelp) {
-		fmt.Fprintf(os.Stderr, "octlm %s: %v\n", args[0], err)
-		if errors.Is(err, errCheckFailed) {
+		// Errors can quote what a file holds: escape what would drive the terminal.
+		fmt.Fprintf(os.Stderr, "octlm %s: %s\n", args[0], printableText(err.Error()))
+		switch {
+		case errors.Is(err, errInterrupted):
+			return 130
+		case errors.Is(err, errCheckFailed):
 			return 1
 		}
 		return 2

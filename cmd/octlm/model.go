@@ -6,27 +6,43 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
 	"github.com/gomlx/compute"
 
+	"github.com/octlm/octlm/hub"
+	"github.com/octlm/octlm/internal/progress"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/xla"
 )
 
-// modelFlags are the flags every command that runs the decoder shares.
+// modelFlags are the flags every command that runs the decoder shares: which checkpoint, on
+// which backend, in which dtype (dtype is float32 for a command registered with registerBundled).
 type modelFlags struct {
 	model   string
 	backend string
 	dtype   string
 }
 
+// register adds --model (defaultModel when not given), --backend and --dtype.
 func (f *modelFlags) register(fs *flag.FlagSet, defaultModel string) {
-	fs.StringVar(&f.model, "model", defaultModel, "checkpoint folder or Hugging Face name (Qwen/Qwen3-0.6B[@revision])")
-	fs.StringVar(&f.backend, "backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
+	f.registerSource(fs, defaultModel, "checkpoint folder or Hugging Face name (Qwen/Qwen3-0.6B[@revision])")
 	fs.StringVar(&f.dtype, "dtype", "f32", "resident weights and activations: f32, bf16 or f16")
+}
+
+// registerBundled adds --model and --backend for a float32 command (parity, figures) that runs
+// the bundled tiny checkpoint when --model is not given.
+func (f *modelFlags) registerBundled(fs *flag.FlagSet) {
+	f.registerSource(fs, "", "checkpoint folder or Hugging Face name (default: the bundled tiny-qwen3)")
+}
+
+// registerSource adds --model and --backend.
+func (f *modelFlags) registerSource(fs *flag.FlagSet, defaultModel, modelHelp string) {
+	fs.StringVar(&f.model, "model", defaultModel, modelHelp)
+	fs.StringVar(&f.backend, "backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
 }
 
 // loadedModel is a decoder ready to run and where it came from.
@@ -45,19 +61,24 @@ func (l *loadedModel) Close() {
 	l.backend.Finalize()
 }
 
-// open resolves the checkpoint, opens the backend and streams the weights in, with progress on
-// stderr, after checking that the weights and a KV cache of positions positions fit in memory.
-func (f *modelFlags) open(ctx context.Context, positions int, stderr io.Writer) (*loadedModel, error) {
+// resolve checks the flags and turns --model into a checkpoint folder (see resolveCheckpoint).
+func (f *modelFlags) resolve(ctx context.Context) (string, error) {
 	if f.model == "" {
-		return nil, usageError{"--model is required"}
+		return "", usageError{"--model is required"}
 	}
+	if _, err := octlm.ParseDType(f.dtype); err != nil {
+		return "", usageError{err.Error()}
+	}
+	return resolveCheckpoint(ctx, f.model)
+}
+
+// openDir opens the backend and streams the weights of the checkpoint folder dir in, with
+// progress on stderr, after checking that the weights and a KV cache of positions positions fit
+// in memory.
+func (f *modelFlags) openDir(dir string, positions int, stderr io.Writer) (*loadedModel, error) {
 	dtype, err := octlm.ParseDType(f.dtype)
 	if err != nil {
 		return nil, usageError{err.Error()}
-	}
-	dir, err := resolveCheckpoint(ctx, f.model)
-	if err != nil {
-		return nil, err
 	}
 	backend, info, err := xla.Open(f.backend)
 	if err != nil {
@@ -80,11 +101,11 @@ func loadModel(dir, label string, backend compute.Backend, info xla.Info, dtype 
 	if err := checkFits(dir, backend, info, dtype, positions, 0, stderr); err != nil {
 		return nil, err
 	}
-	bar := newProgress(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
+	bar := progress.New(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
 	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
-		bar.update(done, total)
-	}})
-	bar.finish()
+		bar.Update(done, total)
+	}, Warn: func(msg string) { fmt.Fprintf(stderr, "warning: %s\n", msg) }})
+	bar.Finish()
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", label, err)
 	}
@@ -95,14 +116,26 @@ func loadModel(dir, label string, backend compute.Backend, info xla.Info, dtype 
 // the Hugging Face cache (downloading what is missing, with progress on stderr). The folder is
 // then checked against its snapshot manifest, where it has one, before any tensor is read.
 func resolveCheckpoint(ctx context.Context, name string) (string, error) {
-	dir, err := loader.Resolve(ctx, name, loader.HubOptions{Progress: os.Stderr})
+	dir, err := hub.Resolve(ctx, name, hub.Options{Progress: os.Stderr})
 	if err != nil {
-		return "", err
+		return "", withOfflineHint(err)
 	}
 	if _, err := loader.VerifySnapshot(dir, os.Stderr); err != nil && !errors.Is(err, loader.ErrNoManifest) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// withOfflineHint adds what to do to an error that reaching the Hub failed (no network, DNS):
+// the Hub cache alone, a local folder, or a random checkpoint made here.
+func withOfflineHint(err error) error {
+	var netErr net.Error
+	if !errors.As(err, &netErr) {
+		return err
+	}
+	return fmt.Errorf("%w\n  cannot reach the Hugging Face Hub. Offline, either use what the Hub cache holds (HF_HUB_OFFLINE=1),\n"+
+		"  give a checkpoint folder (--model ./Qwen3-0.6B), or make a random Qwen3-0.6B with the real tokenizer to\n"+
+		"  try octlm: octlm synth --like qwen3-0.6b --out /tmp/qwen3-random (see README, Offline first steps)", err)
 }
 
 // warnHalfOnGo says that half precision on the pure-Go backend is slow: GoMLX v0.28.2's bf16/f16

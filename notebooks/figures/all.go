@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 )
 
@@ -166,8 +167,35 @@ func All(src *Source, tmp string, logf func(format string, args ...any)) (*Set, 
 	return set, nil
 }
 
+// names lists the file names Write gives the outputs of set.
+func (set *Set) names() []string {
+	var names []string
+	for _, f := range set.Figures {
+		names = append(names, f.Name+".svg")
+	}
+	for _, t := range set.Tables {
+		names = append(names, t.Name+".md")
+	}
+	for _, s := range set.Snippets {
+		names = append(names, s.Name+".html")
+	}
+	return names
+}
+
+// Existing lists the files of dir that Write would replace.
+func (set *Set) Existing(dir string) []string {
+	var taken []string
+	for _, name := range set.names() {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			taken = append(taken, name)
+		}
+	}
+	return taken
+}
+
 // Write writes every output of set into dir: NAME.svg for figures, NAME.md for tables and
-// NAME.html for snippets. It returns the paths written.
+// NAME.html for snippets, each through a temporary file renamed into place. It returns the
+// paths written.
 func (set *Set) Write(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("figures: %w", err)
@@ -175,7 +203,7 @@ func (set *Set) Write(dir string) ([]string, error) {
 	var paths []string
 	write := func(name string, data []byte) error {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
+		if err := fileio.WriteFile(p, data); err != nil {
 			return fmt.Errorf("figures: %w", err)
 		}
 		paths = append(paths, p)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
@@ -140,7 +141,7 @@ func TestChart(t *testing.T) {
 		t.Errorf("y label %q", got)
 	}
 	// Data from 1e-5 to 10 with a third of a decade of room: decades 1e-6 to 100.
-	wantTicks := []string{"1e-6", "1e-5", "1e-4", "1e-3", "0.01", "0.1", "1", "10", "100"}
+	wantTicks := []string{"10⁻⁶", "10⁻⁵", "10⁻⁴", "10⁻³", "10⁻²", "10⁻¹", "10⁰", "10¹", "10²"}
 	if got := d.classes["tick y"]; !slices.Equal(got, wantTicks) {
 		t.Errorf("y ticks %q, want %q", got, wantTicks)
 	}
@@ -161,12 +162,16 @@ func TestTicks(t *testing.T) {
 		log    bool
 		want   []string
 	}{
-		{0, 1, false, []string{"0", "0.2", "0.4", "0.6", "0.8", "1.0"}},
+		{0, 1, false, []string{"0.0", "0.2", "0.4", "0.6", "0.8", "1.0"}},
 		{0, 200, false, []string{"0", "50", "100", "150", "200"}},
-		{0, 0.6, false, []string{"0", "0.2", "0.4", "0.6"}},
+		{0, 0.6, false, []string{"0.0", "0.2", "0.4", "0.6"}},
 		{0, 35, false, []string{"0", "10", "20", "30"}},
-		{-3, 1, true, []string{"1e-3", "0.01", "0.1", "1", "10"}},
-		{-10, 0, true, []string{"1e-10", "1e-8", "1e-6", "1e-4", "0.01", "1"}},
+		{-1, 1, false, []string{"-1.0", "-0.5", "0.0", "0.5", "1.0"}},
+		{0, 0.001, false, []string{"0.0e+00", "2.0e-04", "4.0e-04", "6.0e-04", "8.0e-04", "1.0e-03"}},
+		{0, 5e6, false, []string{"0.0e+00", "1.0e+06", "2.0e+06", "3.0e+06", "4.0e+06", "5.0e+06"}},
+		{-2, 2, true, []string{"0.01", "0.1", "1", "10", "100"}},
+		{-3, 1, true, []string{"10⁻³", "10⁻²", "10⁻¹", "10⁰", "10¹"}},
+		{-10, 0, true, []string{"10⁻¹⁰", "10⁻⁸", "10⁻⁶", "10⁻⁴", "10⁻²", "10⁰"}},
 	}
 	for _, tt := range tests {
 		var got []string
@@ -180,7 +185,7 @@ func TestTicks(t *testing.T) {
 }
 
 func TestShortNumber(t *testing.T) {
-	for x, want := range map[float64]string{48.9: "49", 1.79: "1.8", 0.046: "0.046", 3.62e-5: "3.6e-05", 0: "0", 31415: "3.1e+04"} {
+	for x, want := range map[float64]string{48.9: "49", 1.79: "1.8", 0.046: "0.046", 0.00603: "0.006", 3.62e-5: "3.6e-05", 0: "0", 31415: "3.1e+04"} {
 		if got := shortNumber(x); got != want {
 			t.Errorf("shortNumber(%g) = %q, want %q", x, got, want)
 		}
@@ -242,11 +247,11 @@ func TestHeaderAnatomy(t *testing.T) {
 	if got, want := tab.Rows[0][0], "0 – 8"; got != want {
 		t.Errorf("first row %q, want %q", got, want)
 	}
-	if got, want := tab.Rows[1][0], fmt.Sprintf("8 – %d", 8+n); got != want {
+	if got, want := tab.Rows[1][0], "8 – "+groupDigits(8+n); got != want {
 		t.Errorf("header row %q, want %q", got, want)
 	}
 	first, last := tab.Rows[2][0], tab.Rows[len(tab.Rows)-1][0]
-	if !strings.HasPrefix(first, fmt.Sprintf("%d – ", 8+n)) || !strings.HasSuffix(last, fmt.Sprintf(" – %d", st.Size())) {
+	if !strings.HasPrefix(first, groupDigits(8+n)+" – ") || !strings.HasSuffix(last, " – "+groupDigits(st.Size())) {
 		t.Errorf("tensors span %q … %q, want from %d to the file size %d", first, last, 8+n, st.Size())
 	}
 	text, err := HeaderText(tinyFile, 40)
@@ -577,8 +582,8 @@ func TestMeasureParity(t *testing.T) {
 	}
 	slices.Sort(ranges)
 	med := ranges[len(ranges)/2]
-	if got := r.RangeTable().Rows[1][2]; got != fmt.Sprintf("%.3g", med) {
-		t.Errorf("case 1 median range %s, want %.3g", got, med)
+	if got := r.RangeTable().Rows[1][2]; got != fmt.Sprintf("%.1f", med) {
+		t.Errorf("case 1 median range %s, want %.1f", got, med)
 	}
 
 	for _, f := range []Figure{r.Histogram(), r.PerPosition(), r.RangeFigure()} {
@@ -714,7 +719,7 @@ func TestGenerationAndHalf(t *testing.T) {
 	if got := parseSVG(t, LatencyFigure(runs, "tiny").SVG).labels("series"); !slices.Equal(got, []string{"greedy", "sampled, seed 1", "sampled, seed 2"}) {
 		t.Errorf("latency series %q", got)
 	}
-	if tab := GenerationTable(runs, "tiny"); len(tab.Rows) != 3 || tab.Rows[0][2] != "8" || tab.Rows[0][6] != fmt.Sprint(runs[0].Gen.GeneratedIDs) {
+	if tab := GenerationTable(runs, "tiny"); len(tab.Rows) != 3 || tab.Rows[0][2] != "8" || tab.Rows[0][6] != strings.TrimSuffix(fmt.Sprint(runs[0].Gen.GeneratedIDs[:5]), "]")+" …]" {
 		t.Errorf("generation table %q", tab.Rows)
 	}
 
@@ -746,8 +751,63 @@ func TestGenerationAndHalf(t *testing.T) {
 			red++
 		}
 	}
-	if red != differ {
-		t.Errorf("%d red cells, want %d differing tokens", red, differ)
+	light := 0
+	for _, r := range d.rects {
+		if r["fill"] == "#b5d9a8" {
+			light++
+		}
+	}
+	// The legend shows a swatch of each colour the strips use, and only those.
+	swatch := func(used bool) int {
+		if used {
+			return 1
+		}
+		return 0
+	}
+	if red-swatch(differ > 0) != differ {
+		t.Errorf("%d red cells (legend included), want %d differing tokens", red, differ)
+	}
+	if d.hasText("another token") != (differ > 0) || d.hasText("after the texts diverged") != (light > 0) {
+		t.Errorf("legend %q: want exactly the colours used (%d red, %d light cells)", d.groups["legend"], differ, light-swatch(light > 0))
+	}
+}
+
+func TestLatencyAxisEndsAtTheLastToken(t *testing.T) {
+	runs := []GenRun{{Mode: "greedy", Steps: make([]time.Duration, 32)}}
+	for i := range runs[0].Steps {
+		runs[0].Steps[i] = time.Duration(i+1) * time.Millisecond
+	}
+	d := parseSVG(t, LatencyFigure(runs, "t").SVG)
+	ticks := d.classes["tick x"]
+	if len(ticks) == 0 || ticks[len(ticks)-1] != "30" {
+		t.Errorf("x ticks %q: want them to end at 30 for 31 tokens (not 40)", ticks)
+	}
+}
+
+func TestGroupDigits(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 106944: "106,944", -1234567: "-1,234,567"} {
+		if got := groupDigits(n); got != want {
+			t.Errorf("groupDigits(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestFitLabel(t *testing.T) {
+	tests := []struct {
+		name  string
+		width float64
+		want  string
+	}{
+		{"model.embed_tokens.weight", 200, "model.embed_tokens.weight"},
+		{"model.embed_tokens.weight", 140, "embed_tokens.weight"},
+		{"model.layers.0.self_attn.q_proj.weight", 140, "…q_proj.weight"},
+		{"model.layers.0.self_attn.q_proj.weight", 60, "…weight"},
+		{"averyveryverylongname", 60, "averyvery…"},
+	}
+	for _, tt := range tests {
+		if got := fitLabel(tt.name, tt.width); got != tt.want {
+			t.Errorf("fitLabel(%q, %g) = %q, want %q", tt.name, tt.width, got, tt.want)
+		}
 	}
 }
 
@@ -765,7 +825,7 @@ func TestLoadMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(tab.Rows[0][1], strconv.FormatInt(cfg.Parameters(), 10)+" ") {
+	if !strings.HasPrefix(tab.Rows[0][1], groupDigits(cfg.Parameters())+" ") {
 		t.Errorf("parameters row %q, want %d", tab.Rows[0], cfg.Parameters())
 	}
 	if want := loader.HumanBytes(4 * cfg.Parameters()); tab.Rows[2][1] != want {
@@ -805,5 +865,69 @@ func TestSourceWithoutReference(t *testing.T) {
 	// Without cases.json or a reference, a tiny vocabulary has no prompts.
 	if _, err := Prompts(src, tok, HalfQuestions); err == nil {
 		t.Error("Prompts: no error")
+	}
+}
+
+func TestDecodeIDs(t *testing.T) {
+	tok, err := tokenizer.LoadDir(tokenizerDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, ok := tok.TokenID("æ") // the byte-level token of 0xE6, the first byte of 東
+	if !ok {
+		t.Fatal("no byte-level token for 0xE6")
+	}
+	tests := []struct {
+		name string
+		ids  []int
+		want string
+	}{
+		{"whole characters", tok.Encode("東京 🚀"), "東京 🚀"},
+		{"a character cut short", []int{lead}, `\xe6`},
+		{"cut short, then text", append([]int{lead}, tok.Encode("ok")...), `\xe6ok`},
+		{"an ID beyond the vocabulary", append(tok.Encode("a"), 10_000_000), "a⟨10000000⟩"},
+		{"a character with no glyph", tok.Encode("a\u0007b\n"), `a\u0007b` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decodeIDs(tok, tt.ids); got != tt.want {
+				t.Errorf("decodeIDs = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTensorBytes(t *testing.T) {
+	ck, err := loader.OpenCheckpoint(tinySource.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	var infos []loader.TensorInfo
+	for e, err := range ck.Tensors() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, e.Info)
+	}
+	fig, err := TensorBytes("tiny", infos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := parseSVG(t, fig.SVG)
+	if got := len(d.groups["series"]); got != len(infos) {
+		t.Errorf("%d bars, want one per tensor (%d)", got, len(infos))
+	}
+	if got := len(d.classes["value"]); got != len(infos) {
+		t.Errorf("%d value labels, want %d", got, len(infos))
+	}
+	if !d.hasText(fmt.Sprintf("Bytes per tensor: tiny (%d tensors", len(infos))) || !d.hasText("stored size (KiB)") {
+		t.Errorf("title or axis label missing: %q", d.texts)
+	}
+	if !d.hasText(loader.HumanBytes(infos[0].Size)) {
+		t.Errorf("no value label %q", loader.HumanBytes(infos[0].Size))
+	}
+	if _, err := TensorBytes("none", nil); err == nil || !strings.Contains(err.Error(), "none has no tensors") {
+		t.Errorf("no tensors: error %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/octlm/octlm/loader"
@@ -49,7 +50,7 @@ func spans(tok *tokenizer.Tokenizer, ids []int) ([]tokenSpan, error) {
 		}
 	}
 	if len(cur.ids) > 0 {
-		cur.text = strings.ToValidUTF8(string(pending), "\uFFFD")
+		cur.text = escapeInvalidUTF8(pending)
 		out = append(out, cur)
 	}
 	return out, nil
@@ -179,22 +180,54 @@ func Prompts(src *Source, tok *tokenizer.Tokenizer, questions []string) ([]Promp
 	return out, nil
 }
 
-// decodeIDs decodes generated IDs, writing IDs the tokenizer does not have (embedding rows beyond
-// the vocabulary) as ⟨id⟩.
+// decodeIDs decodes generated IDs to text a reader can read: complete UTF-8 characters as text,
+// the bytes of a character cut short (a byte-level token that is only part of one) as \xNN
+// escapes instead of U+FFFD, and IDs the tokenizer does not have (embedding rows beyond the
+// vocabulary) as ⟨id⟩.
 func decodeIDs(tok *tokenizer.Tokenizer, ids []int) string {
-	d := tokenizer.NewStreamDecoder(tok)
 	var b strings.Builder
+	var pending []byte
 	for _, id := range ids {
-		s, err := d.Add(id)
+		t, err := tok.DecodeToken(id)
 		if errors.Is(err, tokenizer.ErrUnknownID) {
-			b.WriteString(d.Flush())
+			b.WriteString(escapeInvalidUTF8(pending))
+			pending = pending[:0]
 			fmt.Fprintf(&b, "⟨%d⟩", id)
 			continue
 		}
-		b.WriteString(s)
+		pending = append(pending, t...)
 	}
-	b.WriteString(d.Flush())
+	b.WriteString(escapeInvalidUTF8(pending))
 	return b.String()
+}
+
+// quoteText quotes decoded text for a table cell, with newlines and tabs visible; the \xNN escapes
+// of decodeIDs stay as they are.
+func quoteText(s string) string {
+	return `"` + strings.NewReplacer("\n", `\n`, "\t", `\t`, `"`, `\"`).Replace(s) + `"`
+}
+
+// escapeInvalidUTF8 returns b as text with every byte that is not part of a valid UTF-8 character
+// written as \xNN, and characters with no glyph (controls other than whitespace, unassigned code
+// points) as \uNNNN.
+func escapeInvalidUTF8(b []byte) string {
+	var out strings.Builder
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n <= 1 {
+			fmt.Fprintf(&out, `\x%02x`, b[0])
+			b = b[1:]
+			continue
+		}
+		if !unicode.IsGraphic(r) && !unicode.IsSpace(r) {
+			fmt.Fprintf(&out, `\u%04x`, r) // a control or unassigned character: no glyph to show
+			b = b[n:]
+			continue
+		}
+		out.Write(b[:n])
+		b = b[n:]
+	}
+	return out.String()
 }
 
 // GenRun is one generation with its per-token timing.
@@ -252,12 +285,12 @@ func GenerationTable(runs []GenRun, label string) Table {
 		Header: []string{"mode", "sampling", "tokens", "stop", "prefill", "decode tokens/s", "first IDs", "text"}}
 	for _, r := range runs {
 		ids := r.Gen.GeneratedIDs
-		first := fmt.Sprint(ids[:min(8, len(ids))])
-		if len(ids) > 8 {
+		first := fmt.Sprint(ids[:min(5, len(ids))])
+		if len(ids) > 5 {
 			first = strings.TrimSuffix(first, "]") + " …]"
 		}
 		t.Rows = append(t.Rows, []string{r.Mode, samplingText(r.Sampling), strconv.Itoa(len(ids)), r.Gen.StopReason,
-			r.Gen.Prefill.Round(10 * time.Microsecond).String(), fmt.Sprintf("%.1f", r.Gen.TokensPerSecond()), first, shorten(r.Text, 160)})
+			r.Gen.Prefill.Round(10 * time.Microsecond).String(), fmt.Sprintf("%.1f", r.Gen.TokensPerSecond()), first, shorten(r.Text, 120)})
 	}
 	return t
 }
@@ -277,7 +310,7 @@ func LatencyFigure(runs []GenRun, label string) Figure {
 		all = append(all, s)
 	}
 	title := "Time per generated token: " + label
-	c := chart{Title: title, Width: 760, Series: all, X: axis{Label: "generated token"}, Y: axis{Label: "ms since the previous token"},
+	c := chart{Title: title, Width: 760, Series: all, X: axis{Label: "generated token", Tight: true}, Y: axis{Label: "ms since the previous token"},
 		Note: "after a warm-up run that compiled the graphs; the first token (the prompt's forward pass) is left out"}
 	return Figure{Name: "03-token-latency", Title: title, SVG: c.render()}
 }
@@ -314,32 +347,46 @@ func HalfGreedy(src *Source, tok *tokenizer.Tokenizer, prompts []Prompt, n int) 
 	var b strings.Builder
 	svgOpen(&b, w, h, title)
 	row := 0
+	const same, after, other = "#54a24b", "#b5d9a8", "#e45756"
+	used := map[string]bool{}
 	for _, dt := range dtypes[1:] {
 		for i, p := range prompts {
 			gr := parity.GreedyRow{DType: dt, Case: i, Float32IDs: gen[octlm.Float32][i], IDs: gen[dt][i]}
 			diff := "none"
 			if p := gr.CommonPrefix(); p < gr.Tokens() {
 				a, b := gr.Float32IDs[p], gr.IDs[p]
-				diff = fmt.Sprintf("step %d: %q (%d) → %q (%d)", p, decodeIDs(tok, []int{a}), a, decodeIDs(tok, []int{b}), b)
+				diff = fmt.Sprintf("step %d: %s (%d) → %s (%d)", p, quoteText(decodeIDs(tok, []int{a})), a, quoteText(decodeIDs(tok, []int{b})), b)
 			}
 			t.Rows = append(t.Rows, []string{string(dt), p.Name, fmt.Sprintf("%d/%d", gr.Matches(), gr.Tokens()), strconv.Itoa(gr.CommonPrefix()), diff})
 			y := top + 18*float64(row)
 			fmt.Fprintf(&b, `<g class="series" data-label="%s %s"><text x="%g" y="%.1f" text-anchor="end">%s · %s</text>`, dt, esc(p.Name), left-8, y+10, dt, esc(p.Name))
 			for s := range gr.Tokens() {
-				color := "#54a24b"
+				color := same
 				if gr.Float32IDs[s] != gr.IDs[s] {
-					color = "#e45756"
+					color = other
 				} else if s >= gr.CommonPrefix() {
-					color = "#b5d9a8" // same token, but after the texts diverged
+					color = after // same token, but after the texts diverged
 				}
+				used[color] = true
 				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="14" fill="%s"/>`, left+cell*float64(s), y, cell-1, color)
 			}
 			b.WriteString("</g>")
 			row++
 		}
 	}
-	fmt.Fprintf(&b, `<text class="axis-label x" x="%g" y="%.1f">generated token →   green: float32's token · light: the same token after the texts diverged · red: another token</text>`,
-		left, h-12)
+	// The legend lists the colours the strips use.
+	fmt.Fprintf(&b, `<g class="legend"><text class="axis-label x" x="%g" y="%.1f">generated token →</text>`, left, h-12)
+	lx := left + 120
+	for _, k := range []struct{ color, label string }{
+		{same, "float32's token"}, {after, "the same token after the texts diverged"}, {other, "another token"},
+	} {
+		if !used[k.color] {
+			continue
+		}
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="12" height="10" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`, lx, h-21, k.color, lx+16, h-12, esc(k.label))
+		lx += 30 + 5.8*float64(utf8.RuneCountInString(k.label))
+	}
+	b.WriteString("</g>")
 	b.WriteString("</svg>\n")
 	return Figure{Name: "03-half-greedy", Title: title, SVG: []byte(b.String())}, t, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
@@ -166,7 +168,7 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 	xx := left
 	for i, s := range segs {
 		fmt.Fprintf(&b, `<g class="segment" data-kind="%s"><rect x="%.1f" y="%g" width="%.1f" height="%g" fill="%s" stroke="white"/>`, esc(s.label), xx, y2, s.width, bh, s.color)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%g" text-anchor="middle" font-size="10" fill="white">%s</text></g>`, xx+s.width/2, y2+19, esc(shorten(s.label, int(s.width/6))))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%g" text-anchor="middle" font-size="10" fill="white">%s<title>%s</title></text></g>`, xx+s.width/2, y2+19, esc(fitLabel(s.label, s.width)), esc(s.label))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%g" text-anchor="middle" font-size="9" fill="#333">%s</text>`, xx+s.width/2, y2+bh+26, esc(shorten(s.sub, int(s.width/5))))
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#333"/><text class="offset" x="%.1f" y="%g" font-size="10" text-anchor="%s">%d</text>`,
 			xx, y2-4, xx, y2+bh+4, xx, y2+bh+13, anchor(i), s.start)
@@ -197,7 +199,7 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 		Header: []string{"bytes", "size", "what", "dtype", "shape"}}
 	t.Rows = append(t.Rows,
 		[]string{"0 – 8", "8", "length prefix: u64 little-endian = " + strconv.FormatInt(h.headerLen, 10), "", ""},
-		[]string{fmt.Sprintf("8 – %d", h.dataStart()), strconv.FormatInt(h.headerLen, 10),
+		[]string{"8 – " + groupDigits(h.dataStart()), strconv.FormatInt(h.headerLen, 10),
 			fmt.Sprintf("JSON header (%s, %s, %s of padding)", plural(len(h.tensors), "tensor"), plural(len(h.metadata), "metadata key"), plural(h.padding, "space")), "", ""})
 	for i, ti := range h.tensors {
 		if len(h.tensors) > 12 && i == 8 {
@@ -206,7 +208,7 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 		if len(h.tensors) > 12 && i >= 8 && i < len(h.tensors)-2 {
 			continue
 		}
-		t.Rows = append(t.Rows, []string{fmt.Sprintf("%d – %d", ti.Offset, ti.Offset+ti.Size), strconv.FormatInt(ti.Size, 10), ti.Name, string(ti.DType), fmt.Sprint(ti.Shape)})
+		t.Rows = append(t.Rows, []string{groupDigits(ti.Offset) + " – " + groupDigits(ti.Offset+ti.Size), strconv.FormatInt(ti.Size, 10), ti.Name, string(ti.DType), fmt.Sprint(ti.Shape)})
 	}
 	return Figure{Name: "01-header", Title: title, SVG: []byte(b.String())}, t, nil
 }
@@ -231,6 +233,26 @@ func byteLabel(n int64) string {
 		return "0"
 	}
 	return loader.HumanBytes(n)
+}
+
+// fitLabel fits a tensor name into a box width px wide at font size 10 (about 6 px a character, with room to spare):
+// whole when it fits, else without the leading "model.", else the last dotted parts that fit
+// ("…q_proj.weight"), else cut.
+func fitLabel(name string, width float64) string {
+	n := int(width / 6)
+	if utf8.RuneCountInString(name) <= n {
+		return name
+	}
+	if short := strings.TrimPrefix(name, "model."); utf8.RuneCountInString(short) <= n {
+		return short
+	}
+	parts := strings.Split(name, ".")
+	for i := 1; i < len(parts); i++ {
+		if tail := "…" + strings.Join(parts[i:], "."); utf8.RuneCountInString(tail) <= n {
+			return tail
+		}
+	}
+	return shorten(name, n)
 }
 
 // shorten cuts s to n characters with an ellipsis.
@@ -485,12 +507,30 @@ func ParameterCount(dir string) (Table, error) {
 		}
 		share := fmt.Sprintf("%.1f%%", 100*float64(count[k])/float64(total))
 		if k == "lm_head (tied copy)" {
-			share = "not counted (tied)"
+			share = "—" // a copy of the embedding: not counted
 		}
 		t.Rows = append(t.Rows, []string{k, strconv.Itoa(tensors[k]), strconv.FormatInt(count[k], 10), share, loader.HumanBytes(bytesOf[k])})
 	}
 	t.Rows = append(t.Rows, []string{"total (unique)", strconv.Itoa(ck.Len()), strconv.FormatInt(total, 10), "100.0%", loader.HumanBytes(stored)})
 	return t, nil
+}
+
+// groupDigits writes n with commas between groups of three digits: 106,944.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, d := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	return b.String()
 }
 
 // humanCount writes a parameter count as 596M or 1.2K.
@@ -627,7 +667,7 @@ func LoadMemory(src *Source, dtype octlm.DType) (Figure, Table, error) {
 	t := Table{Name: "01-load", Caption: "loading " + src.Label,
 		Header: []string{"measure", "value"},
 		Rows: [][]string{
-			{"parameters (unique)", fmt.Sprintf("%d (%s)", params, humanCount(params))},
+			{"parameters (unique)", fmt.Sprintf("%s (%s)", groupDigits(params), humanCount(params))},
 			{"checkpoint bytes read", loader.HumanBytes(total.Load())},
 			{"resident weights (" + string(dtype) + ")", loader.HumanBytes(weights)},
 			{"peak Go heap growth", fmt.Sprintf("%s (%.2f× the weights)", loader.HumanBytes(peakHeap), float64(peakHeap)/float64(weights))},
@@ -636,4 +676,73 @@ func LoadMemory(src *Source, dtype octlm.DType) (Figure, Table, error) {
 			{"backend", src.Info.Name},
 		}}
 	return Figure{Name: "01-load-memory", Title: title, SVG: c.render()}, t, nil
+}
+
+// TensorBytes draws the bytes of every tensor of a checkpoint as horizontal bars, largest scale
+// on a KiB/MiB axis, each bar labelled with its size, coloured by kind of tensor.
+func TensorBytes(label string, tensors []loader.TensorInfo) (Figure, error) {
+	if len(tensors) == 0 {
+		return Figure{}, fmt.Errorf("figures: TensorBytes: %s has no tensors", label)
+	}
+	var largest, total int64
+	nameW := 0
+	for _, t := range tensors {
+		largest = max(largest, t.Size)
+		total += t.Size
+		nameW = max(nameW, utf8.RuneCountInString(t.Name))
+	}
+	// One unit for the whole axis: the largest power of 1024 below the largest tensor.
+	unit, unitName := int64(1), "bytes"
+	for _, u := range []struct {
+		n    int64
+		name string
+	}{{1 << 10, "KiB"}, {1 << 20, "MiB"}, {1 << 30, "GiB"}} {
+		if largest >= u.n {
+			unit, unitName = u.n, u.name
+		}
+	}
+	const rowH, top, w = 16.0, 44.0, 820.0
+	left := min(360, 12+6*float64(nameW))
+	right := w - 90 // room for the value labels
+	h := top + rowH*float64(len(tensors)) + 70
+	title := fmt.Sprintf("Bytes per tensor: %s (%d tensors, %s)", label, len(tensors), loader.HumanBytes(total))
+	var b strings.Builder
+	svgOpen(&b, w, h, title)
+	span := float64(largest) / float64(unit)
+	step := niceStep(span / 5)
+	hi := math.Ceil(span/step) * step
+	x := func(n float64) float64 { return left + (right-left)*n/hi }
+	bottom := top + rowH*float64(len(tensors))
+	b.WriteString(`<g class="axes" stroke="#888">`)
+	for _, t := range ticks(0, hi, false) {
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#eee"/><text class="tick x" x="%.1f" y="%g" text-anchor="middle" stroke="none" fill="#333">%s</text>`,
+			x(t.v), top-4, x(t.v), bottom, x(t.v), bottom+14, t.label)
+	}
+	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g"/></g>`, left, top-4, left, bottom)
+	fmt.Fprintf(&b, `<text class="axis-label x" x="%.1f" y="%g" text-anchor="middle">stored size (%s)</text>`, (left+right)/2, bottom+34, unitName)
+	for i, t := range tensors {
+		y := top + rowH*float64(i)
+		k := tensorKind(t.Name)
+		fmt.Fprintf(&b, `<g class="series" data-label="%s">`, esc(t.Name))
+		fmt.Fprintf(&b, `<text x="%g" y="%.1f" text-anchor="end" font-size="10">%s</text>`, left-6, y+11, esc(fitLabel(t.Name, left-12)))
+		fmt.Fprintf(&b, `<rect x="%g" y="%.1f" width="%.2f" height="%g" fill="%s"><title>%s: %s %v, %s</title></rect>`,
+			left, y+2, max(0.5, x(float64(t.Size)/float64(unit))-left), rowH-4, kindColor(k), esc(t.Name), t.DType, t.Shape, loader.HumanBytes(t.Size))
+		fmt.Fprintf(&b, `<text class="value" x="%.1f" y="%.1f" font-size="10" fill="#333">%s</text></g>`, x(float64(t.Size)/float64(unit))+4, y+11, esc(loader.HumanBytes(t.Size)))
+	}
+	// Legend: the kinds of tensor present.
+	present := map[string]bool{}
+	for _, t := range tensors {
+		present[tensorKind(t.Name)] = true
+	}
+	lx := left
+	b.WriteString(`<g class="legend">`)
+	for _, k := range kinds {
+		if !present[k] {
+			continue
+		}
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%g" width="12" height="10" fill="%s"/><text x="%.1f" y="%g">%s</text>`, lx, h-14, kindColor(k), lx+16, h-5, esc(k))
+		lx += 30 + 6.5*float64(utf8.RuneCountInString(k))
+	}
+	b.WriteString("</g></svg>\n")
+	return Figure{Name: "00-tensor-bytes", Title: title, SVG: []byte(b.String())}, nil
 }

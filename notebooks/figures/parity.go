@@ -161,26 +161,42 @@ func (r *ParityResult) Histogram() Figure {
 		Y: axis{Label: "share of logits (%)"},
 		Lines: []refLine{{Label: "gate 1e-3", Value: parity.Tolerance, Vertical: true},
 			{Label: fmt.Sprintf("worst %.1e", worst), Value: worst, Vertical: true, Color: "#555"}},
-		Note: fmt.Sprintf("%d logits (every position × vocabulary entry of %d cases, full path); %d (%.1f%%) are exactly equal",
-			r.Logits, len(r.Cases), r.Zeros, 100*float64(r.Zeros)/float64(max(1, r.Logits)))}
+		Note: fmt.Sprintf("%s logits (every position × vocabulary entry of %d cases, full path); %s (%.1f%%) are exactly equal",
+			groupDigits(r.Logits), len(r.Cases), groupDigits(r.Zeros), 100*float64(r.Zeros)/float64(max(1, r.Logits)))}
 	return Figure{Name: "04-error-histogram", Title: title, SVG: c.render()}
 }
 
-// PerPosition draws each case's maximum |Δlogit| at every position, with the gate.
+// PerPosition draws each case's maximum |Δlogit| at every position, with the gate. Longer cases
+// are drawn first, so a short case's few points lie on top of them, with larger markers.
 func (r *ParityResult) PerPosition() Figure {
-	var all []series
-	for _, c := range r.Cases {
-		s := series{Label: fmt.Sprintf("case %d (%d pos)", c.Index, c.Positions), Kind: lineSeries}
+	all := make([]series, len(r.Cases))
+	for i, c := range r.Cases {
+		s := series{Label: fmt.Sprintf("case %d (%d pos)", c.Index, c.Positions), Kind: lineSeries, Color: palette[i%len(palette)]}
 		if c.Positions > 64 {
 			s.Kind = stepSeries
 		}
 		for p, e := range c.MaxErr {
 			s.X, s.Y = append(s.X, float64(p)), append(s.Y, e)
 		}
-		all = append(all, s)
+		all[i] = s
+	}
+	// Draw order: longest first. The legend keeps the cases' order.
+	order := make([]int, len(all))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return len(all[b].X) - len(all[a].X) })
+	drawn := make([]series, len(all))
+	legend := make([]int, len(all)) // legend[j]: where case j is drawn
+	for i, j := range order {
+		drawn[i] = all[j]
+		legend[j] = i
+		if len(all[j].X) <= 16 {
+			drawn[i].Marker = 4
+		}
 	}
 	title := "Maximum |Δlogit| per position: " + r.Label
-	c := chart{Title: title, Width: 760, Series: all, X: axis{Label: "position"}, Y: axis{Label: "max over the vocabulary of |Δlogit|", Log: true},
+	c := chart{Title: title, Width: 760, Series: drawn, Legend: legend, X: axis{Label: "position", Tight: true}, Y: axis{Label: "max over the vocabulary of |Δlogit|", Log: true},
 		Lines: []refLine{{Label: "gate 1e-3", Value: parity.Tolerance}}}
 	return Figure{Name: "04-per-position", Title: title, SVG: c.render()}
 }
@@ -219,7 +235,7 @@ func (r *ParityResult) ArgmaxTable() Table {
 	for _, c := range r.Cases {
 		_, gap, worst, same := c.summary()
 		t.Rows = append(t.Rows, []string{strconv.Itoa(c.Index), strconv.Itoa(c.Positions), fmt.Sprintf("%d/%d", same, c.Positions),
-			fmt.Sprintf("%.3g", gap), fmt.Sprintf("%.2e", worst), fmt.Sprintf("%.3g", gap/(2*worst))})
+			fmt.Sprintf("%.3g", gap), fmt.Sprintf("%.2e", worst), fmt.Sprintf("%.0f", gap/(2*worst))})
 	}
 	return t
 }
@@ -232,8 +248,8 @@ func (r *ParityResult) RangeTable() Table {
 		Header: []string{"case", "positions", "median max−min logit", "max |Δlogit|", "range ÷ gate", "gate ÷ max error"}}
 	for _, c := range r.Cases {
 		mr, _, worst, _ := c.summary()
-		t.Rows = append(t.Rows, []string{strconv.Itoa(c.Index), strconv.Itoa(c.Positions), fmt.Sprintf("%.3g", mr),
-			fmt.Sprintf("%.2e", worst), fmt.Sprintf("%.3g", mr/parity.Tolerance), fmt.Sprintf("%.3g", parity.Tolerance/worst)})
+		t.Rows = append(t.Rows, []string{strconv.Itoa(c.Index), strconv.Itoa(c.Positions), fmt.Sprintf("%.1f", mr),
+			fmt.Sprintf("%.2e", worst), fmt.Sprintf("%.0f", mr/parity.Tolerance), fmt.Sprintf("%.0f", parity.Tolerance/worst)})
 	}
 	return t
 }

@@ -92,7 +92,7 @@ func RopeAngles(headDim int, base float64, pairs, positions []int) (Figure, Tabl
 	const cell, left, top = 58.0, 170.0, 58.0
 	w := left + cell*float64(len(positions)) + 110
 	h := top + cell*float64(len(pairs)) + 30
-	title := fmt.Sprintf("RoPE angle p·θᵢ by position (head_dim %d, base %s)", headDim, strconv.FormatFloat(base, 'g', -1, 64))
+	title := fmt.Sprintf("RoPE angle p·θᵢ by position (head_dim %d, base %s)", headDim, baseText(base))
 	var b strings.Builder
 	svgOpen(&b, w, h, title)
 	for j, p := range positions {
@@ -115,13 +115,30 @@ func RopeAngles(headDim int, base float64, pairs, positions []int) (Figure, Tabl
 				cx, cy, cx+r*math.Cos(a), cy-r*math.Sin(a), ropeColor(i, len(inv)), float64(p)*theta, a)
 		}
 		period := 2 * math.Pi / theta
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555">turn: %s pos</text></g>`, left+cell*float64(len(positions))+8, cy+4, strconv.FormatFloat(period, 'g', 3, 64))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555">turn: %s pos</text></g>`, left+cell*float64(len(positions))+8, cy+4, periodText(period))
 		sp, _ := RopePartner(i, headDim, true)
 		t.Rows = append(t.Rows, []string{strconv.Itoa(i), fmt.Sprintf("%d, %d", i, sp), fmt.Sprintf("%d, %d", 2*i, 2*i+1),
-			strconv.FormatFloat(theta, 'g', 4, 64), strconv.FormatFloat(period, 'g', 4, 64)})
+			strconv.FormatFloat(theta, 'g', 4, 64), periodText(period)})
 	}
 	b.WriteString("</svg>\n")
 	return Figure{Name: "02-rope-angles", Title: title, SVG: []byte(b.String())}, t, nil
+}
+
+// baseText writes a RoPE base as a reader reads it: 1,000,000, or 31622.8 when not whole.
+func baseText(base float64) string {
+	if base == math.Trunc(base) && math.Abs(base) < 1e15 {
+		return groupDigits(int64(base))
+	}
+	return strconv.FormatFloat(base, 'f', 1, 64)
+}
+
+// periodText writes a rotation period in positions in one format: three significant digits below
+// 1,000 (6.28, 14.9, 199), whole positions with thousands separators above (6,283, 2,650,000).
+func periodText(p float64) string {
+	if p < 1000 {
+		return strconv.FormatFloat(p, 'g', 3, 64)
+	}
+	return groupDigits(int64(math.Round(p)))
 }
 
 // pairingVariant is one way to run the checkpoint's weights.

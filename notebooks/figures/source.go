@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/compute"
 
 	bundled "github.com/octlm/octlm"
+	"github.com/octlm/octlm/hub"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/synth"
@@ -67,7 +68,7 @@ func Open(opts Options) (s *Source, err error) {
 			return nil, fmt.Errorf("figures: %w", err)
 		}
 		s.Label = bundled.Name + " (bundled)"
-	} else if s.Dir, err = loader.Resolve(context.Background(), opts.Model, loader.HubOptions{Progress: opts.Progress}); err != nil {
+	} else if s.Dir, err = hub.Resolve(context.Background(), opts.Model, hub.Options{Progress: opts.Progress}); err != nil {
 		return nil, fmt.Errorf("figures: model %s: %w", opts.Model, err)
 	}
 	s.Reference = opts.Reference

@@ -34,6 +34,8 @@ type series struct {
 	X, Y  []float64
 	// Format prints a value above a labelled bar.
 	Format func(float64) string
+	// Marker is the radius of a point's marker; 0 is 2.5.
+	Marker float64
 }
 
 // refLine is a horizontal (Y) or vertical (X) reference line with a label, e.g. the tolerance.
@@ -49,6 +51,9 @@ type axis struct {
 	Label    string
 	Log      bool
 	Min, Max float64
+	// Tight ends a linear axis at the data's largest value instead of the next round step, for
+	// counts such as token or position indices (31 tokens: 0 to 31, not 0 to 40).
+	Tight bool
 }
 
 // chart is a 2-D plot: line, point, bar and histogram series on linear or log axes, with
@@ -59,6 +64,7 @@ type chart struct {
 	Height     float64 // default 360
 	X, Y       axis
 	Categories []string // categorical x axis (bar series): one group per category
+	Legend     []int    // the series the legend lists, in order (indices into Series); nil: all in order
 	Series     []series
 	Lines      []refLine
 	Note       string // a line of small text under the plot
@@ -137,6 +143,9 @@ func (a axis) resolve(vals []float64) (lo, hi float64) {
 	if dhi <= dlo {
 		dhi = dlo + 1
 	}
+	if a.Tight {
+		return dlo, dhi
+	}
 	step := niceStep((dhi - dlo) / 5)
 	return math.Floor(dlo/step) * step, math.Ceil(dhi/step) * step
 }
@@ -161,6 +170,9 @@ type tick struct {
 	label string
 }
 
+// ticks returns an axis's labelled positions, every label in one format: plain numbers with the
+// same decimals (0.0, 0.5, 1.0), or, where plain numbers would be too long, powers of ten (log axes:
+// 10⁻⁸, 10⁻⁶, …) or scientific notation (linear axes: 2.0e-04).
 func ticks(lo, hi float64, log bool) []tick {
 	var out []tick
 	if log {
@@ -169,37 +181,50 @@ func ticks(lo, hi float64, log bool) []tick {
 		for n/every > 8 {
 			every++
 		}
+		var exps []int
 		for e := int(math.Ceil(lo)); e <= int(math.Floor(hi)); e++ {
 			if (e-int(math.Ceil(lo)))%every == 0 {
-				out = append(out, tick{math.Pow(10, float64(e)), powerLabel(e)})
+				exps = append(exps, e)
 			}
+		}
+		plain := true
+		for _, e := range exps {
+			plain = plain && e >= -2 && e <= 4
+		}
+		for _, e := range exps {
+			label := powerLabel(e)
+			if plain {
+				label = strconv.FormatFloat(math.Pow(10, float64(e)), 'f', -1, 64)
+			}
+			out = append(out, tick{math.Pow(10, float64(e)), label})
 		}
 		return out
 	}
 	step := niceStep((hi - lo) / 5)
+	var vals []float64
+	scientific := false
 	for v := math.Ceil(lo/step-1e-9) * step; v <= hi+step*1e-9; v += step {
-		out = append(out, tick{v, numberLabel(v, step)})
+		if math.Abs(v) < step*1e-9 {
+			v = 0
+		}
+		vals = append(vals, v)
+		scientific = scientific || math.Abs(v) >= 1e6 || (v != 0 && math.Abs(v) < 1e-3)
+	}
+	decimals := max(0, -int(math.Floor(math.Log10(step)+1e-9)))
+	for _, v := range vals {
+		label := strconv.FormatFloat(v, 'f', decimals, 64)
+		if scientific {
+			label = strconv.FormatFloat(v, 'e', 1, 64)
+		}
+		out = append(out, tick{v, label})
 	}
 	return out
 }
 
-// powerLabel writes 10^e as a reader expects: plain for small exponents, 1e-5 otherwise.
+// powerLabel writes 10^e with a superscript exponent: 10⁻⁵, 10³.
 func powerLabel(e int) string {
-	if e >= -2 && e <= 4 {
-		return strconv.FormatFloat(math.Pow(10, float64(e)), 'f', -1, 64)
-	}
-	return fmt.Sprintf("1e%d", e)
-}
-
-func numberLabel(v, step float64) string {
-	if math.Abs(v) < step*1e-9 {
-		return "0"
-	}
-	if math.Abs(v) >= 1e6 || math.Abs(v) < 1e-3 {
-		return strconv.FormatFloat(v, 'g', 3, 64)
-	}
-	decimals := max(0, -int(math.Floor(math.Log10(step))))
-	return strconv.FormatFloat(v, 'f', decimals, 64)
+	sup := strings.NewReplacer("-", "⁻", "0", "⁰", "1", "¹", "2", "²", "3", "³", "4", "⁴", "5", "⁵", "6", "⁶", "7", "⁷", "8", "⁸", "9", "⁹")
+	return "10" + sup.Replace(strconv.Itoa(e))
 }
 
 // esc escapes text for SVG.
@@ -318,7 +343,11 @@ func (c chart) render() []byte {
 			if s.Kind != stepSeries && len(pts) <= 200 {
 				for _, p := range pts {
 					x, y, _ := strings.Cut(p, ",")
-					fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="2.5" stroke="none"/>`, x, y)
+					r := s.Marker
+					if r == 0 {
+						r = 2.5
+					}
+					fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="%g" stroke="none"/>`, x, y, r)
 				}
 			}
 		case barSeries, labelledBars:
@@ -369,11 +398,11 @@ func (c chart) render() []byte {
 		if l.Vertical {
 			x := xsc.at(l.Value)
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke-dasharray="5 3" stroke-width="1.5"/>`, x, marginTop, x, bottom)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" stroke="none" font-size="10">%s</text>`, x+4, marginTop+12, esc(l.Label))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" stroke="white" stroke-width="3" paint-order="stroke" font-size="10">%s</text>`, x+4, marginTop+12, esc(l.Label))
 		} else {
 			y := ysc.at(l.Value)
 			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke-dasharray="5 3" stroke-width="1.5"/>`, marginLeft, y, right, y)
-			fmt.Fprintf(&b, `<text x="%d" y="%.1f" stroke="none" font-size="10">%s</text>`, marginLeft+4, y-4, esc(l.Label))
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" stroke="white" stroke-width="3" paint-order="stroke" font-size="10">%s</text>`, marginLeft+4, y-4, esc(l.Label))
 		}
 		b.WriteString("</g>")
 	}
@@ -382,7 +411,14 @@ func (c chart) render() []byte {
 	if legend > 0 {
 		b.WriteString(`<g class="legend">`)
 		y := float64(marginTop + 8)
-		for i, s := range c.Series {
+		listed := c.Legend
+		if listed == nil {
+			for i := range c.Series {
+				listed = append(listed, i)
+			}
+		}
+		for _, i := range listed {
+			s := c.Series[i]
 			if s.Label == "" {
 				continue
 			}
@@ -400,9 +436,9 @@ func (c chart) render() []byte {
 	return []byte(b.String())
 }
 
-// shortNumber prints a value above a bar in few characters: 23, 1.8, 0.046, 3.6e-05.
+// shortNumber prints a value above a bar in few characters: 23, 1.8, 0.046, 0.006, 3.6e-05.
 func shortNumber(x float64) string {
-	if x != 0 && (math.Abs(x) < 1e-2 || math.Abs(x) >= 1e4) {
+	if x != 0 && (math.Abs(x) < 1e-3 || math.Abs(x) >= 1e4) {
 		return strconv.FormatFloat(x, 'e', 1, 64)
 	}
 	return strconv.FormatFloat(x, 'g', 2, 64)

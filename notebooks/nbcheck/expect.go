@@ -14,6 +14,8 @@ import (
 //	# comment
 //	table [N]         at least N (default 1) outputs are HTML tables
 //	svg [N]           at least N outputs are SVG figures (image/svg+xml, or HTML holding <svg>)
+//	figure [N]        at least N outputs are figures that survive export to HTML: an <img> with an
+//	                  SVG data URI (nbui.SVG); `nbcheck run` also finds each in the exported page
 //	png [N]           at least N outputs are PNG images (image/png, or HTML with a data:image/png)
 //	mime TYPE [N]     at least N outputs carry data of MIME type TYPE
 //	text STRING       some output's text contains STRING (the rest of the line, trimmed)
@@ -49,7 +51,7 @@ func parseExpectations(name string, r io.Reader) ([]expectation, error) {
 		e := expectation{file: name, line: n, kind: kind, min: 1}
 		var err error
 		switch kind {
-		case "table", "svg", "png":
+		case "table", "svg", "png", "figure":
 			if rest != "" {
 				e.min, err = parseMin(rest)
 			}
@@ -76,7 +78,7 @@ func parseExpectations(name string, r io.Reader) ([]expectation, error) {
 			e.arg = rest
 			e.re, err = regexp.Compile("(?m)" + rest)
 		default:
-			err = fmt.Errorf("unknown expectation %q (want table, svg, png, mime, text, regex or absent)", kind)
+			err = fmt.Errorf("unknown expectation %q (want table, svg, figure, png, mime, text, regex or absent)", kind)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
@@ -112,7 +114,7 @@ func checkExpectations(nb *notebook, exps []expectation) []problem {
 	for _, e := range exps {
 		var msg string
 		switch e.kind {
-		case "table", "svg", "png", "mime":
+		case "table", "svg", "png", "figure", "mime":
 			var is func(output) bool
 			what := e.kind
 			switch e.kind {
@@ -122,6 +124,8 @@ func checkExpectations(nb *notebook, exps []expectation) []problem {
 				is, what = isSVG, "SVG figure"
 			case "png":
 				is, what = isPNG, "PNG image"
+			case "figure":
+				is, what = isFigure, "figure (SVG data URI)"
 			case "mime":
 				is = func(o output) bool { _, ok := o.Data[e.arg]; return ok }
 				what = e.arg + " output"

@@ -14,6 +14,12 @@
 //	nbcheck run [-out DIR] [-cell-timeout D] [-timeout D] NOTEBOOK.ipynb...
 //	nbcheck inspect [-expect FILE] EXECUTED.ipynb
 //	nbcheck strip [-check] NOTEBOOK.ipynb...
+//	nbcheck html [-figures N] PAGE.html...
+//
+// `run` also exports each executed notebook to HTML (NAME.html beside the executed copy), as a blog
+// author would publish it, and checks that every figure survived: an <img> whose SVG data URI
+// decodes to an SVG that draws something, and no inline <svg> left blank by the exporter's
+// sanitiser.
 //
 // Exit status: 0 all good, 1 a notebook failed its checks, 2 bad usage or a file that cannot be read.
 package main
@@ -51,6 +57,8 @@ func run(args []string) int {
 		err = cmdInspect(args[1:])
 	case "strip":
 		err = cmdStrip(args[1:])
+	case "html":
+		err = cmdHTML(args[1:])
 	case "-h", "--help", "help":
 		usage()
 		return 0
@@ -81,6 +89,8 @@ func usage() {
       check an already executed notebook
   nbcheck strip [-check] NOTEBOOK.ipynb...
       remove outputs in place (-check: only report notebooks that have some)
+  nbcheck html [-figures N] PAGE.html...
+      check pages exported with jupyter nbconvert --to html: every figure present and drawn
 `)
 }
 
@@ -182,7 +192,45 @@ func runOne(path, outDir string, cellTimeout, timeout time.Duration) (outputStat
 	if len(probs) > 0 {
 		return outputStats{}, report(path, "executed copy "+executed, probs)
 	}
-	return stats(enb), nil
+	st := stats(enb)
+
+	// The page a blog author publishes: the executed copy exported to HTML, where every figure
+	// must still be there and draw something.
+	page := filepath.Join(outDir, name+".html")
+	hcmd := exec.CommandContext(ctx, "jupyter", append(append([]string{"nbconvert", "--to", "html"}, htmlExportFlags...),
+		"--output-dir", outDir, "--output", name+".html", executed)...)
+	hcmd.Stdout = logFile
+	hcmd.Stderr = logFile
+	if err := hcmd.Run(); err != nil {
+		return outputStats{}, fmt.Errorf("%w: %s: jupyter nbconvert --to html failed (%v); log: %s\n%s", errFailed, executed, err, logPath, logExcerpt(logPath))
+	}
+	if probs := checkPage(page, st.figures); len(probs) > 0 {
+		return outputStats{}, report(path, "exported page "+page, probs)
+	}
+	return st, nil
+}
+
+// htmlExportFlags make the exported page load the exporter's own scripts from the web, as upstream
+// nbconvert does: Debian's nbconvert points them at file:///usr/share/javascript/..., which a
+// published page cannot reach (and which exists only with Debian's libjs-requirejs and
+// libjs-mathjax installed).
+var htmlExportFlags = []string{
+	"--HTMLExporter.require_js_url=https://cdnjs.cloudflare.com/ajax/libs/require.js/2.1.10/require.min.js",
+	"--HTMLExporter.mathjax_url=https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
+}
+
+// checkPage checks an exported HTML page: its figures (checkExportedHTML), and that it holds at
+// least want of them (the notebook's figure outputs; -1: any number).
+func checkPage(path string, want int) []problem {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return []problem{{Msg: err.Error()}}
+	}
+	figs, probs := checkExportedHTML(b)
+	if want >= 0 && len(figs) < want {
+		probs = append(probs, problem{Msg: fmt.Sprintf("%d figures drawn in the page, the notebook shows %d: some did not survive export", len(figs), want)})
+	}
+	return probs
 }
 
 // loadExpectations reads NAME.expect beside NAME.ipynb.
@@ -283,6 +331,33 @@ func cmdInspect(args []string) error {
 		return report(path, "executed", probs)
 	}
 	fmt.Fprintf(os.Stderr, "nbcheck: ok %s (%s)\n", path, stats(nb))
+	return nil
+}
+
+func cmdHTML(args []string) error {
+	fs := flag.NewFlagSet("html", flag.ContinueOnError)
+	want := fs.Int("figures", 1, "fewest figures each page must hold")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("html: no pages given")
+	}
+	var failed []string
+	for _, p := range fs.Args() {
+		if _, err := os.Stat(p); err != nil {
+			return err
+		}
+		if probs := checkPage(p, *want); len(probs) > 0 {
+			fmt.Fprintln(os.Stderr, report(p, "exported page", probs))
+			failed = append(failed, p)
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "nbcheck: ok %s\n", p)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%w: %s", errFailed, strings.Join(failed, ", "))
+	}
 	return nil
 }
 

@@ -86,6 +86,16 @@ func TestCheckExecuted(t *testing.T) {
 		{"stderr progress", synthetic(stream("stderr", "loading 3/28 layers\n")), nil},
 		{"killed", synthetic(stream("stderr", "signal: killed\n")), []found{{1, "the cell's program crashed"}}},
 		{"not executed", &notebook{NBFormat: 4, Cells: []cell{{CellType: "code", Source: "%%\nx()"}}}, []found{{1, "was not executed"}}},
+		{"tagged skip-execution need not run", func() *notebook {
+			c := cell{CellType: "code", Source: "%%\nwidgets()"}
+			c.Metadata.Tags = []string{"skip-execution"}
+			return &notebook{NBFormat: 4, Cells: []cell{c}}
+		}(), nil},
+		{"another tag does not excuse it", func() *notebook {
+			c := cell{CellType: "code", Source: "%%\nx()"}
+			c.Metadata.Tags = []string{"slow"}
+			return &notebook{NBFormat: 4, Cells: []cell{c}}
+		}(), []found{{1, "was not executed"}}},
 		{"empty cell need not run", &notebook{NBFormat: 4, Cells: []cell{{CellType: "code", Source: "  \n"}}}, nil},
 		{"markdown ignored", &notebook{NBFormat: 4, Cells: []cell{{CellType: "markdown", Source: "exit status 3"}}}, nil},
 	}
@@ -106,6 +116,7 @@ func TestExpectations(t *testing.T) {
 		{"table 1", true},
 		{"table 2", false},
 		{"svg", true},
+		{"figure", false}, // the fixture's SVG is inline HTML (gonbui.DisplaySVG), which export sanitises
 		{"png 1", true},
 		{"png 2", false},
 		{"mime image/png", true},

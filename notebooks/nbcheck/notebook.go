@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -22,7 +23,10 @@ type notebook struct {
 
 // cell is one notebook cell.
 type cell struct {
-	CellType       string    `json:"cell_type"`
+	CellType string `json:"cell_type"`
+	Metadata struct {
+		Tags []string `json:"tags"`
+	} `json:"metadata"`
 	Source         multiText `json:"source"`
 	ExecutionCount *int      `json:"execution_count"`
 	Outputs        []output  `json:"outputs"`
@@ -154,9 +158,13 @@ var (
 	gonbErrorHTML = []string{`class="gonb-err-location"`, `data-mime-type="application/vnd.jupyter.stderr"`}
 )
 
+// skipTag marks a cell headless execution skips (nbclient's skip_cells_with_tag): one that needs a
+// notebook open in a browser, such as gonb widgets.
+const skipTag = "skip-execution"
+
 // checkExecuted reports failures visible in an executed notebook: error outputs, a cell program
 // that crashed or exited non-zero (gonb says so on stderr only), gonb's HTML error reports, and
-// code cells that never ran.
+// code cells that never ran (except those tagged skip-execution).
 func checkExecuted(nb *notebook) []problem {
 	var probs []problem
 	for i, c := range nb.Cells {
@@ -164,7 +172,7 @@ func checkExecuted(nb *notebook) []problem {
 			continue
 		}
 		where := head(string(c.Source), 2)
-		if c.ExecutionCount == nil && strings.TrimSpace(string(c.Source)) != "" {
+		if c.ExecutionCount == nil && strings.TrimSpace(string(c.Source)) != "" && !slices.Contains(c.Metadata.Tags, skipTag) {
 			probs = append(probs, problem{Cell: i + 1, Msg: "was not executed", Excerpt: where})
 		}
 		for _, o := range c.Outputs {
@@ -196,7 +204,7 @@ func checkExecuted(nb *notebook) []problem {
 }
 
 // outputStats counts the rich outputs of an executed notebook, for the summary line.
-type outputStats struct{ cells, outputs, tables, svgs, pngs int }
+type outputStats struct{ cells, outputs, tables, svgs, figures, pngs int }
 
 func stats(nb *notebook) outputStats {
 	var s outputStats
@@ -213,6 +221,9 @@ func stats(nb *notebook) outputStats {
 			if isSVG(o) {
 				s.svgs++
 			}
+			if isFigure(o) {
+				s.figures++
+			}
 			if isPNG(o) {
 				s.pngs++
 			}
@@ -222,7 +233,7 @@ func stats(nb *notebook) outputStats {
 }
 
 func (s outputStats) String() string {
-	return fmt.Sprintf("%d code cells, %d outputs: %d tables, %d SVG, %d PNG", s.cells, s.outputs, s.tables, s.svgs, s.pngs)
+	return fmt.Sprintf("%d code cells, %d outputs: %d tables, %d SVG (%d as exportable figures), %d PNG", s.cells, s.outputs, s.tables, s.svgs, s.figures, s.pngs)
 }
 
 // isTable reports whether o is an HTML table.
@@ -231,12 +242,12 @@ func isTable(o output) bool {
 }
 
 // isSVG reports whether o is an SVG figure: image/svg+xml data, or HTML holding an <svg> element
-// (gonbui.DisplaySVG sends SVG wrapped in HTML).
+// (gonbui.DisplaySVG sends SVG wrapped in HTML) outside a script.
 func isSVG(o output) bool {
 	if _, ok := o.Data["image/svg+xml"]; ok {
 		return true
 	}
-	return strings.Contains(strings.ToLower(string(o.Data["text/html"])), "<svg")
+	return strings.Contains(strings.ToLower(string(scriptRE.ReplaceAll([]byte(o.Data["text/html"]), nil))), "<svg")
 }
 
 // isPNG reports whether o is a PNG image: image/png data, or HTML with an embedded PNG.

@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
+
+	"github.com/octlm/octlm/internal/fileio"
 )
 
 // QwenTemplateSHA256 is the SHA-256 (hex) of the chat_template string in Qwen/Qwen3-0.6B's
@@ -29,12 +30,15 @@ func CheckTemplate(template string) error {
 	return nil
 }
 
+// maxTemplateFileBytes bounds chat_template.jinja and tokenizer_config.json.
+const maxTemplateFileBytes = 16 << 20
+
 // ModelTemplate reads the chat template of the model folder dir the way transformers does: the
 // file chat_template.jinja when present, else the "chat_template" string of tokenizer_config.json.
 // It returns the template text and the file it came from.
 func ModelTemplate(dir string) (template, path string, err error) {
 	path = filepath.Join(dir, "chat_template.jinja")
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, maxTemplateFileBytes)
 	if err == nil {
 		return string(data), path, nil
 	}
@@ -42,7 +46,7 @@ func ModelTemplate(dir string) (template, path string, err error) {
 		return "", path, fmt.Errorf("chat: %w", err)
 	}
 	path = filepath.Join(dir, "tokenizer_config.json")
-	data, err = os.ReadFile(path)
+	data, err = fileio.ReadFile(path, maxTemplateFileBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", path, fmt.Errorf("chat: %s: no chat template (neither chat_template.jinja nor tokenizer_config.json)", dir)

@@ -39,12 +39,12 @@ func ToJSON(raw []byte) (string, error) {
 
 // jsonValue is a decoded JSON value that keeps object key order.
 type jsonValue struct {
-	kind   byte // 'n' null, 'b' bool, '#' number, 's' string, '[' array, '{' object
-	bool   bool
-	text   string // number literal or string
-	items  []jsonValue
-	keys   []string
-	byName map[string]int // object: key -> index in keys/items
+	kind    byte // 'n' null, 'b' bool, '#' number, 's' string, '[' array, '{' object
+	boolean bool
+	text    string // number literal or string
+	items   []jsonValue
+	keys    []string
+	byName  map[string]int // object: key -> index in keys/items
 }
 
 // parseValue reads one value from dec's token stream.
@@ -60,7 +60,7 @@ func parseValue(dec *json.Decoder) (jsonValue, error) {
 	case nil:
 		return jsonValue{kind: 'n'}, nil
 	case bool:
-		return jsonValue{kind: 'b', bool: t}, nil
+		return jsonValue{kind: 'b', boolean: t}, nil
 	case json.Number:
 		return jsonValue{kind: '#', text: string(t)}, nil
 	case string:
@@ -115,7 +115,7 @@ func (v *jsonValue) write(b *strings.Builder) {
 	case 'n':
 		b.WriteString("null")
 	case 'b':
-		if v.bool {
+		if v.boolean {
 			b.WriteString("true")
 		} else {
 			b.WriteString("false")

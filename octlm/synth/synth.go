@@ -2,8 +2,9 @@
 // config.json, generation_config.json, BF16 weights with every tensor under the Hub's names
 // (including the stored lm_head.weight, a duplicate of the embedding where the head is tied),
 // in one model.safetensors or, past the Hub's 4 GB shard size, in model-0000N-of-0000M
-// shards with model.safetensors.index.json, and the real Qwen3 tokenizer files. Speed never depends on weight values, so a full-size random checkpoint is what
-// benchmarks load; correctness checks use the fixtures in testdata/ instead.
+// shards with model.safetensors.index.json, and the real Qwen3 tokenizer files. Speed never
+// depends on weight values, so a full-size random checkpoint is what benchmarks load;
+// correctness checks use the fixtures in testdata/ instead.
 //
 // It knows the Qwen3 tensor names and shapes; it knows nothing of graphs or of how the model
 // uses the tensors. Files are written through loader and streamed: the model is never held in
@@ -13,6 +14,7 @@ package synth
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/binary"
@@ -28,6 +30,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+
+	"golang.org/x/term"
 
 	"github.com/octlm/octlm/loader"
 )
@@ -395,6 +399,9 @@ type Options struct {
 	// MaxShardBytes splits the weights into shards of at most this many tensor bytes; 0 means
 	// HubShardBytes, the Hub's own split.
 	MaxShardBytes int64
+	// Context, when set, stops the writing once it is done (an interrupt): WriteWith then
+	// returns its error and leaves no temporary file behind.
+	Context context.Context
 }
 
 // Write writes a random checkpoint for cfg into dir (created if needed) with the embedded
@@ -467,7 +474,7 @@ func writeModel(path string, specs []loader.TensorSpec, cfg QwenLike, opts Optio
 	}
 	var pw *progressLine
 	if opts.Progress != nil {
-		pw = &progressLine{out: opts.Progress, name: filepath.Base(path), total: total}
+		pw = newProgressLine(opts.Progress, filepath.Base(path), total)
 		defer pw.finish()
 	}
 	workers := max(1, runtime.GOMAXPROCS(0))
@@ -486,6 +493,9 @@ func writeModel(path string, specs []loader.TensorSpec, cfg QwenLike, opts Optio
 		isNorm := len(s.Shape) == 1
 		chunks := (n + chunkElems - 1) / chunkElems
 		for c0 := 0; c0 < chunks; c0 += workers {
+			if opts.Context != nil && opts.Context.Err() != nil {
+				return context.Cause(opts.Context)
+			}
 			batch := min(workers, chunks-c0)
 			var wg sync.WaitGroup
 			for k := range batch {
@@ -527,22 +537,52 @@ func fill(buf []byte, seed int64, name string, c int, isNorm bool) {
 	}
 }
 
-// progressLine reports bytes written.
+// progressLine reports bytes written: redrawn in place (\r) every 5% on a terminal, one line
+// every 25% in a log or a pipe.
 type progressLine struct {
 	out         io.Writer
 	name        string
 	total, done int64
 	lastPct     int
+	terminal    bool
+}
+
+func newProgressLine(out io.Writer, name string, total int64) *progressLine {
+	p := &progressLine{out: out, name: name, total: total}
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.terminal = true
+	}
+	return p
 }
 
 func (p *progressLine) add(n int64) {
 	p.done += n
-	if pct := int(100 * p.done / max(p.total, 1)); pct/5 != p.lastPct/5 {
-		p.lastPct = pct
+	step := 25
+	if p.terminal {
+		step = 5
+	}
+	pct := int(100 * p.done / max(p.total, 1))
+	if pct/step == p.lastPct/step || pct >= 100 {
+		return
+	}
+	p.lastPct = pct
+	if p.terminal {
 		fmt.Fprintf(p.out, "\rsynth: %s %3d%% (%s of %s)", p.name, pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
+	} else {
+		fmt.Fprintf(p.out, "synth: %s %d%% (%s of %s)\n", p.name, pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
 	}
 }
 
 func (p *progressLine) finish() {
-	fmt.Fprintf(p.out, "\rsynth: %s 100%% (%s)          \n", p.name, loader.HumanBytes(p.total))
+	if p.done < p.total { // stopped early (an error, an interrupt): no claim of 100%
+		if p.terminal {
+			fmt.Fprintln(p.out)
+		}
+		return
+	}
+	if p.terminal {
+		fmt.Fprintf(p.out, "\rsynth: %s 100%% (%s)          \n", p.name, loader.HumanBytes(p.total))
+	} else {
+		fmt.Fprintf(p.out, "synth: %s 100%% (%s)\n", p.name, loader.HumanBytes(p.total))
+	}
 }

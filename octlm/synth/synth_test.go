@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/octlm/octlm/loader"
@@ -303,4 +304,18 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestProgressInALog: progress written to a file or pipe (not a terminal) is whole lines, a few
+// of them, never a carriage return redrawing in place.
+func TestProgressInALog(t *testing.T) {
+	var log bytes.Buffer
+	if err := Write(t.TempDir(), Tiny(), 1, &log); err != nil {
+		t.Fatal(err)
+	}
+	text := log.String()
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if strings.Contains(text, "\r") || len(lines) < 2 || len(lines) > 5 || !strings.HasPrefix(lines[len(lines)-1], "synth: model.safetensors 100%") {
+		t.Errorf("progress in a log:\n%q", text)
+	}
 }

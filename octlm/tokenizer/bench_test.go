@@ -26,16 +26,7 @@ func corpusBytes(texts []string) int64 {
 }
 
 // BenchmarkEncode encodes the whole corpus with the word cache warm, as in steady use.
-func BenchmarkEncode(b *testing.B) {
-	tok := qwen(b)
-	texts, _ := corpus(b)
-	b.SetBytes(corpusBytes(texts))
-	for b.Loop() {
-		for _, s := range texts {
-			tok.Encode(s)
-		}
-	}
-}
+func BenchmarkEncode(b *testing.B) { benchmarkEncode(b, qwen(b)) }
 
 // BenchmarkEncodeNoCache encodes the whole corpus running BPE on every word.
 func BenchmarkEncodeNoCache(b *testing.B) {
@@ -44,6 +35,10 @@ func BenchmarkEncodeNoCache(b *testing.B) {
 		b.Fatal(err)
 	}
 	tok.noCache = true
+	benchmarkEncode(b, tok)
+}
+
+func benchmarkEncode(b *testing.B, tok *Tokenizer) {
 	texts, _ := corpus(b)
 	b.SetBytes(corpusBytes(texts))
 	for b.Loop() {
@@ -53,10 +48,8 @@ func BenchmarkEncodeNoCache(b *testing.B) {
 	}
 }
 
-// BenchmarkDecode decodes the reference IDs of the whole corpus; bytes are those of the text.
-func BenchmarkDecode(b *testing.B) {
-	tok := qwen(b)
-	_, ids := corpus(b)
+// decodedBytes sets the benchmark's bytes to the length of the text of ids.
+func decodedBytes(b *testing.B, tok *Tokenizer, ids [][]int) {
 	var n int64
 	for _, x := range ids {
 		s, err := tok.Decode(x)
@@ -66,6 +59,13 @@ func BenchmarkDecode(b *testing.B) {
 		n += int64(len(s))
 	}
 	b.SetBytes(n)
+}
+
+// BenchmarkDecode decodes the reference IDs of the whole corpus; bytes are those of the text.
+func BenchmarkDecode(b *testing.B) {
+	tok := qwen(b)
+	_, ids := corpus(b)
+	decodedBytes(b, tok, ids)
 	for b.Loop() {
 		for _, x := range ids {
 			tok.Decode(x)
@@ -77,12 +77,7 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkStreamDecode(b *testing.B) {
 	tok := qwen(b)
 	_, ids := corpus(b)
-	var n int64
-	for _, x := range ids {
-		s, _ := tok.Decode(x)
-		n += int64(len(s))
-	}
-	b.SetBytes(n)
+	decodedBytes(b, tok, ids)
 	for b.Loop() {
 		for _, x := range ids {
 			sd := NewStreamDecoder(tok)
@@ -90,6 +85,21 @@ func BenchmarkStreamDecode(b *testing.B) {
 				sd.Add(id)
 			}
 			sd.Flush()
+		}
+	}
+}
+
+// BenchmarkSplitWords pre-tokenizes the whole corpus (NFC already applied), the regex step alone.
+func BenchmarkSplitWords(b *testing.B) {
+	texts, _ := corpus(b)
+	for i, s := range texts {
+		texts[i] = nfc(lossy(s))
+	}
+	b.SetBytes(corpusBytes(texts))
+	pieces := 0
+	for b.Loop() {
+		for _, s := range texts {
+			splitWords(s, 1, func(start, end int) { pieces++ })
 		}
 	}
 }

@@ -95,9 +95,10 @@ func invalidPrefix(b []byte) (n int, incomplete bool) {
 	return i, i <= need
 }
 
-// appendLossy appends b to dst with each maximal invalid subpart replaced by U+FFFD, as Rust's
-// String::from_utf8_lossy does.
-func appendLossy(dst, b []byte) []byte {
+// appendComplete appends b to dst with each maximal invalid subpart replaced by U+FFFD, as
+// Rust's String::from_utf8_lossy does, but stops before an incomplete sequence at the end of b
+// that more bytes could still complete, and returns it as rest (empty when there is none).
+func appendComplete(dst, b []byte) (out, rest []byte) {
 	for len(b) > 0 {
 		if b[0] < utf8.RuneSelf {
 			dst = append(dst, b[0])
@@ -109,9 +110,23 @@ func appendLossy(dst, b []byte) []byte {
 			b = b[n:]
 			continue
 		}
-		n, _ := invalidPrefix(b)
+		n, incomplete := invalidPrefix(b)
+		if incomplete && n == len(b) {
+			break
+		}
 		dst = append(dst, "\uFFFD"...)
 		b = b[n:]
+	}
+	return dst, b
+}
+
+// appendLossy appends b to dst with each maximal invalid subpart replaced by U+FFFD, as Rust's
+// String::from_utf8_lossy does: appendComplete, and one U+FFFD for an incomplete sequence at the
+// end, itself a maximal invalid subpart.
+func appendLossy(dst, b []byte) []byte {
+	dst, rest := appendComplete(dst, b)
+	if len(rest) > 0 {
+		dst = append(dst, "\uFFFD"...)
 	}
 	return dst
 }

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
+
+	"github.com/octlm/octlm/internal/fileio"
 )
 
 // addedTokenJSON is one entry of tokenizer.json's added_tokens.
@@ -22,7 +23,7 @@ type addedTokenJSON struct {
 	Special    bool   `json:"special"`
 }
 
-// modelJSON is tokenizer.json's model, but for its vocab and merges, which parse reads itself.
+// modelJSON is tokenizer.json's model, but for its vocab and merges, which scanFile reads itself.
 type modelJSON struct {
 	Type                    string   `json:"type"`
 	Dropout                 *float64 `json:"dropout"`
@@ -34,13 +35,19 @@ type modelJSON struct {
 	IgnoreMerges            bool     `json:"ignore_merges"`
 }
 
+// Size limits of the files Load and LoadDir read (Qwen3's tokenizer.json is 11 MB, its
+// tokenizer_config.json 10 KB); larger files, FIFOs and devices are refused.
+const (
+	MaxTokenizerBytes       = 256 << 20
+	MaxTokenizerConfigBytes = 16 << 20
+)
+
 // Load reads a Hugging Face tokenizer.json. It accepts exactly the pipeline it reproduces:
 // an optional NFC normalizer; a Sequence of Split (the Qwen2/Qwen3 or Llama 3 regex, Isolated)
 // and ByteLevel without its own regex; a BPE model over the byte-level alphabet; and a ByteLevel
-// decoder. Anything else is an error that
-// names the file and the field.
+// decoder. Anything else is an error that names the file and the field.
 func Load(path string) (*Tokenizer, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, MaxTokenizerBytes)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -60,7 +67,7 @@ func LoadDir(dir string) (*Tokenizer, error) {
 		return nil, err
 	}
 	cfgPath := filepath.Join(dir, "tokenizer_config.json")
-	data, err := os.ReadFile(cfgPath)
+	data, err := fileio.ReadFile(cfgPath, MaxTokenizerConfigBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return t, nil
 	}
@@ -99,40 +106,83 @@ func LoadDir(dir string) (*Tokenizer, error) {
 // parse reads tokenizer.json. truncation, padding and post_processor are not read: Encode
 // never truncates, pads or adds special tokens.
 func parse(data []byte) (*Tokenizer, error) {
-	var (
-		fields      = map[string][]byte{}
-		modelFields = map[string][]byte{}
-		vocab       []vocabEntry
-		merges      *rawMerges
-		sawModel    bool
-		sawVocab    bool
-		r           = &jsonReader{data: data}
-	)
+	f, err := scanFile(data)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tokenizer{byID: map[int]*addedToken{}}
+	if err := t.parseNormalizer(f.fields["normalizer"]); err != nil {
+		return nil, fmt.Errorf("field normalizer: %w", err)
+	}
+	if err := t.parsePreTokenizer(f.fields["pre_tokenizer"]); err != nil {
+		return nil, fmt.Errorf("field pre_tokenizer: %w", err)
+	}
+	if err := parseDecoder(f.fields["decoder"]); err != nil {
+		return nil, fmt.Errorf("field decoder: %w", err)
+	}
+	var added []addedTokenJSON
+	if raw, ok := f.fields["added_tokens"]; ok {
+		if err := json.Unmarshal(raw, &added); err != nil {
+			return nil, fmt.Errorf("field added_tokens: %w", err)
+		}
+	}
+	if err := t.parseModel(f); err != nil {
+		return nil, err
+	}
+	vocabTokens, err := t.setVocab(f.vocab)
+	if err != nil {
+		return nil, fmt.Errorf("field model.vocab: %w", err)
+	}
+	maxAdded := t.assignAddedIDs(added, len(f.vocab))
+	t.vocab = max(len(vocabTokens)-1, maxAdded) + 1
+	t.indexTokens(vocabTokens)
+	if err := t.resolveMerges(f.merges, vocabTokens); err != nil {
+		return nil, fmt.Errorf("field model.merges: %w", err)
+	}
+	return t, nil
+}
+
+// tokenizerFile is tokenizer.json as scanFile reads it: the raw JSON of each top-level field and
+// of each field of model, but for model.vocab and model.merges, which it decodes itself (they hold
+// nearly all of the file).
+type tokenizerFile struct {
+	fields      map[string][]byte
+	modelFields map[string][]byte
+	vocab       []vocabEntry
+	merges      *rawMerges // nil when model.merges is missing
+	sawModel    bool
+	sawVocab    bool
+}
+
+// scanFile reads data, one JSON object, into a tokenizerFile.
+func scanFile(data []byte) (*tokenizerFile, error) {
+	f := &tokenizerFile{fields: map[string][]byte{}, modelFields: map[string][]byte{}}
+	r := &jsonReader{data: data}
 	err := r.object(func(key []byte) error {
 		if string(key) != "model" {
 			raw, err := r.skip()
-			fields[string(key)] = raw
+			f.fields[string(key)] = raw
 			return err
 		}
-		sawModel = true
+		f.sawModel = true
 		return r.object(func(key []byte) error {
 			var err error
 			switch string(key) {
 			case "vocab":
-				sawVocab = true
-				vocab, err = readVocab(r)
+				f.sawVocab = true
+				f.vocab, err = readVocab(r)
 				if err != nil {
 					err = fmt.Errorf("field model.vocab: %w", err)
 				}
 			case "merges":
-				merges, err = readMerges(r)
+				f.merges, err = readMerges(r)
 				if err != nil {
 					err = fmt.Errorf("field model.merges: %w", err)
 				}
 			default:
 				var raw []byte
 				raw, err = r.skip()
-				modelFields[string(key)] = raw
+				f.modelFields[string(key)] = raw
 			}
 			return err
 		})
@@ -143,67 +193,62 @@ func parse(data []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return f, nil
+}
 
-	t := &Tokenizer{byID: map[int]*addedToken{}}
-	if err := t.parseNormalizer(fields["normalizer"]); err != nil {
-		return nil, fmt.Errorf("field normalizer: %w", err)
-	}
-	if err := t.parsePreTokenizer(fields["pre_tokenizer"]); err != nil {
-		return nil, fmt.Errorf("field pre_tokenizer: %w", err)
-	}
-	if err := parseDecoder(fields["decoder"]); err != nil {
-		return nil, fmt.Errorf("field decoder: %w", err)
-	}
-	var added []addedTokenJSON
-	if raw, ok := fields["added_tokens"]; ok {
-		if err := json.Unmarshal(raw, &added); err != nil {
-			return nil, fmt.Errorf("field added_tokens: %w", err)
-		}
-	}
-
-	if !sawModel {
-		return nil, errors.New("field model: missing")
+// parseModel checks that f's model is a plain BPE with a vocabulary and merges, and takes its
+// ignore_merges.
+func (t *Tokenizer) parseModel(f *tokenizerFile) error {
+	if !f.sawModel {
+		return errors.New("field model: missing")
 	}
 	var m modelJSON
-	for k, raw := range modelFields {
+	for k, raw := range f.modelFields {
 		obj, _ := json.Marshal(map[string]json.RawMessage{k: raw})
 		if err := json.Unmarshal(obj, &m); err != nil {
-			return nil, fmt.Errorf("field model.%s: %w", k, err)
+			return fmt.Errorf("field model.%s: %w", k, err)
 		}
 	}
 	switch {
 	case m.Type != "BPE":
-		return nil, fmt.Errorf("field model.type: %q, only BPE is supported", m.Type)
+		return fmt.Errorf("field model.type: %q, only BPE is supported", m.Type)
 	case m.Dropout != nil && *m.Dropout != 0:
-		return nil, fmt.Errorf("field model.dropout: %v, only none is supported", *m.Dropout)
+		return fmt.Errorf("field model.dropout: %v, only none is supported", *m.Dropout)
 	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
-		return nil, fmt.Errorf("field model.continuing_subword_prefix: %q, only none is supported", *m.ContinuingSubwordPrefix)
+		return fmt.Errorf("field model.continuing_subword_prefix: %q, only none is supported", *m.ContinuingSubwordPrefix)
 	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
-		return nil, fmt.Errorf("field model.end_of_word_suffix: %q, only none is supported", *m.EndOfWordSuffix)
-	case !sawVocab:
-		return nil, errors.New("field model.vocab: missing")
-	case merges == nil:
-		return nil, errors.New("field model.merges: missing")
+		return fmt.Errorf("field model.end_of_word_suffix: %q, only none is supported", *m.EndOfWordSuffix)
+	case !f.sawVocab:
+		return errors.New("field model.vocab: missing")
+	case f.merges == nil:
+		return errors.New("field model.merges: missing")
 	}
 	t.ignoreMerges = m.IgnoreMerges
-	// unk_token, fuse_unk and byte_fallback never act: every byte is in the vocabulary (checked below).
+	// unk_token, fuse_unk and byte_fallback never act: every byte is in the vocabulary (checked
+	// by setVocab).
+	return nil
+}
 
+// setVocab fills t.ids and t.byteIDs from the model vocabulary and returns its tokens' raw bytes
+// by ID ("" for an ID no token has), after checking that IDs are unique and dense enough to index
+// tables, tokens unique, and every byte a token.
+func (t *Tokenizer) setVocab(vocab []vocabEntry) ([]string, error) {
 	maxID := -1
 	for _, e := range vocab {
 		maxID = max(maxID, e.id)
 	}
 	// IDs index tables: a sparse vocabulary (none seen in practice) would only waste memory.
 	if maxID >= 2*len(vocab)+1024 {
-		return nil, fmt.Errorf("field model.vocab: token ID %d is too large for a vocabulary of %d tokens", maxID, len(vocab))
+		return nil, fmt.Errorf("token ID %d is too large for a vocabulary of %d tokens", maxID, len(vocab))
 	}
 	t.ids = make(map[string]int, len(vocab))
 	vocabTokens := make([]string, maxID+1)
 	for _, e := range vocab {
 		if vocabTokens[e.id] != "" {
-			return nil, fmt.Errorf("field model.vocab: ID %d is given to two tokens", e.id)
+			return nil, fmt.Errorf("ID %d is given to two tokens", e.id)
 		}
 		if _, dup := t.ids[e.token]; dup {
-			return nil, fmt.Errorf("field model.vocab: token %q appears twice", byteLevel([]byte(e.token)))
+			return nil, fmt.Errorf("token %q appears twice", byteLevel([]byte(e.token)))
 		}
 		vocabTokens[e.id] = e.token
 		t.ids[e.token] = e.id
@@ -211,15 +256,19 @@ func parse(data []byte) (*Tokenizer, error) {
 	for b := 0; b < 256; b++ {
 		id, ok := t.ids[string([]byte{byte(b)})]
 		if !ok {
-			return nil, fmt.Errorf("field model.vocab: no token for byte 0x%02X (%q)", b, string(byteRune[b]))
+			return nil, fmt.Errorf("no token for byte 0x%02X (%q)", b, string(byteRune[b]))
 		}
 		t.byteIDs[b] = int32(id)
 	}
+	return vocabTokens, nil
+}
 
-	// Added tokens get their IDs as Hugging Face assigns them when it loads the file, whatever
-	// their "id" fields say (it only warns): the ID of an earlier added token with the same
-	// content, else that of the vocabulary token written the same way, else the next ID after the
-	// vocabulary and the added tokens so far.
+// assignAddedIDs appends the added tokens to t.added, one per distinct content, and returns the
+// highest ID among them (-1 when there are none). They get their IDs as Hugging Face assigns them
+// when it loads the file, whatever their "id" fields say (it only warns): the ID of an earlier
+// added token with the same content, else that of the vocabulary token written the same way, else
+// the next ID after the vocabulary (of vocabSize entries) and the added tokens so far.
+func (t *Tokenizer) assignAddedIDs(added []addedTokenJSON, vocabSize int) int {
 	byContent := map[string]*addedToken{}
 	maxAdded := -1
 	for _, a := range added {
@@ -235,8 +284,8 @@ func parse(data []byte) (*Tokenizer, error) {
 				}
 			}
 			if id < 0 {
-				id = len(vocab)
-				if maxAdded >= len(vocab) || (maxAdded >= 0 && len(vocab) == 0) {
+				id = vocabSize
+				if maxAdded >= vocabSize || (maxAdded >= 0 && vocabSize == 0) {
 					id = maxAdded + 1
 				}
 			}
@@ -249,7 +298,12 @@ func parse(data []byte) (*Tokenizer, error) {
 		tok.singleWord, tok.lstrip, tok.rstrip, tok.normalized = a.SingleWord, a.LStrip, a.RStrip, a.Normalized
 		tok.special = tok.special || a.Special
 	}
-	t.vocab = max(maxID, maxAdded) + 1
+	return maxAdded
+}
+
+// indexTokens fills t.tokens (the bytes each ID decodes to) from the vocabulary and the added
+// tokens, t.byID, and the matchers that find added tokens in the text. t.vocab must be set.
+func (t *Tokenizer) indexTokens(vocabTokens []string) {
 	t.tokens = make([]string, t.vocab)
 	copy(t.tokens, vocabTokens)
 	for _, tok := range t.added {
@@ -276,11 +330,6 @@ func parse(data []byte) (*Tokenizer, error) {
 			t.rawAdded.add(tok)
 		}
 	}
-
-	if err := t.resolveMerges(merges, vocabTokens); err != nil {
-		return nil, fmt.Errorf("field model.merges: %w", err)
-	}
-	return t, nil
 }
 
 type typed struct {
@@ -417,7 +466,7 @@ type rawMerges struct {
 	ends  []int32
 }
 
-func (m *rawMerges) len() int { return len(m.ends) / 2 }
+func (m *rawMerges) count() int { return len(m.ends) / 2 }
 
 // pair returns the two sides of merge i and their concatenation.
 func (m *rawMerges) pair(i int) (left, right, both []byte) {
@@ -496,7 +545,7 @@ func readMerges(r *jsonReader) (*rawMerges, error) {
 // table.
 // vocabTokens are the raw bytes of the vocabulary's tokens by ID, added tokens aside.
 func (t *Tokenizer) resolveMerges(m *rawMerges, vocabTokens []string) error {
-	n := m.len()
+	n := m.count()
 	keys := make([]uint64, n) // pairKey
 	vals := make([]uint64, n) // rank<<32 | merged ID
 	workers := min(runtime.GOMAXPROCS(0), max(1, n/16384))

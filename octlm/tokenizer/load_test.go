@@ -49,7 +49,7 @@ func TestLoadErrors(t *testing.T) {
 		{"normalizer", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "NFKC"} }, "field normalizer"},
 		{"regex", func(m map[string]any) {
 			m["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": `\s+`}
-		}, "field pre_tokenizer: Split regex"},
+		}, "field pre_tokenizer: split regex"},
 		{"no pre-tokenizer", func(m map[string]any) { m["pre_tokenizer"] = nil }, "field pre_tokenizer: missing"},
 		{"decoder", func(m map[string]any) { m["decoder"] = map[string]any{"type": "WordPiece"} }, "field decoder"},
 		{"vocab not byte-level", func(m map[string]any) { model(m)["vocab"].(map[string]any)["a b"] = 999 }, `field model.vocab: token "a b" is not in the byte-level alphabet`},

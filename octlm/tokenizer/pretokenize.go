@@ -10,119 +10,147 @@ const (
 )
 
 // splitWords cuts s into the pieces that the pattern's leftmost-first, backtracking match would
-// give, calling fn with each piece's byte range. The alternatives are tried in the regex's order
-// at each position; every code point is matched by one of them, so the pieces cover s.
-// maxDigits is 1 for qwenPattern and 3 for llama3Pattern. s must be valid UTF-8.
+// give, calling fn with each piece's byte range. maxDigits is 1 for qwenPattern and 3 for
+// llama3Pattern. s must be valid UTF-8.
 func splitWords(s string, maxDigits int, fn func(start, end int)) {
-	bmp := bmpClasses()
-	// at returns the code point at i, its size and class; at the end of s it returns size 0.
-	at := func(i int) (rune, int, charClass) {
-		if i >= len(s) {
-			return -1, 0, classOther
-		}
-		if c := s[i]; c < utf8.RuneSelf {
-			return rune(c), 1, bmp[c]
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		return r, n, classOf(bmp, r)
-	}
-	// letters returns the end of the run of letters starting at i.
-	letters := func(i int) int {
-		for {
-			_, n, c := at(i)
-			if n == 0 || c != classLetter {
-				return i
-			}
-			i += n
-		}
-	}
-	pos := 0
-	for pos < len(s) {
-		r, n, c := at(pos)
-		// (?i:'s|'t|'re|'ve|'m|'ll|'d)
-		if r == '\'' {
+	w := wordScanner{s: s, bmp: bmpClasses(), maxDigits: maxDigits}
+	for pos := 0; pos < len(s); {
+		// The alternatives in the regex's order. Every code point is matched by one of them, so
+		// the pieces cover s.
+		r, n, c := w.at(pos)
+		end := pos
+		if r == '\'' { // (?i:'s|'t|'re|'ve|'m|'ll|'d)
 			if m := contraction(s[pos+1:]); m > 0 {
-				fn(pos, pos+1+m)
-				pos += 1 + m
-				continue
+				end = pos + 1 + m
 			}
-		}
-		// [^\r\n\p{L}\p{N}]?\p{L}+
-		if c == classLetter {
-			end := letters(pos)
-			fn(pos, end)
-			pos = end
-			continue
-		}
-		if r != '\r' && r != '\n' && c != classNumber {
-			if _, n2, c2 := at(pos + n); n2 > 0 && c2 == classLetter {
-				end := letters(pos + n)
-				fn(pos, end)
-				pos = end
-				continue
-			}
-		}
-		// \p{N} or \p{N}{1,3}
-		if c == classNumber {
-			end := pos + n
-			for k := 1; k < maxDigits; k++ {
-				_, n2, c2 := at(end)
-				if n2 == 0 || c2 != classNumber {
-					break
-				}
-				end += n2
-			}
-			fn(pos, end)
-			pos = end
-			continue
-		}
-		// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-		p := pos
-		if r == ' ' {
-			if _, n2, c2 := at(pos + 1); n2 > 0 && c2 == classOther {
-				p = pos + 1
-			}
-		}
-		if _, n2, c2 := at(p); n2 > 0 && c2 == classOther {
-			end := p
-			for {
-				_, n3, c3 := at(end)
-				if n3 == 0 || c3 != classOther {
-					break
-				}
-				end += n3
-			}
-			for end < len(s) && (s[end] == '\r' || s[end] == '\n') {
-				end++
-			}
-			fn(pos, end)
-			pos = end
-			continue
-		}
-		// Only whitespace is left: c == classSpace. Find the run of whitespace, the start of its
-		// last code point and its last CR or LF.
-		end, last, lastNL := pos, pos, -1
-		for {
-			r3, n3, c3 := at(end)
-			if n3 == 0 || c3 != classSpace {
-				break
-			}
-			if r3 == '\r' || r3 == '\n' {
-				lastNL = end
-			}
-			last = end
-			end += n3
 		}
 		switch {
-		case lastNL >= 0: // \s*[\r\n]+ : \s* backs off to the last CR or LF of the run.
-			end = lastNL + 1
-		case end == len(s): // \s+(?!\S) at the end of the text
-		case last > pos: // \s+(?!\S) gives back the last space before a non-space
-			end = last
-		default: // \s+ : a single space before a non-space
+		case end > pos: // a contraction
+		case c == classLetter: // [^\r\n\p{L}\p{N}]?\p{L}+ without the optional code point
+			end = w.run(pos, classLetter)
+		case c == classNumber: // \p{N} or \p{N}{1,3}
+			end = w.digits(pos + n)
+		default:
+			end = w.prefixedLetters(pos, r, n)
+			if end == pos {
+				end = w.punctuation(pos, r)
+			}
+			if end == pos {
+				end = w.whitespace(pos)
+			}
 		}
 		fn(pos, end)
 		pos = end
+	}
+}
+
+// wordScanner matches the pattern's alternatives in s.
+type wordScanner struct {
+	s         string
+	bmp       *[0x10000]charClass
+	maxDigits int
+}
+
+// at returns the code point at i, its size and class; at the end of s it returns size 0.
+func (w *wordScanner) at(i int) (rune, int, charClass) {
+	if i >= len(w.s) {
+		return -1, 0, classOther
+	}
+	if c := w.s[i]; c < utf8.RuneSelf {
+		return rune(c), 1, w.bmp[c]
+	}
+	r, n := utf8.DecodeRuneInString(w.s[i:])
+	return r, n, classOf(w.bmp, r)
+}
+
+// run returns the end of the run of code points of class c starting at i.
+func (w *wordScanner) run(i int, c charClass) int {
+	for i < len(w.s) {
+		if b := w.s[i]; b < utf8.RuneSelf { // ASCII without a call
+			if w.bmp[b] != c {
+				return i
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(w.s[i:])
+		if classOf(w.bmp, r) != c {
+			return i
+		}
+		i += n
+	}
+	return i
+}
+
+// prefixedLetters matches [^\r\n\p{L}\p{N}]\p{L}+ at pos, whose code point is r, of size n and
+// neither a letter nor a number, and returns the end of the match, or pos if there is none.
+func (w *wordScanner) prefixedLetters(pos int, r rune, n int) int {
+	if r == '\r' || r == '\n' {
+		return pos
+	}
+	if _, n2, c2 := w.at(pos + n); n2 == 0 || c2 != classLetter {
+		return pos
+	}
+	return w.run(pos+n, classLetter)
+}
+
+// digits completes \p{N} or \p{N}{1,3} after the first digit, which ends at end: it takes up to
+// maxDigits-1 more digits and returns the end of the match.
+func (w *wordScanner) digits(end int) int {
+	for k := 1; k < w.maxDigits; k++ {
+		_, n, c := w.at(end)
+		if n == 0 || c != classNumber {
+			break
+		}
+		end += n
+	}
+	return end
+}
+
+// punctuation matches ' ?[^\s\p{L}\p{N}]+[\r\n]*' at pos, whose code point is r, and returns the
+// end of the match, or pos if there is none.
+func (w *wordScanner) punctuation(pos int, r rune) int {
+	p := pos
+	if r == ' ' {
+		if _, n, c := w.at(pos + 1); n > 0 && c == classOther {
+			p = pos + 1
+		}
+	}
+	if _, n, c := w.at(p); n == 0 || c != classOther {
+		return pos
+	}
+	end := w.run(p, classOther)
+	for end < len(w.s) && (w.s[end] == '\r' || w.s[end] == '\n') {
+		end++
+	}
+	return end
+}
+
+// whitespace matches the last three alternatives, \s*[\r\n]+|\s+(?!\S)|\s+, at pos, where only
+// whitespace can start a match, and returns the end of the match.
+func (w *wordScanner) whitespace(pos int) int {
+	// Find the run of whitespace, the start of its last code point and its last CR or LF.
+	end, last, lastNL := pos, pos, -1
+	for {
+		r, n, c := w.at(end)
+		if n == 0 || c != classSpace {
+			break
+		}
+		if r == '\r' || r == '\n' {
+			lastNL = end
+		}
+		last = end
+		end += n
+	}
+	switch {
+	case lastNL >= 0: // \s*[\r\n]+ : \s* backs off to the last CR or LF of the run.
+		return lastNL + 1
+	case end == len(w.s): // \s+(?!\S) at the end of the text
+		return end
+	case last > pos: // \s+(?!\S) gives back the last space before a non-space
+		return last
+	default: // \s+ : a single space before a non-space
+		return end
 	}
 }
 

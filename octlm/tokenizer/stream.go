@@ -1,7 +1,5 @@
 package tokenizer
 
-import "unicode/utf8"
-
 // StreamDecoder turns generated token IDs into text as they arrive, holding back the bytes of a
 // UTF-8 sequence that a later token may complete. The text of all calls to Add followed by Flush
 // is exactly Decode of all the IDs. A StreamDecoder is not safe for concurrent use.
@@ -21,27 +19,9 @@ func (d *StreamDecoder) Add(id int) (string, error) {
 		return "", err
 	}
 	d.pending = append(d.pending, b...)
-	var out []byte
-	p := d.pending
-	for len(p) > 0 {
-		if p[0] < utf8.RuneSelf {
-			out = append(out, p[0])
-			p = p[1:]
-			continue
-		}
-		if r, n := utf8.DecodeRune(p); r != utf8.RuneError || n > 1 {
-			out = append(out, p[:n]...)
-			p = p[n:]
-			continue
-		}
-		n, incomplete := invalidPrefix(p)
-		if incomplete && n == len(p) {
-			break // may still become a valid sequence
-		}
-		out = append(out, "\uFFFD"...)
-		p = p[n:]
-	}
-	d.pending = append(d.pending[:0], p...)
+	var buf [64]byte                                // most tokens' text fits: no allocation but the string's
+	out, rest := appendComplete(buf[:0], d.pending) // rest may still become a valid sequence
+	d.pending = append(d.pending[:0], rest...)
 	return string(out), nil
 }
 

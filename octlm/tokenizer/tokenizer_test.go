@@ -154,18 +154,8 @@ func TestPartialUTF8(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("Decode(% X) = %+q, %v; want %+q", c.bytes, got, err, c.want)
 		}
-		sd := NewStreamDecoder(tok)
-		var sb strings.Builder
-		for _, id := range ids {
-			s, err := sd.Add(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sb.WriteString(s)
-		}
-		sb.WriteString(sd.Flush())
-		if sb.String() != c.want {
-			t.Errorf("stream of % X = %+q, want %+q", c.bytes, sb.String(), c.want)
+		if got := streamDecode(t, tok, ids); got != c.want {
+			t.Errorf("stream of % X = %+q, want %+q", c.bytes, got, c.want)
 		}
 		if got := lossy(string(c.bytes)); got != c.want {
 			t.Errorf("lossy(% X) = %+q, want %+q", c.bytes, got, c.want)
@@ -181,27 +171,34 @@ func TestStreamDecoderCorpus(t *testing.T) {
 	tok := qwen(t)
 	_, want := corpus(t)
 	for i, ids := range want {
-		sd := NewStreamDecoder(tok)
-		var sb strings.Builder
-		for _, id := range ids {
-			s, err := sd.Add(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !utf8.ValidString(s) {
-				t.Fatalf("line %d: Add returned invalid UTF-8 %+q", i+1, s)
-			}
-			sb.WriteString(s)
-		}
-		sb.WriteString(sd.Flush())
+		got := streamDecode(t, tok, ids)
 		dec, err := tok.Decode(ids)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sb.String() != dec {
-			t.Errorf("line %d: streamed text differs from Decode at byte %d", i+1, firstByteDiff(sb.String(), dec))
+		if got != dec {
+			t.Errorf("line %d: streamed text differs from Decode at byte %d", i+1, firstByteDiff(got, dec))
 		}
 	}
+}
+
+// streamDecode decodes ids one at a time with a StreamDecoder, checking that every piece is
+// valid UTF-8, and returns the text of all pieces and the final Flush.
+func streamDecode(t *testing.T, tok *Tokenizer, ids []int) string {
+	t.Helper()
+	sd := NewStreamDecoder(tok)
+	var sb strings.Builder
+	for _, id := range ids {
+		s, err := sd.Add(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.ValidString(s) {
+			t.Fatalf("Add(%d) of %v returned invalid UTF-8 %+q", id, ids, s)
+		}
+		sb.WriteString(s)
+	}
+	return sb.String() + sd.Flush()
 }
 
 // TestNFCGolden holds the reference normalizer's answers (tokenizers 0.23.2) for cases that

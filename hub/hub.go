@@ -1,4 +1,4 @@
-package loader
+package hub
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,32 +20,55 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/octlm/octlm/internal/fileio"
+	"github.com/octlm/octlm/internal/progress"
+	"github.com/octlm/octlm/loader"
 )
 
-// DefaultHubFiles are the file patterns (path.Match against the repository path) Resolve
+// DefaultFiles are the file patterns (path.Match against the repository path) Resolve
 // downloads: what a checkpoint needs, not the README or the duplicate vocab.json/merges.txt.
-var DefaultHubFiles = []string{
-	"config.json", "generation_config.json", "*.safetensors", IndexFileName,
+var DefaultFiles = []string{
+	"config.json", "generation_config.json", "*.safetensors", loader.IndexFileName,
 	"tokenizer.json", "tokenizer_config.json",
 }
 
-// HubOptions configures Resolve. Zero values take the environment's settings, like Python's
+// Options configures Resolve. Zero values take the environment's settings, like Python's
 // huggingface_hub: HF_ENDPOINT, HF_HUB_CACHE / HF_HOME, HF_TOKEN (or the token file written by
 // `huggingface-cli login`) and HF_HUB_OFFLINE.
-type HubOptions struct {
+type Options struct {
 	Endpoint string       // default $HF_ENDPOINT, else https://huggingface.co
-	CacheDir string       // default HubCacheDir()
+	CacheDir string       // default CacheDir()
 	Token    string       // default $HF_TOKEN, else the token file
 	Offline  bool         // never touch the network; also set by HF_HUB_OFFLINE=1
-	Files    []string     // patterns of files to fetch; default DefaultHubFiles
+	Files    []string     // patterns of files to fetch; default DefaultFiles
 	Progress io.Writer    // download and hashing progress; nil for silence
-	Client   *http.Client // default http.DefaultClient
+	Client   *http.Client // default: a client with ConnectTimeout and ResponseTimeout
+
+	// ConnectTimeout bounds connecting to the Hub (TCP and TLS); default 10 s.
+	ConnectTimeout time.Duration
+	// ResponseTimeout bounds the wait for a response's headers once the request is sent;
+	// default 30 s. A Hub that accepts connections but never answers is then treated like an
+	// unreachable one (the cached snapshot is used when there is one).
+	ResponseTimeout time.Duration
+	// StallTimeout bounds a wait for the next bytes of a response body; default 60 s.
+	StallTimeout time.Duration
 }
 
-// HubCacheDir is the Hugging Face cache folder shared with Python: $HF_HUB_CACHE, else
+// Default Hub client timeouts (see Options).
+const (
+	DefaultConnectTimeout  = 10 * time.Second
+	DefaultResponseTimeout = 30 * time.Second
+	DefaultStallTimeout    = 60 * time.Second
+)
+
+// CacheDir is the Hugging Face cache folder shared with Python: $HF_HUB_CACHE, else
 // $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
 // ~/.cache/huggingface/hub.
-func HubCacheDir() string {
+func CacheDir() string {
 	if d := os.Getenv("HF_HUB_CACHE"); d != "" {
 		return d
 	}
@@ -75,7 +100,7 @@ func envTrue(name string) bool {
 	return false
 }
 
-func (o HubOptions) withDefaults() HubOptions {
+func (o Options) withDefaults() Options {
 	if o.Endpoint == "" {
 		o.Endpoint = os.Getenv("HF_ENDPOINT")
 	}
@@ -84,7 +109,7 @@ func (o HubOptions) withDefaults() HubOptions {
 	}
 	o.Endpoint = strings.TrimRight(o.Endpoint, "/")
 	if o.CacheDir == "" {
-		o.CacheDir = HubCacheDir()
+		o.CacheDir = CacheDir()
 	}
 	if o.Token == "" {
 		o.Token = os.Getenv("HF_TOKEN")
@@ -94,7 +119,7 @@ func (o HubOptions) withDefaults() HubOptions {
 		if p == "" {
 			p = filepath.Join(hfHome(), "token")
 		}
-		if b, err := os.ReadFile(p); err == nil {
+		if b, err := fileio.ReadFile(p, 64<<10); err == nil {
 			o.Token = strings.TrimSpace(string(b))
 		}
 	}
@@ -102,10 +127,23 @@ func (o HubOptions) withDefaults() HubOptions {
 		o.Offline = true
 	}
 	if o.Files == nil {
-		o.Files = DefaultHubFiles
+		o.Files = DefaultFiles
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.ResponseTimeout <= 0 {
+		o.ResponseTimeout = DefaultResponseTimeout
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
 	}
 	if o.Client == nil {
-		o.Client = http.DefaultClient
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialContext = (&net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+		t.TLSHandshakeTimeout = o.ConnectTimeout
+		t.ResponseHeaderTimeout = o.ResponseTimeout
+		o.Client = &http.Client{Transport: t}
 	}
 	return o
 }
@@ -126,10 +164,10 @@ func ParseRepoRef(s string) (repo, revision string, err error) {
 	}
 	if !repoIDPattern.MatchString(repo) || len(repo) > 96 || strings.Contains(repo, "..") || strings.Contains(repo, "--") ||
 		strings.HasSuffix(repo, ".") || strings.HasSuffix(repo, "-") {
-		return "", "", fmt.Errorf("loader: %q is not a Hub repository id (want Org/Name[@revision])", s)
+		return "", "", fmt.Errorf("hub: %q is not a Hub repository id (want Org/Name[@revision])", s)
 	}
 	if !revisionPattern.MatchString(revision) || strings.Contains(revision, "..") {
-		return "", "", fmt.Errorf("loader: %q: invalid revision %q", s, revision)
+		return "", "", fmt.Errorf("hub: %q: invalid revision %q", s, revision)
 	}
 	return repo, revision, nil
 }
@@ -147,17 +185,21 @@ func RepoCacheDir(cacheDir, repo string) string {
 // their ETag (SHA-256 for LFS files, git blob SHA-1 for the others) and linked into the
 // snapshot. If the Hub cannot be reached but the cache holds the revision, the cached snapshot
 // is used and a warning is written to Progress.
-func Resolve(ctx context.Context, nameOrDir string, opts HubOptions) (string, error) {
-	if st, err := os.Stat(nameOrDir); err == nil {
-		if !st.IsDir() {
-			return "", fmt.Errorf("loader: %s: not a folder", nameOrDir)
-		}
+func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error) {
+	st, err := os.Stat(nameOrDir)
+	switch {
+	case err == nil && !st.IsDir():
+		return "", fmt.Errorf("hub: %s: not a folder", nameOrDir)
+	case err == nil:
 		return nameOrDir, nil
+	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		// A symlink loop or a folder that cannot be read: say so, with the path.
+		return "", fmt.Errorf("hub: %w", err)
 	}
 	repo, rev, err := ParseRepoRef(nameOrDir)
 	if err != nil {
 		if strings.ContainsAny(nameOrDir, `/\`) && !strings.Contains(nameOrDir, "@") {
-			return "", fmt.Errorf("loader: %s: no such folder, and %w", nameOrDir, err)
+			return "", fmt.Errorf("hub: %s: no such folder, and %w", nameOrDir, err)
 		}
 		return "", err
 	}
@@ -166,14 +208,14 @@ func Resolve(ctx context.Context, nameOrDir string, opts HubOptions) (string, er
 	if opts.Offline {
 		dir, err := cachedSnapshot(repoDir, rev)
 		if err != nil {
-			return "", fmt.Errorf("loader: %s@%s is not in the cache %s and offline mode is on (HF_HUB_OFFLINE): %w", repo, rev, opts.CacheDir, err)
+			return "", fmt.Errorf("hub: %s@%s is not in the cache %s and offline mode is on (HF_HUB_OFFLINE): %w", repo, rev, opts.CacheDir, err)
 		}
 		return dir, nil
 	}
-	h := &hubClient{opts: opts, repo: repo, repoDir: repoDir}
+	h := &repoClient{opts: opts, repo: repo, repoDir: repoDir}
 	commit, files, err := h.revisionInfo(ctx, rev)
 	if err != nil {
-		var netErr *hubNetError
+		var netErr *netError
 		if errors.As(err, &netErr) {
 			if dir, cerr := cachedSnapshot(repoDir, rev); cerr == nil {
 				if opts.Progress != nil {
@@ -191,15 +233,15 @@ func Resolve(ctx context.Context, nameOrDir string, opts HubOptions) (string, er
 		}
 	}
 	if err := os.MkdirAll(snap, 0o755); err != nil {
-		return "", fmt.Errorf("loader: %w", err)
+		return "", fmt.Errorf("hub: %w", err)
 	}
 	if rev != commit {
 		ref := filepath.Join(repoDir, "refs", filepath.FromSlash(rev))
 		if err := os.MkdirAll(filepath.Dir(ref), 0o755); err != nil {
-			return "", fmt.Errorf("loader: %w", err)
+			return "", fmt.Errorf("hub: %w", err)
 		}
-		if err := os.WriteFile(ref, []byte(commit), 0o644); err != nil {
-			return "", fmt.Errorf("loader: %w", err)
+		if err := fileio.WriteFile(ref, []byte(commit)); err != nil {
+			return "", fmt.Errorf("hub: %w", err)
 		}
 	}
 	return snap, nil
@@ -209,13 +251,13 @@ func Resolve(ctx context.Context, nameOrDir string, opts HubOptions) (string, er
 func cachedSnapshot(repoDir, rev string) (string, error) {
 	commit := rev
 	if !commitPattern.MatchString(rev) {
-		b, err := os.ReadFile(filepath.Join(repoDir, "refs", filepath.FromSlash(rev)))
+		b, err := fileio.ReadFile(filepath.Join(repoDir, "refs", filepath.FromSlash(rev)), 4<<10)
 		if err != nil {
 			return "", err
 		}
 		commit = strings.TrimSpace(string(b))
 		if !commitPattern.MatchString(commit) {
-			return "", fmt.Errorf("refs/%s holds %q, not a commit", rev, truncate(commit, 60))
+			return "", fmt.Errorf("refs/%s holds %.60q, not a commit", rev, commit)
 		}
 	}
 	snap := filepath.Join(repoDir, "snapshots", commit)
@@ -229,22 +271,22 @@ func cachedSnapshot(repoDir, rev string) (string, error) {
 	return snap, nil
 }
 
-type hubClient struct {
-	opts    HubOptions
+type repoClient struct {
+	opts    Options
 	repo    string
 	repoDir string
 }
 
-// hubNetError marks a failure to reach the Hub at all (as opposed to an HTTP error status).
-type hubNetError struct{ err error }
+// netError marks a failure to reach the Hub at all (as opposed to an HTTP error status).
+type netError struct{ err error }
 
-func (e *hubNetError) Error() string { return e.err.Error() }
-func (e *hubNetError) Unwrap() error { return e.err }
+func (e *netError) Error() string { return e.err.Error() }
+func (e *netError) Unwrap() error { return e.err }
 
-func (h *hubClient) request(ctx context.Context, method, u string, hdr map[string]string) (*http.Request, error) {
+func (h *repoClient) request(ctx context.Context, method, u string, hdr map[string]string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
-		return nil, fmt.Errorf("loader: %w", err)
+		return nil, fmt.Errorf("hub: %w", err)
 	}
 	req.Header.Set("User-Agent", "octlm-loader")
 	if h.opts.Token != "" {
@@ -254,6 +296,67 @@ func (h *hubClient) request(ctx context.Context, method, u string, hdr map[strin
 		req.Header.Set(k, v)
 	}
 	return req, nil
+}
+
+// send makes a request with a watchdog on top of the client's own timeouts, so that even a
+// caller's Client cannot wait forever: the response headers must arrive within
+// ConnectTimeout + ResponseTimeout of the start, then body bytes at least every StallTimeout.
+// The returned response's Body must be closed.
+func (h *repoClient) send(ctx context.Context, client *http.Client, method, u string, hdr map[string]string) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watchdog{cancel: cancel}
+	headers := h.opts.ConnectTimeout + h.opts.ResponseTimeout
+	w.timer = time.AfterFunc(headers, w.fire)
+	req, err := h.request(ctx, method, u, hdr)
+	if err != nil {
+		w.stop()
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		w.stop()
+		if w.fired.Load() {
+			return nil, fmt.Errorf("no answer within %v: %w", headers, err)
+		}
+		return nil, err
+	}
+	w.timer.Reset(h.opts.StallTimeout)
+	resp.Body = &watchedBody{ReadCloser: resp.Body, w: w, stall: h.opts.StallTimeout}
+	return resp, nil
+}
+
+// watchdog cancels a request when its timer fires.
+type watchdog struct {
+	timer  *time.Timer
+	cancel context.CancelFunc
+	fired  atomic.Bool
+}
+
+func (w *watchdog) fire() { w.fired.Store(true); w.cancel() }
+
+func (w *watchdog) stop() { w.timer.Stop(); w.cancel() }
+
+// watchedBody restarts the watchdog whenever bytes arrive.
+type watchedBody struct {
+	io.ReadCloser
+	w     *watchdog
+	stall time.Duration
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.w.timer.Reset(b.stall)
+	}
+	if err != nil && err != io.EOF && b.w.fired.Load() {
+		err = fmt.Errorf("no data for %v: %w", b.stall, err)
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	b.w.stop()
+	return b.ReadCloser.Close()
 }
 
 func statusError(resp *http.Response, what string) error {
@@ -269,20 +372,16 @@ func statusError(resp *http.Response, what string) error {
 	if e := resp.Header.Get("X-Error-Message"); e != "" {
 		msg = e
 	}
-	return fmt.Errorf("loader: %s: HTTP %s%s: %s", what, resp.Status, hint, truncate(msg, 200))
+	return fmt.Errorf("hub: %s: HTTP %s%s: %.200s", what, resp.Status, hint, msg)
 }
 
 // revisionInfo asks the Hub API for the commit of rev and the files it holds, filtered by the
 // patterns of the options.
-func (h *hubClient) revisionInfo(ctx context.Context, rev string) (string, []string, error) {
+func (h *repoClient) revisionInfo(ctx context.Context, rev string) (string, []string, error) {
 	u := h.opts.Endpoint + "/api/models/" + h.repo + "/revision/" + url.PathEscape(rev)
-	req, err := h.request(ctx, http.MethodGet, u, nil)
+	resp, err := h.send(ctx, h.opts.Client, http.MethodGet, u, nil)
 	if err != nil {
-		return "", nil, err
-	}
-	resp, err := h.opts.Client.Do(req)
-	if err != nil {
-		return "", nil, &hubNetError{fmt.Errorf("loader: %s@%s: %w", h.repo, rev, err)}
+		return "", nil, &netError{fmt.Errorf("hub: %s@%s: %w", h.repo, rev, err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -295,15 +394,19 @@ func (h *hubClient) revisionInfo(ctx context.Context, rev string) (string, []str
 		} `json:"siblings"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
-		return "", nil, fmt.Errorf("loader: %s@%s: reading the Hub's answer: %w", h.repo, rev, err)
+		err = fmt.Errorf("hub: %s@%s: reading the Hub's answer: %w", h.repo, rev, err)
+		if resp.Body.(*watchedBody).w.fired.Load() {
+			return "", nil, &netError{err} // a stalled Hub is an unreachable one
+		}
+		return "", nil, err
 	}
 	if !commitPattern.MatchString(info.SHA) {
-		return "", nil, fmt.Errorf("loader: %s@%s: the Hub answered commit %q", h.repo, rev, truncate(info.SHA, 60))
+		return "", nil, fmt.Errorf("hub: %s@%s: the Hub answered commit %.60q", h.repo, rev, info.SHA)
 	}
 	var files []string
 	for _, s := range info.Siblings {
-		if !validManifestName(s.RFilename) {
-			return "", nil, fmt.Errorf("loader: %s@%s: the Hub lists the unsafe file name %q", h.repo, rev, truncate(s.RFilename, 100))
+		if !loader.ValidManifestName(s.RFilename) {
+			return "", nil, fmt.Errorf("hub: %s@%s: the Hub lists the unsafe file name %.100q", h.repo, rev, s.RFilename)
 		}
 		for _, p := range h.opts.Files {
 			if ok, _ := path.Match(p, s.RFilename); ok {
@@ -313,7 +416,7 @@ func (h *hubClient) revisionInfo(ctx context.Context, rev string) (string, []str
 		}
 	}
 	if len(files) == 0 {
-		return "", nil, fmt.Errorf("loader: %s@%s: no file matches %v", h.repo, rev, h.opts.Files)
+		return "", nil, fmt.Errorf("hub: %s@%s: no file matches %v", h.repo, rev, h.opts.Files)
 	}
 	return info.SHA, files, nil
 }
@@ -325,24 +428,20 @@ type fileMeta struct {
 	commit string
 }
 
-func (h *hubClient) resolveURL(commit, name string) string {
+func (h *repoClient) resolveURL(commit, name string) string {
 	return h.opts.Endpoint + "/" + h.repo + "/resolve/" + commit + "/" + (&url.URL{Path: name}).EscapedPath()
 }
 
 // head fetches file metadata without following redirects to the CDN (the Hub puts the LFS
 // ETag and size on the redirect itself, as X-Linked-Etag and X-Linked-Size).
-func (h *hubClient) head(ctx context.Context, commit, name string) (fileMeta, error) {
+func (h *repoClient) head(ctx context.Context, commit, name string) (fileMeta, error) {
 	client := *h.opts.Client
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	u := h.resolveURL(commit, name)
 	for range 5 {
-		req, err := h.request(ctx, http.MethodHead, u, map[string]string{"Accept-Encoding": "identity"})
+		resp, err := h.send(ctx, &client, http.MethodHead, u, map[string]string{"Accept-Encoding": "identity"})
 		if err != nil {
-			return fileMeta{}, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return fileMeta{}, fmt.Errorf("loader: %s: %s: %w", h.repo, name, err)
+			return fileMeta{}, fmt.Errorf("hub: %s: %s: %w", h.repo, name, err)
 		}
 		resp.Body.Close()
 		loc := resp.Header.Get("Location")
@@ -365,21 +464,21 @@ func (h *hubClient) head(ctx context.Context, commit, name string) (fileMeta, er
 		}
 		m.size, err = strconv.ParseInt(sizeText, 10, 64)
 		if err != nil || m.size < 0 {
-			return fileMeta{}, fmt.Errorf("loader: %s: %s: the Hub gave no usable size (%q)", h.repo, name, sizeText)
+			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub gave no usable size (%q)", h.repo, name, sizeText)
 		}
 		if !etagPattern.MatchString(m.etag) {
-			return fileMeta{}, fmt.Errorf("loader: %s: %s: the Hub gave no usable ETag (%q)", h.repo, name, truncate(m.etag, 80))
+			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub gave no usable ETag (%.80q)", h.repo, name, m.etag)
 		}
 		if m.commit != commit {
-			return fileMeta{}, fmt.Errorf("loader: %s: %s: the Hub answered for commit %q, asked %s", h.repo, name, m.commit, commit)
+			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub answered for commit %q, asked %s", h.repo, name, m.commit, commit)
 		}
 		return m, nil
 	}
-	return fileMeta{}, fmt.Errorf("loader: %s: %s: too many redirects", h.repo, name)
+	return fileMeta{}, fmt.Errorf("hub: %s: %s: too many redirects", h.repo, name)
 }
 
 // ensureFile makes snapshots/<commit>/<name> exist, downloading its blob when missing.
-func (h *hubClient) ensureFile(ctx context.Context, commit, name, snap string) error {
+func (h *repoClient) ensureFile(ctx context.Context, commit, name, snap string) error {
 	link := filepath.Join(snap, filepath.FromSlash(name))
 	if _, err := os.Stat(link); err == nil {
 		return nil
@@ -390,35 +489,59 @@ func (h *hubClient) ensureFile(ctx context.Context, commit, name, snap string) e
 	}
 	blobs := filepath.Join(h.repoDir, "blobs")
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
-		return fmt.Errorf("loader: %w", err)
+		return fmt.Errorf("hub: %w", err)
 	}
 	blob := filepath.Join(blobs, meta.etag)
 	if st, err := os.Stat(blob); err != nil || st.Size() != meta.size {
-		if err := h.download(ctx, commit, name, meta, blob); err != nil {
+		// Another process (octlm or Python's huggingface_hub, which locks the same file) may
+		// be fetching this blob: take turns, then look again.
+		lock := filepath.Join(h.opts.CacheDir, ".locks", filepath.Base(h.repoDir), meta.etag+".lock")
+		unlock, err := lockFile(ctx, lock, func() {
+			if h.opts.Progress != nil {
+				fmt.Fprintf(h.opts.Progress, "waiting for another process downloading %s\n", name)
+			}
+		})
+		if err != nil {
 			return err
+		}
+		defer unlock()
+		if st, err := os.Stat(blob); err != nil || st.Size() != meta.size {
+			if err := h.download(ctx, commit, name, meta, blob); err != nil {
+				return err
+			}
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-		return fmt.Errorf("loader: %w", err)
+		return fmt.Errorf("hub: %w", err)
 	}
 	rel, err := filepath.Rel(filepath.Dir(link), blob)
 	if err != nil {
-		return fmt.Errorf("loader: %w", err)
+		return fmt.Errorf("hub: %w", err)
 	}
-	os.Remove(link) // a dangling link from an interrupted run
-	if err := os.Symlink(rel, link); err != nil {
-		return fmt.Errorf("loader: linking %s into the snapshot: %w", name, err)
+	// Link under a name of this process's own, then rename over the snapshot's name: two
+	// processes linking the same file both succeed, and a dangling link from an interrupted
+	// run is replaced.
+	tmp := fmt.Sprintf("%s.%d.%d.link", link, os.Getpid(), linkSeq.Add(1))
+	if err := os.Symlink(rel, tmp); err != nil {
+		return fmt.Errorf("hub: linking %s into the snapshot: %w", name, err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("hub: linking %s into the snapshot: %w", name, err)
 	}
 	return nil
 }
 
+// linkSeq tells apart the temporary link names of concurrent calls in one process.
+var linkSeq atomic.Int64
+
 // download fetches the blob into <blob>.incomplete, resuming a partial file with a Range
 // request, checks size and digest, and renames it into place.
-func (h *hubClient) download(ctx context.Context, commit, name string, meta fileMeta, blob string) error {
+func (h *repoClient) download(ctx context.Context, commit, name string, meta fileMeta, blob string) error {
 	part := blob + ".incomplete"
 	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return fmt.Errorf("loader: %w", err)
+		return fmt.Errorf("hub: %w", err)
 	}
 	defer f.Close()
 	var sum hash.Hash
@@ -431,7 +554,7 @@ func (h *hubClient) download(ctx context.Context, commit, name string, meta file
 	}
 	have, err := io.Copy(sum, f) // hash what an earlier run left
 	if err != nil {
-		return fmt.Errorf("loader: %w", err)
+		return fmt.Errorf("hub: %w", err)
 	}
 	if have > meta.size {
 		if err := restart(f, &have, &sum, lfs, meta.size); err != nil {
@@ -443,13 +566,9 @@ func (h *hubClient) download(ctx context.Context, commit, name string, meta file
 		if have > 0 {
 			hdr["Range"] = fmt.Sprintf("bytes=%d-", have)
 		}
-		req, err := h.request(ctx, http.MethodGet, h.resolveURL(commit, name), hdr)
+		resp, err := h.send(ctx, h.opts.Client, http.MethodGet, h.resolveURL(commit, name), hdr)
 		if err != nil {
-			return err
-		}
-		resp, err := h.opts.Client.Do(req)
-		if err != nil {
-			return fmt.Errorf("loader: downloading %s: %w (run again to resume)", name, err)
+			return fmt.Errorf("hub: downloading %s: %w (run again to resume)", name, err)
 		}
 		defer resp.Body.Close()
 		switch {
@@ -462,38 +581,42 @@ func (h *hubClient) download(ctx context.Context, commit, name string, meta file
 			if err := restart(f, &have, &sum, lfs, meta.size); err != nil {
 				return err
 			}
-			return fmt.Errorf("loader: downloading %s: the server refused to resume; run again", name)
+			return fmt.Errorf("hub: downloading %s: the server refused to resume; run again", name)
 		default:
 			return statusError(resp, h.repo+": "+name)
 		}
 		var w io.Writer = io.MultiWriter(f, sum)
-		var pw *progressWriter
+		var bar *progress.Writer
 		if h.opts.Progress != nil {
-			pw = newProgress(h.opts.Progress, name, meta.size, have)
-			w = io.MultiWriter(w, pw)
+			bar = progress.NewWriter(h.opts.Progress, name, meta.size, have)
+			w = io.MultiWriter(w, bar)
 		}
 		n, err := io.CopyBuffer(w, io.LimitReader(resp.Body, meta.size-have+1), make([]byte, 1<<20))
 		have += n
-		if pw != nil && err != nil {
-			fmt.Fprintln(h.opts.Progress)
+		if bar != nil {
+			if err != nil || have != meta.size {
+				bar.Abandon()
+			} else {
+				bar.Finish()
+			}
 		}
 		if err != nil {
-			return fmt.Errorf("loader: downloading %s: %w after %d of %d bytes (run again to resume)", name, err, have, meta.size)
+			return fmt.Errorf("hub: downloading %s: %w after %d of %d bytes (run again to resume)", name, err, have, meta.size)
 		}
 	}
 	if have != meta.size {
-		return fmt.Errorf("loader: downloading %s: got %d bytes, the Hub announced %d (run again to resume)", name, have, meta.size)
+		return fmt.Errorf("hub: downloading %s: got %d bytes, the Hub announced %d (run again to resume)", name, have, meta.size)
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != meta.etag {
 		f.Close()
 		os.Remove(part)
-		return &FormatError{Path: part, Rule: RuleManifestHash, Detail: fmt.Sprintf("downloaded %s has digest %s, the Hub's ETag is %s; the partial file was removed", name, got, meta.etag)}
+		return &loader.FormatError{Path: part, Rule: loader.RuleManifestHash, Detail: fmt.Sprintf("downloaded %s has digest %s, the Hub's ETag is %s; the partial file was removed", name, got, meta.etag)}
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("loader: %w", err)
+		return fmt.Errorf("hub: %w", err)
 	}
 	if err := os.Rename(part, blob); err != nil {
-		return fmt.Errorf("loader: %w", err)
+		return fmt.Errorf("hub: %w", err)
 	}
 	return nil
 }
@@ -501,10 +624,10 @@ func (h *hubClient) download(ctx context.Context, commit, name string, meta file
 // restart empties a partial file and resets its running digest.
 func restart(f *os.File, have *int64, sum *hash.Hash, lfs bool, size int64) error {
 	if err := f.Truncate(0); err != nil {
-		return fmt.Errorf("loader: %w", err)
+		return fmt.Errorf("hub: %w", err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("loader: %w", err)
+		return fmt.Errorf("hub: %w", err)
 	}
 	*have = 0
 	if lfs {

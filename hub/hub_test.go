@@ -1,4 +1,4 @@
-package loader
+package hub
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/octlm/octlm/loader"
 )
 
 const testCommit = "0123456789abcdef0123456789abcdef01234567"
@@ -133,8 +135,8 @@ func (h *fakeHub) send(w http.ResponseWriter, r *http.Request, name string, b []
 	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
 }
 
-func (h *fakeHub) opts(cache string) HubOptions {
-	return HubOptions{Endpoint: h.srv.URL, CacheDir: cache, Token: h.token}
+func (h *fakeHub) opts(cache string) Options {
+	return Options{Endpoint: h.srv.URL, CacheDir: cache, Token: h.token}
 }
 
 // clearHubEnv keeps the developer's environment out of the tests.
@@ -143,6 +145,16 @@ func clearHubEnv(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	t.Setenv("HF_HOME", t.TempDir())
+}
+
+// fixture is the path of a folder under the repository's testdata.
+func fixture(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join("..", "testdata", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	return p
 }
 
 func tinyHub(t *testing.T) *fakeHub {
@@ -188,7 +200,7 @@ func TestResolveDownloads(t *testing.T) {
 	if !strings.Contains(progress.String(), "model.safetensors") {
 		t.Errorf("no progress for model.safetensors in %q", progress.String())
 	}
-	c, err := OpenCheckpoint(dir)
+	c, err := loader.OpenCheckpoint(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,15 +221,15 @@ func TestResolveDownloads(t *testing.T) {
 
 	// Offline, by option and by environment, with the server gone.
 	hub.srv.Close()
-	if d, err := Resolve(context.Background(), "Test/tiny-qwen3", HubOptions{CacheDir: cache, Offline: true}); err != nil || d != want {
+	if d, err := Resolve(context.Background(), "Test/tiny-qwen3", Options{CacheDir: cache, Offline: true}); err != nil || d != want {
 		t.Errorf("offline: %s, %v", d, err)
 	}
 	t.Setenv("HF_HUB_OFFLINE", "1")
 	t.Setenv("HF_HUB_CACHE", cache)
-	if d, err := Resolve(context.Background(), "Test/tiny-qwen3", HubOptions{}); err != nil || d != want {
+	if d, err := Resolve(context.Background(), "Test/tiny-qwen3", Options{}); err != nil || d != want {
 		t.Errorf("HF_HUB_OFFLINE=1: %s, %v", d, err)
 	}
-	if _, err := Resolve(context.Background(), "Test/other", HubOptions{}); err == nil || !strings.Contains(err.Error(), "offline") {
+	if _, err := Resolve(context.Background(), "Test/other", Options{}); err == nil || !strings.Contains(err.Error(), "offline") {
 		t.Errorf("offline miss: %v", err)
 	}
 	t.Setenv("HF_HUB_OFFLINE", "")
@@ -299,7 +311,9 @@ func TestResolveToken(t *testing.T) {
 	t.Setenv("HF_TOKEN", "")
 	home := t.TempDir()
 	t.Setenv("HF_HOME", home)
-	writeText(t, filepath.Join(home, "token"), "hf_secret\n")
+	if err := os.WriteFile(filepath.Join(home, "token"), []byte("hf_secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	opts.CacheDir = t.TempDir()
 	if _, err := Resolve(context.Background(), "Test/tiny-qwen3", opts); err != nil {
 		t.Fatalf("token file: %v", err)
@@ -352,19 +366,30 @@ func TestParseRepoRef(t *testing.T) {
 	}
 }
 
-func TestHubCacheDir(t *testing.T) {
+func TestCacheDir(t *testing.T) {
 	clearHubEnv(t)
 	t.Setenv("XDG_CACHE_HOME", "/xdg")
 	t.Setenv("HF_HOME", "")
-	if got := HubCacheDir(); got != filepath.Join("/xdg", "huggingface", "hub") {
+	if got := CacheDir(); got != filepath.Join("/xdg", "huggingface", "hub") {
 		t.Errorf("XDG: %s", got)
 	}
 	t.Setenv("HF_HOME", "/hfhome")
-	if got := HubCacheDir(); got != filepath.Join("/hfhome", "hub") {
+	if got := CacheDir(); got != filepath.Join("/hfhome", "hub") {
 		t.Errorf("HF_HOME: %s", got)
 	}
 	t.Setenv("HF_HUB_CACHE", "/hubcache")
-	if got := HubCacheDir(); got != "/hubcache" {
+	if got := CacheDir(); got != "/hubcache" {
 		t.Errorf("HF_HUB_CACHE: %s", got)
+	}
+}
+
+// TestSnapshotRepoReadsTheCacheLayout: loader.SnapshotRepo (which picks the shipped manifest of
+// a cached snapshot) reads back the repository and commit of the layout this package writes.
+func TestSnapshotRepoReadsTheCacheLayout(t *testing.T) {
+	for _, repo := range []string{"Qwen/Qwen3-0.6B", "Org/a.b-c_d"} {
+		snap := filepath.Join(RepoCacheDir("/cache", repo), "snapshots", testCommit)
+		if gotRepo, gotCommit := loader.SnapshotRepo(snap); gotRepo != repo || gotCommit != testCommit {
+			t.Errorf("SnapshotRepo(%s) = %q, %q; want %q, %q", snap, gotRepo, gotCommit, repo, testCommit)
+		}
 	}
 }

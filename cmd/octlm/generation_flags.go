@@ -1,0 +1,64 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"flag"
+	"fmt"
+
+	"github.com/octlm/octlm/octlm"
+)
+
+// generationFlags are the flags of generate and chat that shape a generation: --max-new-tokens
+// (-n) and the sampling settings. The sampling defaults are octlm.QwenDefaults, so the library
+// holds the one copy of Qwen3's generation settings.
+type generationFlags struct {
+	maxNew int
+	s      octlm.Sampling
+}
+
+// register adds --max-new-tokens (-n, default maxNew), --temperature, --top-k, --top-p,
+// --min-p, --repetition-penalty and --seed; seedHelp says where a seed drawn at random is shown.
+func (f *generationFlags) register(fs *flag.FlagSet, maxNew int, maxNewHelp, seedHelp string) {
+	fs.IntVar(&f.maxNew, "max-new-tokens", maxNew, maxNewHelp)
+	alias(fs, "n", "max-new-tokens")
+	d := octlm.QwenDefaults()
+	fs.Float64Var(&f.s.Temperature, "temperature", d.Temperature, "sampling temperature; 0 means greedy")
+	fs.IntVar(&f.s.TopK, "top-k", d.TopK, "keep the k most likely tokens; 0 keeps all")
+	fs.Float64Var(&f.s.TopP, "top-p", d.TopP, "keep the smallest set of tokens whose probability reaches p")
+	fs.Float64Var(&f.s.MinP, "min-p", d.MinP, "drop tokens less likely than min-p × the most likely one")
+	fs.Float64Var(&f.s.RepetitionPenalty, "repetition-penalty", d.RepetitionPenalty, "divide the logits of tokens already seen (1 is none)")
+	fs.Uint64Var(&f.s.Seed, "seed", d.Seed, "random seed for sampling (default: a random one, "+seedHelp+")")
+}
+
+// options returns the parsed settings, with a random seed unless --seed was given, or a usage
+// error for a setting out of range.
+func (f *generationFlags) options(fs *flag.FlagSet) (octlm.GenerateOptions, error) {
+	if f.maxNew < 1 {
+		return octlm.GenerateOptions{}, usageError{fmt.Sprintf("--max-new-tokens must be at least 1, got %d", f.maxNew)}
+	}
+	s := f.s
+	if !flagSet(fs, "seed") {
+		s.Seed = randomSeed()
+	}
+	if err := s.Validate(); err != nil {
+		return octlm.GenerateOptions{}, usageError{err.Error()}
+	}
+	return octlm.GenerateOptions{MaxNewTokens: f.maxNew, Sampling: s}, nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// randomSeed draws a sampling seed from the operating system's random source.
+func randomSeed() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand.Read does not fail on supported platforms
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}

@@ -1,0 +1,38 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestLockFileTakesTurns: a second holder waits (told once) until the first releases, and gives
+// up with the context's error when it is cancelled first.
+func TestLockFileTakesTurns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".locks", "blob.lock")
+	unlock, err := lockFile(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	if _, err := lockFile(ctx, path, func() { waits++ }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second holder, cancelled: err = %v, want the deadline", err)
+	}
+	if waits != 1 {
+		t.Errorf("waiting called %d times, want 1", waits)
+	}
+	go func() { time.Sleep(100 * time.Millisecond); unlock() }()
+	waits = 0
+	unlock2, err := lockFile(context.Background(), path, func() { waits++ })
+	if err != nil {
+		t.Fatalf("second holder after release: %v", err)
+	}
+	unlock2()
+	if waits != 1 {
+		t.Errorf("waiting called %d times, want 1", waits)
+	}
+}

@@ -1,0 +1,112 @@
+package progress
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBarInALog: written to a file or pipe (not a terminal), the bar is whole lines with no
+// carriage return: the first update, the last (done reaches total), then "done in".
+func TestBarInALog(t *testing.T) {
+	var out bytes.Buffer
+	b := New(&out, "loading x")
+	for done := int64(0); done <= 4<<20; done += 1 << 20 {
+		b.Update(done, 4<<20)
+	}
+	b.Finish()
+	b.Finish() // a second Finish writes nothing
+	text := out.String()
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if strings.Contains(text, "\r") || len(lines) != 3 {
+		t.Fatalf("progress in a log:\n%q", text)
+	}
+	for i, want := range []string{
+		`^loading x \[ {30}\] 0 B / 4\.00 MiB  \d+ MiB/s$`,
+		`^loading x \[={30}\] 4\.00 MiB / 4\.00 MiB  \d+ MiB/s$`,
+		`^loading x: done in \d+\.\ds$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(lines[i]) {
+			t.Errorf("line %d = %q, want %s", i, lines[i], want)
+		}
+	}
+}
+
+// TestBarOnATerminal: on a terminal the bar is redrawn in place (\r) and its line ends with the
+// time taken.
+func TestBarOnATerminal(t *testing.T) {
+	var out bytes.Buffer
+	b := New(&out, "sha256 f")
+	b.terminal = true
+	b.Update(1<<20, 2<<20)
+	b.Update(2<<20, 2<<20)
+	b.Finish()
+	want := regexp.MustCompile(`^\rsha256 f \[={15} {15}\] 1\.00 MiB / 2\.00 MiB  \d+ MiB/s\rsha256 f \[={30}\] 2\.00 MiB / 2\.00 MiB  \d+ MiB/s  \d+\.\ds\n$`)
+	if !want.MatchString(out.String()) {
+		t.Errorf("terminal bar %q", out.String())
+	}
+}
+
+// TestAbandon: a failed transfer's bar claims no completion; on a terminal it ends its line.
+func TestAbandon(t *testing.T) {
+	tests := []struct {
+		name     string
+		terminal bool
+	}{
+		{"log", false},
+		{"terminal", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			w := NewWriter(&out, "model.safetensors", 2<<20, 0)
+			w.terminal = tt.terminal
+			w.Write(make([]byte, 10))
+			w.Abandon()
+			w.Finish()
+			text := out.String()
+			if strings.Contains(text, "done") || strings.Count(text, "\n") != 1 || !strings.HasSuffix(text, "\n") {
+				t.Errorf("abandoned bar %q", text)
+			}
+		})
+	}
+}
+
+// TestWriterResumes: a resumed download's bar starts at the bytes already there and finishes by
+// itself when the count reaches the total.
+func TestWriterResumes(t *testing.T) {
+	var out bytes.Buffer
+	w := NewWriter(&out, "blob", 3<<20, 2<<20)
+	if n, err := w.Write(make([]byte, 1<<20)); n != 1<<20 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	text := out.String()
+	if !strings.Contains(text, "blob [==============================] 3.00 MiB / 3.00 MiB") || !strings.Contains(text, "blob: done in") {
+		t.Errorf("resumed bar %q", text)
+	}
+	before := out.Len()
+	w.Write(make([]byte, 5))
+	if out.Len() != before {
+		t.Errorf("bar drew after it finished: %q", out.String()[before:])
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	tests := []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"},
+		{1023, "1023 B"},
+		{1024, "1.00 KiB"},
+		{1536, "1.50 KiB"},
+		{1503238554, "1.40 GiB"},
+		{1 << 40, "1.00 TiB"},
+	}
+	for _, tt := range tests {
+		if got := HumanBytes(tt.n); got != tt.want {
+			t.Errorf("HumanBytes(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
