@@ -92,9 +92,13 @@ func (c *Cache) Truncate(n int) error {
 func (c *Cache) Capacity() int { return c.capacity }
 
 // BytesPerPosition is the KV-cache size of one position over all layers.
-func (c *Cache) BytesPerPosition() int64 {
-	cfg := c.model.Config
-	return int64(2*cfg.NLayers*cfg.KVHeads*cfg.HeadWidth()) * int64(c.dtype.Size())
+func (c *Cache) BytesPerPosition() int64 { return kvBytesPerPosition(c.model.Config, c.dtype) }
+
+// kvBytesPerPosition is the size of one position of a cache of the model's own dtype.
+func (m *Model) kvBytesPerPosition() int64 { return kvBytesPerPosition(m.Config, m.cacheDType()) }
+
+func kvBytesPerPosition(cfg Config, dtype dtypes.DType) int64 {
+	return int64(2*cfg.NLayers*cfg.KVHeads*cfg.HeadWidth()) * int64(dtype.Size())
 }
 
 // cacheDType is the dtype of the KV cache: the model's, except float16, which the pure-Go

@@ -1,5 +1,5 @@
-// Package octlm is octlm's own decoder: its configuration (with the five switches that let it
-// run Qwen3), the map from Hugging Face tensor names to its parameters, the GoMLX graph, the KV
+// Package octlm is octlm's own decoder: its configuration (with the switches that let it run
+// the Qwen3 family), the map from Hugging Face tensor names to its parameters, the GoMLX graph, the KV
 // cache, the full and cached forward paths, and generation.
 //
 // It reads checkpoints only through package loader and runs graphs on whatever compute.Backend
@@ -16,9 +16,10 @@ import (
 
 // Config describes a decoder. The first block is the classic octlm decoder (head width d/heads,
 // the two-thirds feed-forward rule, RoPE base 10,000 on neighbouring channel pairs, no q/k
-// norm); the five switches below it (HeadDim, FFHidden, RopeBase, RopeSplit, QKNorm) generalise
-// it to Qwen3's shape and are all off at their zero value, so a Config without them is the
-// classic decoder and keeps its fingerprint.
+// norm, the output head tied to the embedding); the switches below it (HeadDim, FFHidden,
+// RopeBase, RopeSplit, QKNorm, UntiedHead) generalise it to the Qwen3 family's shapes and are
+// all off at their zero value, so a Config without them is the classic decoder and keeps its
+// fingerprint.
 type Config struct {
 	VocabSize     int     `json:"vocab_size"`
 	ContextLength int     `json:"context_length"`
@@ -39,6 +40,9 @@ type Config struct {
 	RopeSplit bool `json:"rope_split,omitempty"`
 	// QKNorm applies an RMSNorm to every query and key head before RoPE (Qwen3).
 	QKNorm bool `json:"qk_norm,omitempty"`
+	// UntiedHead gives the output head its own weight (lm_head.weight, [vocab, d]) instead of
+	// reusing the embedding table (Qwen3-8B and larger: tie_word_embeddings false).
+	UntiedHead bool `json:"untied_head,omitempty"`
 }
 
 // Defaults of the classic decoder, used where a switch is off.
@@ -126,7 +130,8 @@ func (c Config) Fingerprint() string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// Parameters is the number of unique parameters (the tied output head counted once).
+// Parameters is the number of unique parameters (a tied output head counted once, with the
+// embedding).
 func (c Config) Parameters() int64 {
 	d, hd, ff := int64(c.DModel), int64(c.HeadWidth()), int64(c.FFWidth())
 	q, kv := int64(c.NHeads)*hd, int64(c.KVHeads)*hd
@@ -134,5 +139,9 @@ func (c Config) Parameters() int64 {
 	if c.QKNorm {
 		layer += 2 * hd
 	}
-	return int64(c.VocabSize)*d + int64(c.NLayers)*layer + d
+	heads := int64(1) // the embedding, doubling as the tied head
+	if c.UntiedHead {
+		heads = 2
+	}
+	return heads*int64(c.VocabSize)*d + int64(c.NLayers)*layer + d
 }

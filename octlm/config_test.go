@@ -4,8 +4,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/octlm/octlm/octlm/synth"
 )
 
 // classic is a decoder config from before the five switches existed.
@@ -36,7 +39,7 @@ func TestFingerprintGolden(t *testing.T) {
 	// A switch at its default must not appear in the fingerprint; a switch turned on must.
 	for _, on := range []func(*Config){
 		func(c *Config) { c.HeadDim = 32 }, func(c *Config) { c.FFHidden = 1000 }, func(c *Config) { c.RopeBase = 1e6 },
-		func(c *Config) { c.RopeSplit = true }, func(c *Config) { c.QKNorm = true },
+		func(c *Config) { c.RopeSplit = true }, func(c *Config) { c.QKNorm = true }, func(c *Config) { c.UntiedHead = true },
 	} {
 		c := classic
 		on(&c)
@@ -103,6 +106,13 @@ func TestQwenConfig(t *testing.T) {
 	if c != want {
 		t.Fatalf("QwenConfig = %+v\nwant %+v", c, want)
 	}
+	untied, err := QwenConfig([]byte(strings.Replace(string(base), `"tie_word_embeddings": true`, `"tie_word_embeddings": false`, 1)))
+	if err != nil {
+		t.Fatalf("tie_word_embeddings false: %v", err)
+	}
+	if want.UntiedHead = true; untied != want {
+		t.Fatalf("untied QwenConfig = %+v\nwant %+v", untied, want)
+	}
 	tests := []struct {
 		name, from, to, key string
 	}{
@@ -112,7 +122,9 @@ func TestQwenConfig(t *testing.T) {
 		{"dropout", `"attention_dropout": 0.0`, `"attention_dropout": 0.1`, "attention_dropout"},
 		{"rope scaling", `"rope_scaling": null`, `"rope_scaling": {"type": "yarn"}`, "rope_scaling"},
 		{"sliding window", `"use_sliding_window": false`, `"use_sliding_window": true`, "use_sliding_window"},
-		{"untied", `"tie_word_embeddings": true`, `"tie_word_embeddings": false`, "tie_word_embeddings"},
+		{"tie as a string", `"tie_word_embeddings": true`, `"tie_word_embeddings": "false"`, "tie_word_embeddings"},
+		{"tie null", `"tie_word_embeddings": true`, `"tie_word_embeddings": null`, "tie_word_embeddings"},
+		{"tie as a number", `"tie_word_embeddings": true`, `"tie_word_embeddings": 0`, "tie_word_embeddings"},
 		{"missing tie", `"tie_word_embeddings": true,`, ``, "tie_word_embeddings"},
 		{"eps", `"rms_norm_eps": 1e-06`, `"rms_norm_eps": 1e-05`, "rms_norm_eps"},
 		{"zero heads", `"num_attention_heads": 4`, `"num_attention_heads": 0`, "num_attention_heads"},
@@ -146,6 +158,15 @@ func TestParameters(t *testing.T) {
 	if got := len(weightSpecs(qwen06)); got != 310 {
 		t.Errorf("Qwen3-0.6B weights = %d, want 310 (311 entries with the tied head copy)", got)
 	}
+	// Qwen3-8B: untied, 36 layers; the Hub's index says 16,381,470,720 bytes of BF16.
+	qwen8 := Config{VocabSize: 151936, ContextLength: 40960, DModel: 4096, NHeads: 32, NLayers: 36, KVHeads: 8,
+		HeadDim: 128, FFHidden: 12288, RopeBase: 1e6, RopeSplit: true, QKNorm: true, NormEps: 1e-6, UntiedHead: true}
+	if got := qwen8.Parameters(); got != 8_190_735_360 {
+		t.Errorf("Qwen3-8B parameters = %d, want 8,190,735,360", got)
+	}
+	if got := len(weightSpecs(qwen8)); got != 36*11+3 {
+		t.Errorf("Qwen3-8B weights = %d, want %d (lm_head.weight its own)", got, 36*11+3)
+	}
 }
 
 func TestInvFreq(t *testing.T) {
@@ -160,5 +181,44 @@ func TestInvFreq(t *testing.T) {
 	want := float32(1.2409378e-06)
 	if got := f[63]; got != want && got != math.Nextafter32(want, 0) && got != math.Nextafter32(want, 1) {
 		t.Errorf("inv_freq[63] = %v, want %v within one float32 step", got, want)
+	}
+}
+
+// TestQwenFamily reads the config.json of every synth preset (Qwen3-0.6B to 8B as on the Hub):
+// the parameter count and the weights' names agree with the checkpoint synth writes for it, and
+// only Qwen3-8B has its own head.
+func TestQwenFamily(t *testing.T) {
+	for _, name := range synth.LikeNames {
+		t.Run(name, func(t *testing.T) {
+			like, err := synth.Like(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := QwenConfig(like.ConfigJSON())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.UntiedHead != (name == "qwen3-8b") || c.UntiedHead != like.Untied {
+				t.Errorf("UntiedHead %v for %s", c.UntiedHead, name)
+			}
+			if c.Parameters() != like.UniqueParams() {
+				t.Errorf("Parameters %d, synth counts %d", c.Parameters(), like.UniqueParams())
+			}
+			var stored []string
+			for _, s := range like.Tensors() {
+				if s.Name != TiedHeadName || c.UntiedHead {
+					stored = append(stored, s.Name)
+				}
+			}
+			var names []string
+			for _, s := range weightSpecs(c) {
+				names = append(names, s.Name)
+			}
+			slices.Sort(stored)
+			slices.Sort(names)
+			if !slices.Equal(names, stored) {
+				t.Errorf("the model's %d weights differ from the checkpoint's %d tensors", len(names), len(stored))
+			}
+		})
 	}
 }

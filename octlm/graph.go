@@ -66,7 +66,7 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	// Only the rows that need logits go through the final norm and the vocabulary projection.
 	hidden = Gather(hidden, InsertAxes(logitRows, -1)) // [P, d]
 	hidden = rmsNorm(hidden, w.norm, c.Eps())
-	logits := lmHead(hidden, w.embed, c.VocabSize) // [P, vocab]
+	logits := lmHead(hidden, w.lmHead, c.VocabSize) // [P, vocab]
 	logits = ConvertDType(logits, dtypes.Float32)
 	return append([]*Node{logits}, newCaches...)
 }
@@ -80,15 +80,20 @@ func embed(table, ids *Node) *Node {
 	return Gather(table, Stack([]*Node{block, row}, -1)) // [S, d]
 }
 
-// lmHead is the output head, tied to embed_tokens: logits = hidden · embed_tokensᵀ. hidden is
-// [P, d], the table [blocks, rows, d]; every block is one batch of the product and the zero
-// rows past the vocabulary in the last block are cut off.
-func lmHead(hidden, table *Node, vocab int) *Node {
-	blocks, rows, d := table.Shape().Dimensions[0], table.Shape().Dimensions[1], table.Shape().Dimensions[2]
+// lmHead is the output head: logits = hidden · headᵀ, where head is lm_head.weight, or
+// embed_tokens when tied. hidden is [P, d], head [blocks, rows, d] (the embedding's layout);
+// every block is one batch of the product and the zero rows past the vocabulary in the last
+// block are cut off.
+//
+// The product runs in the head's dtype: compute v0.1.14's pure-Go DotGeneral multiplies
+// half-precision operands in this layout correctly, with a float32 accumulator, so the head is
+// not widened to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per step).
+func lmHead(hidden, head *Node, vocab int) *Node {
+	blocks, rows, d := head.Shape().Dimensions[0], head.Shape().Dimensions[1], head.Shape().Dimensions[2]
 	p := hidden.Shape().Dimensions[0]
 	perBlock := BroadcastToDims(InsertAxes(hidden, 0), blocks, p, d)
-	logits := dotLastAxes(perBlock, table, 1)                           // [blocks, P, rows]
-	logits = Reshape(TransposeAllAxes(logits, 1, 0, 2), p, blocks*rows) // [P, blocks·rows]
+	logits := DotGeneral(perBlock, []int{2}, []int{0}, head, []int{2}, []int{0}) // [blocks, P, rows]
+	logits = Reshape(TransposeAllAxes(logits, 1, 0, 2), p, blocks*rows)          // [P, blocks·rows]
 	if blocks*rows > vocab {
 		logits = SliceAxis(logits, 1, AxisRange(0, vocab))
 	}

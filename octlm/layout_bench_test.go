@@ -90,22 +90,26 @@ func checkParity(t *testing.T, name string, n int, results map[string]Logits, re
 	}
 }
 
-// rewriteFixture writes a copy of a fixture's checkpoint with edit applied to its tensors.
+// rewriteFixture writes a copy of a fixture's checkpoint (single file or shards) as one
+// model.safetensors with edit applied to its tensors.
 func rewriteFixture(t *testing.T, name string, edit func([]loader.WriteTensor) []loader.WriteTensor) string {
 	t.Helper()
 	src := fixtureDir(name)
-	f, err := loader.Open(filepath.Join(src, "model.safetensors"))
+	ckpt, err := loader.OpenCheckpoint(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer ckpt.Close()
 	var ts []loader.WriteTensor
-	for _, info := range f.Tensors() {
-		data := make([]byte, info.Size)
-		if err := f.ReadRaw(info, data); err != nil {
+	for e, err := range ckpt.Tensors() {
+		if err != nil {
 			t.Fatal(err)
 		}
-		ts = append(ts, loader.WriteTensor{Name: info.Name, DType: info.DType, Shape: info.Shape, Data: data})
+		data := make([]byte, e.Info.Size)
+		if err := e.File.ReadRaw(e.Info, data); err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, loader.WriteTensor{Name: e.Info.Name, DType: e.Info.DType, Shape: e.Info.Shape, Data: data})
 	}
 	dir := t.TempDir()
 	config, err := os.ReadFile(filepath.Join(src, "config.json"))

@@ -89,6 +89,7 @@ type layerNodes struct {
 type weightNodes struct {
 	embed, norm *graph.Node
 	layers      []layerNodes
+	lmHead      *graph.Node // [blocks, rows, d]: the embedding when tied, else lm_head.weight
 }
 
 func (m *Model) numWeights() int { return len(m.specs) }
@@ -108,6 +109,10 @@ func (m *Model) unflattenWeights(nodes []*graph.Node) weightNodes {
 		l.postAttentionLayernorm = next()
 		l.gateProj, l.upProj, l.downProj = next(), next(), next()
 		w.layers = append(w.layers, l)
+	}
+	w.lmHead = w.embed
+	if m.Config.UntiedHead {
+		w.lmHead = next()
 	}
 	return w
 }

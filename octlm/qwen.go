@@ -21,12 +21,12 @@ var qwenSupported = []struct {
 	{"attention_dropout", 0.0},
 	{"rope_scaling", nil},
 	{"use_sliding_window", false},
-	{"tie_word_embeddings", true},
 	{"rms_norm_eps", 1e-6},
 }
 
 // QwenConfig turns a Hugging Face Qwen3 config.json into a Config, refusing every setting the
-// decoder does not implement, each with the key named.
+// decoder does not implement, each with the key named. tie_word_embeddings must be given, true
+// (the head reuses embed_tokens) or false (the head is lm_head.weight: UntiedHead).
 func QwenConfig(data []byte) (Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -53,6 +53,12 @@ func QwenConfig(data []byte) (Config, error) {
 		}
 		*dst = v
 	}
+	tied, isBool := raw["tie_word_embeddings"].(bool)
+	if !isBool {
+		v, present := raw["tie_word_embeddings"]
+		return Config{}, fmt.Errorf("octlm: qwen config: tie_word_embeddings must be true or false, got %s", jsonText(v, present))
+	}
+	c.UntiedHead = !tied
 	base, err := ropeTheta(raw)
 	if err != nil {
 		return Config{}, err

@@ -19,8 +19,10 @@ import (
 	"github.com/octlm/octlm/loader"
 )
 
-// TiedHeadName is the stored copy of the output head that Qwen3 checkpoints carry although the
-// head is tied to the embedding; it is accepted only if it equals model.embed_tokens.weight.
+// Checkpoint names of the embedding and the output head. With a tied head (Config.UntiedHead
+// off) the head is the embedding: Qwen3 checkpoints still store a copy under TiedHeadName,
+// accepted only if it equals model.embed_tokens.weight. With an untied head it is the head's
+// own weight, required.
 const (
 	TiedHeadName  = "lm_head.weight"
 	EmbeddingName = "model.embed_tokens.weight"
@@ -33,7 +35,7 @@ const (
 	vectorWeight    weightKind = iota // norms: as stored
 	columnWeight                      // Linear split by outputs: Hub [out, in] -> [blocks, in, out/blocks]
 	rowWeight                         // Linear split by inputs: Hub [out, in] -> [blocks, in/blocks, out]
-	embeddingWeight                   // Hub [vocab, d] -> [blocks, rows, d], rows·blocks ≥ vocab
+	embeddingWeight                   // Hub [vocab, d] -> [blocks, rows, d], rows·blocks ≥ vocab (embedding, untied head)
 )
 
 // weightSpec maps one Hugging Face tensor to one resident weight.
@@ -81,6 +83,7 @@ type layout struct {
 	// output head (tied weights); in blocks of this many rows each block of the single-row
 	// vocabulary product stays on the small-matmul kernel, which reads the weight once,
 	// instead of the large one, which first copies (packs) all of it.
+	// An untied head (lm_head.weight) is laid out the same way.
 	headRows int
 }
 
@@ -158,6 +161,9 @@ func weightSpecs(c Config) []weightSpec {
 			linear(p+"mlp.down_proj.weight", rowWeight, d, ff, ff),
 		)
 	}
+	if c.UntiedHead {
+		specs = append(specs, weightSpec{Name: TiedHeadName, HubShape: []int{c.VocabSize, d}, Kind: embeddingWeight, Blocks: 1})
+	}
 	return specs
 }
 
@@ -194,8 +200,9 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 
 // LoadCheckpoint builds a model for cfg with no weights, then streams every tensor of ckpt into
 // resident backend buffers, one tensor at a time, with one copy each. Unexpected, missing and
-// mis-shaped tensors, and a stored tied head that differs from the embedding, are errors naming
-// the tensor; on any error nothing stays allocated.
+// mis-shaped tensors (an untied head's lm_head.weight included), and a stored tied head that
+// differs from the embedding, are errors naming the tensor; on any error nothing stays
+// allocated.
 func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (m *Model, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -237,7 +244,7 @@ func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (m *M
 		}
 		name := e.Info.Name
 		where := fmt.Sprintf("%s: tensor %q", e.File.Path(), name)
-		if name == TiedHeadName {
+		if name == TiedHeadName && !cfg.UntiedHead {
 			// The tied head: whichever of the two copies comes first fills the embedding; the
 			// other must equal it.
 			name = EmbeddingName

@@ -24,7 +24,7 @@ import (
 )
 
 // fixtures are the tiny random Qwen3 checkpoints with float32 reference logits.
-var fixtures = []string{"tiny-qwen3", "tiny-qwen3-mha"}
+var fixtures = []string{"tiny-qwen3", "tiny-qwen3-mha", "tiny-qwen3-untied"}
 
 var (
 	backendOnce sync.Once

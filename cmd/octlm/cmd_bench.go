@@ -88,6 +88,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	defer backend.Finalize()
 	fmt.Fprintf(stderr, "backend: %s\n", info)
 	warnHalfOnGo(stderr, info, dtype)
+	// The bandwidth read's buffer is allocated while the model is still loaded.
+	if err := checkFits(dir, backend, info, dtype, *prompt+*decode, int64(*bandwidth*(1<<30)), stderr); err != nil {
+		return err
+	}
 	bar := progress.New(stderr, "loading")
 	res, err := bench.Run(ctx, bench.Options{
 		Dir: dir, Backend: backend, BackendName: info.Name, DType: dtype,

@@ -108,7 +108,7 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := mf.openDir(dir, stderr)
+	m, err := mf.openDir(dir, opts.MaxNewTokens, stderr) // one reply's worth; the conversation grows past it
 	if err != nil {
 		return err
 	}

@@ -160,7 +160,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if err != nil {
 		return err
 	}
-	m, err := mf.openDir(dir, stderr)
+	m, err := mf.openDir(dir, len(ids)+opts.MaxNewTokens, stderr)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,14 @@ import (
 
 func TestGenerateGreedyJSON(t *testing.T) {
 	t.Setenv(xla.EnvBackend, "go")
-	data, err := os.ReadFile(testdata("tiny-qwen3", "reference", "greedy.json"))
+	for _, fixture := range []string{"tiny-qwen3", "tiny-qwen3-untied"} {
+		t.Run(fixture, func(t *testing.T) { testGenerateGreedyJSON(t, fixture) })
+	}
+}
+
+// testGenerateGreedyJSON reproduces a fixture's reference/greedy.json through octlm generate.
+func testGenerateGreedyJSON(t *testing.T, fixture string) {
+	data, err := os.ReadFile(testdata(fixture, "reference", "greedy.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +44,7 @@ func TestGenerateGreedyJSON(t *testing.T) {
 	for _, c := range cases {
 		ids := strings.Trim(jsonText(c.PromptIDs), "[]") // "165,77,202"
 		var stdout, stderr bytes.Buffer
-		err := runGenerate([]string{"--model", testdata("tiny-qwen3"), "--prompt-ids", ids, "--temperature", "0",
+		err := runGenerate([]string{"--model", testdata(fixture), "--prompt-ids", ids, "--temperature", "0",
 			"--max-new-tokens", "24", "--json"}, &stdout, &stderr)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, stderr.String())

@@ -124,7 +124,11 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	m, err := loadModel(dir, label, backend, octlm.Float32, stderr)
+	longest := 0
+	for _, c := range ref.Cases {
+		longest = max(longest, c.Positions())
+	}
+	m, err := loadModel(dir, label, backend, info, octlm.Float32, longest, stderr)
 	if err != nil {
 		return err
 	}
@@ -141,7 +145,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		for _, dtype := range halfDTypes {
-			hm, err := loadModel(dir, label, backend, dtype, stderr)
+			hm, err := loadModel(dir, label, backend, info, dtype, longest, stderr)
 			if err != nil {
 				return err
 			}

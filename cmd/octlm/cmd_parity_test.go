@@ -89,6 +89,8 @@ func TestParityExitCodes(t *testing.T) {
 		{"bundled, no flags", nil, 0},
 		{"tiny-qwen3", []string{"--model", testdata("tiny-qwen3")}, 0},
 		{"tiny-qwen3-mha", []string{"--model", testdata("tiny-qwen3-mha"), "--reference", testdata("tiny-qwen3-mha", "reference")}, 0},
+		{"tiny-qwen3-untied (sharded)", []string{"--model", testdata("tiny-qwen3-untied")}, 0},
+		{"untied model, tied model's reference", []string{"--model", testdata("tiny-qwen3-untied"), "--reference", testdata("tiny-qwen3", "reference")}, 2},
 		{"help", []string{"-h"}, 0},
 		{"one logit moved by 0.01", []string{"--reference", moved}, 1},
 		{"moved, explicit model", []string{"--model", testdata("tiny-qwen3"), "--reference", moved, "--backend", "go"}, 1},

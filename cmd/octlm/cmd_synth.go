@@ -35,7 +35,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	like := fs.String("like", "qwen3-0.6b", "shape to copy: qwen3-0.6b (full size, 1.40 GiB) or tiny")
+	like := fs.String("like", "qwen3-0.6b", "shape to copy: qwen3-0.6b (1.4 GiB), qwen3-1.7b (3.8 GiB), qwen3-4b (8.2 GiB), qwen3-8b (15.3 GiB) or tiny")
 	out := fs.String("out", "", "output `DIR` (created; an existing checkpoint there is replaced only with --force)")
 	force := fs.Bool("force", false, "replace the checkpoint already in --out")
 	seed := fs.Int64("seed", 0, "random seed; the same seed writes the same bytes")
@@ -47,12 +47,14 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tokDir := fs.String("tokenizer-dir", "", "copy the tokenizer files from this folder instead of the built-in Qwen3 ones")
 	manifest := fs.Bool("manifest", false, "also write "+loader.ManifestFileName)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm synth [--like qwen3-0.6b|tiny] --out DIR [--force] [--seed N] [--layers N] [--vocab N] ...\n\n"+
-			"Writes config.json, generation_config.json, a BF16 model.safetensors with every Qwen3\n"+
-			"tensor under the Hub's names (and the stored lm_head.weight copy) and Qwen3's tokenizer\n"+
-			"files. Values are random (normal, std 0.02; norms near 1): for speed and memory work,\n"+
-			"never for output quality. The folder is built beside DIR and renamed into place when\n"+
-			"complete; sizes that do not fit the free disk are refused before writing.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: octlm synth [--like qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|tiny] --out DIR [--force] [--seed N] [--layers N] ...\n\n"+
+			"Writes config.json, generation_config.json, BF16 weights with every Qwen3 tensor under\n"+
+			"the Hub's names (lm_head.weight: a copy of the embedding where tied, its own in Qwen3-8B),\n"+
+			"sharded as the Hub's are (model.safetensors up to 4 GB, else model-0000N-of-0000M shards\n"+
+			"and model.safetensors.index.json), and Qwen3's tokenizer files. Values are random (normal,\n"+
+			"std 0.02; norms near 1): for speed and memory work, never for output quality. The folder\n"+
+			"is built beside DIR and renamed into place when complete; sizes that do not fit the free\n"+
+			"disk are refused before writing.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -114,8 +116,12 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	size, _ := cfg.ModelFileSize()
-	fmt.Fprintf(stdout, "wrote %s: %d entries, %s unique params, model.safetensors %s bytes (%s) in %.1fs\n",
-		dir, len(cfg.Tensors()), commas(cfg.UniqueParams()), commas(size), loader.HumanBytes(size), time.Since(begin).Seconds())
+	files := loader.SingleFileName
+	if n := len(cfg.Shards(0)); n > 1 {
+		files = fmt.Sprintf("%d shards", n)
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d entries, %s unique params, %s of %s bytes (%s) in %.1fs\n",
+		dir, len(cfg.Tensors()), commas(cfg.UniqueParams()), files, commas(size), loader.HumanBytes(size), time.Since(begin).Seconds())
 	return nil
 }
 

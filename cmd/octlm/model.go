@@ -73,8 +73,9 @@ func (f *modelFlags) resolve(ctx context.Context) (string, error) {
 }
 
 // openDir opens the backend and streams the weights of the checkpoint folder dir in, with
-// progress on stderr.
-func (f *modelFlags) openDir(dir string, stderr io.Writer) (*loadedModel, error) {
+// progress on stderr, after checking that the weights and a KV cache of positions positions fit
+// in memory.
+func (f *modelFlags) openDir(dir string, positions int, stderr io.Writer) (*loadedModel, error) {
 	dtype, err := octlm.ParseDType(f.dtype)
 	if err != nil {
 		return nil, usageError{err.Error()}
@@ -86,7 +87,7 @@ func (f *modelFlags) openDir(dir string, stderr io.Writer) (*loadedModel, error)
 	fmt.Fprintf(stderr, "backend: %s\n", info)
 	warnHalfOnGo(stderr, info, dtype)
 	begin := time.Now()
-	m, err := loadModel(dir, dir, backend, dtype, stderr)
+	m, err := loadModel(dir, dir, backend, info, dtype, positions, stderr)
 	if err != nil {
 		backend.Finalize()
 		return nil, err
@@ -94,8 +95,12 @@ func (f *modelFlags) openDir(dir string, stderr io.Writer) (*loadedModel, error)
 	return &loadedModel{Model: m, Dir: dir, Backend: info, Load: time.Since(begin), backend: backend}, nil
 }
 
-// loadModel loads the checkpoint in dir with dtype weights, with a progress bar on stderr.
-func loadModel(dir, label string, backend compute.Backend, dtype octlm.DType, stderr io.Writer) (*octlm.Model, error) {
+// loadModel loads the checkpoint in dir with dtype weights, with a progress bar on stderr, once
+// checkFits has found room for it and a KV cache of positions positions.
+func loadModel(dir, label string, backend compute.Backend, info xla.Info, dtype octlm.DType, positions int, stderr io.Writer) (*octlm.Model, error) {
+	if err := checkFits(dir, backend, info, dtype, positions, 0, stderr); err != nil {
+		return nil, err
+	}
 	bar := progress.New(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
 	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
 		bar.Update(done, total)

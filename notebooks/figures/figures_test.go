@@ -380,6 +380,31 @@ func TestParameterCount(t *testing.T) {
 	}
 }
 
+// TestParameterCountUntied counts an untied head (tiny-qwen3-untied's own lm_head.weight, 512×64)
+// as parameters, in a row of its own.
+func TestParameterCountUntied(t *testing.T) {
+	tab, err := ParameterCount(filepath.Join("..", "..", "testdata", "tiny-qwen3-untied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head, total []string
+	for _, row := range tab.Rows {
+		switch row[0] {
+		case "lm_head":
+			head = row
+		case "total (unique)":
+			total = row
+		case "lm_head (tied copy)":
+			t.Errorf("the untied head is listed as a tied copy: %q", row)
+		}
+	}
+	// 2 layers of 2·64 + 128·64 + 2·64·64 + 64·128 + 2·32 + 3·64·128, the embedding, the norm, the head.
+	want := int64(2*(2*64+128*64+2*64*64+64*128+2*32+3*64*128) + 512*64 + 64 + 512*64)
+	if head == nil || head[2] != "32768" || total == nil || total[2] != strconv.FormatInt(want, 10) {
+		t.Errorf("lm_head row %q, total row %q, want 32768 and %d parameters", head, total, want)
+	}
+}
+
 func TestRopePartner(t *testing.T) {
 	tests := []struct {
 		c, d          int

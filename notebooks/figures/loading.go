@@ -44,7 +44,7 @@ func tensorKind(name string) string {
 }
 
 // kinds is the order (and colour order) of tensorKind's groups.
-var kinds = []string{"embedding", "attention", "q/k RMSNorm", "MLP", "RMSNorm", "lm_head (tied copy)", "other"}
+var kinds = []string{"embedding", "attention", "q/k RMSNorm", "MLP", "RMSNorm", "lm_head (tied copy)", "other", "lm_head"}
 
 func kindColor(kind string) string {
 	i := slices.Index(kinds, kind)
@@ -463,8 +463,8 @@ func ConfigSwitches(cfg octlm.Config) Table {
 }
 
 // ParameterCount counts the checkpoint's parameters by kind of tensor, from the tensor shapes in
-// its headers, and checks the total against the configuration's count (the stored copy of the
-// tied output head is listed but not counted).
+// its headers, and checks the total against the configuration's count (the stored copy of a
+// tied output head is listed but not counted; an untied head is counted).
 func ParameterCount(dir string) (Table, error) {
 	ck, err := loader.OpenCheckpoint(dir)
 	if err != nil {
@@ -484,6 +484,9 @@ func ParameterCount(dir string) (Table, error) {
 			return Table{}, err
 		}
 		k := tensorKind(e.Info.Name)
+		if k == "lm_head (tied copy)" && cfg.UntiedHead {
+			k = "lm_head" // the output head's own weight, counted
+		}
 		n := int64(e.Info.NumElements())
 		count[k] += n
 		tensors[k]++

@@ -1,8 +1,10 @@
 // Package synth writes random checkpoints in the Hugging Face Hub's exact Qwen3 layout:
-// config.json, generation_config.json, a BF16 model.safetensors with every tensor under the
-// Hub's names (including the stored duplicate lm_head.weight), and the real Qwen3 tokenizer
-// files. Speed never depends on weight values, so a full-size random checkpoint is what
-// benchmarks load; correctness checks use the fixtures in testdata/ instead.
+// config.json, generation_config.json, BF16 weights with every tensor under the Hub's names
+// (including the stored lm_head.weight, a duplicate of the embedding where the head is tied),
+// in one model.safetensors or, past the Hub's 4 GB shard size, in model-0000N-of-0000M
+// shards with model.safetensors.index.json, and the real Qwen3 tokenizer files. Speed never
+// depends on weight values, so a full-size random checkpoint is what benchmarks load;
+// correctness checks use the fixtures in testdata/ instead.
 //
 // It knows the Qwen3 tensor names and shapes; it knows nothing of graphs or of how the model
 // uses the tensors. Files are written through loader and streamed: the model is never held in
@@ -17,6 +19,7 @@ import (
 	_ "embed"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -25,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 
 	"golang.org/x/term"
@@ -46,6 +50,9 @@ type QwenLike struct {
 	RMSNormEps            float64
 	BOSTokenID            int
 	EOSTokenID            int
+	// Untied gives the output head its own lm_head.weight (tie_word_embeddings false, Qwen3-8B
+	// and larger); tied, the stored lm_head.weight is a copy of the embedding.
+	Untied bool
 }
 
 // Qwen3_0_6B is the configuration of Qwen/Qwen3-0.6B on the Hub.
@@ -55,6 +62,28 @@ func Qwen3_0_6B() QwenLike {
 		IntermediateSize: 3072, MaxPositionEmbeddings: 40960, RopeTheta: 1_000_000, RMSNormEps: 1e-6,
 		BOSTokenID: 151643, EOSTokenID: 151645,
 	}
+}
+
+// Qwen3_1_7B is the configuration of Qwen/Qwen3-1.7B on the Hub.
+func Qwen3_1_7B() QwenLike {
+	c := Qwen3_0_6B()
+	c.HiddenSize, c.NumLayers, c.NumHeads, c.NumKVHeads, c.IntermediateSize = 2048, 28, 16, 8, 6144
+	return c
+}
+
+// Qwen3_4B is the configuration of Qwen/Qwen3-4B on the Hub.
+func Qwen3_4B() QwenLike {
+	c := Qwen3_0_6B()
+	c.HiddenSize, c.NumLayers, c.NumHeads, c.NumKVHeads, c.IntermediateSize = 2560, 36, 32, 8, 9728
+	return c
+}
+
+// Qwen3_8B is the configuration of Qwen/Qwen3-8B on the Hub: the first with an untied head.
+func Qwen3_8B() QwenLike {
+	c := Qwen3_0_6B()
+	c.HiddenSize, c.NumLayers, c.NumHeads, c.NumKVHeads, c.IntermediateSize = 4096, 36, 32, 8, 12288
+	c.Untied = true
+	return c
 }
 
 // Tiny is the shape of the testdata/tiny-qwen3 fixture: grouped-query attention with
@@ -67,15 +96,25 @@ func Tiny() QwenLike {
 	}
 }
 
-// Like returns a named configuration: "qwen3-0.6b" or "tiny".
+// LikeNames are the names Like knows, smallest first.
+var LikeNames = []string{"tiny", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"}
+
+// Like returns a named configuration: one of LikeNames, or the Hub name of a Qwen3 model
+// ("Qwen/Qwen3-8B").
 func Like(name string) (QwenLike, error) {
-	switch name {
-	case "qwen3-0.6b", "Qwen/Qwen3-0.6B":
+	switch strings.ToLower(strings.TrimPrefix(name, "Qwen/")) {
+	case "qwen3-0.6b":
 		return Qwen3_0_6B(), nil
+	case "qwen3-1.7b":
+		return Qwen3_1_7B(), nil
+	case "qwen3-4b":
+		return Qwen3_4B(), nil
+	case "qwen3-8b":
+		return Qwen3_8B(), nil
 	case "tiny":
 		return Tiny(), nil
 	}
-	return QwenLike{}, fmt.Errorf("synth: unknown model %q (want qwen3-0.6b or tiny)", name)
+	return QwenLike{}, fmt.Errorf("synth: unknown model %q (want one of %s)", name, strings.Join(LikeNames, ", "))
 }
 
 // Validate checks that every size is positive and the token ids fit the vocabulary.
@@ -105,7 +144,8 @@ func (c QwenLike) Validate() error {
 }
 
 // Tensors lists every stored tensor with the Hub's name, BF16 dtype and shape, in the order
-// they are declared by transformers (the file itself is laid out by name).
+// they are declared by transformers, which is the order the Hub's checkpoints are sharded in
+// (each file itself is laid out by name).
 func (c QwenLike) Tensors() []loader.TensorSpec {
 	H, I, D := c.HiddenSize, c.IntermediateSize, c.HeadDim
 	spec := func(name string, shape ...int) loader.TensorSpec {
@@ -131,11 +171,11 @@ func (c QwenLike) Tensors() []loader.TensorSpec {
 	return append(out, spec("model.norm.weight", H), spec("lm_head.weight", c.VocabSize, H))
 }
 
-// UniqueParams counts parameters with the tied lm_head.weight counted once.
+// UniqueParams counts parameters with a tied lm_head.weight counted once.
 func (c QwenLike) UniqueParams() int64 {
 	var n int64
 	for _, t := range c.Tensors() {
-		if t.Name == "lm_head.weight" {
+		if t.Name == "lm_head.weight" && !c.Untied {
 			continue
 		}
 		e := int64(1)
@@ -147,16 +187,104 @@ func (c QwenLike) UniqueParams() int64 {
 	return n
 }
 
-// ModelFileSize is the exact size of the model.safetensors Write produces.
-func (c QwenLike) ModelFileSize() (int64, error) {
-	specs := c.Tensors()
-	header, _, err := loader.EncodeHeader(specs, map[string]string{"format": "pt"})
+// HubShardBytes is the shard size limit the Hub's Qwen3 checkpoints were saved with
+// (save_pretrained's max_shard_size "4GB", decimal).
+const HubShardBytes = 4_000_000_000
+
+// Shard is one safetensors file of a checkpoint and the tensors it holds.
+type Shard struct {
+	Name    string // model.safetensors, or model-0000N-of-0000M.safetensors
+	Tensors []loader.TensorSpec
+}
+
+// Size is the exact size of the shard's file: header and tensor bytes.
+func (s Shard) Size() (int64, error) {
+	header, _, err := loader.EncodeHeader(s.Tensors, fileMetadata)
 	if err != nil {
 		return 0, err
 	}
 	n := int64(len(header))
-	for _, s := range specs {
-		n += s.Bytes()
+	for _, t := range s.Tensors {
+		n += t.Bytes()
+	}
+	return n, nil
+}
+
+// fileMetadata is the __metadata__ transformers writes into every safetensors file.
+var fileMetadata = map[string]string{"format": "pt"}
+
+// Shards splits the tensors into files as huggingface_hub's split_torch_state_dict_into_shards
+// does (save_pretrained): in declaration order, a tensor starts a new shard when it would take
+// the current one past maxBytes (0 means HubShardBytes), and one larger than maxBytes gets a
+// shard of its own. One shard is the single model.safetensors. For Qwen3-1.7B this gives the
+// Hub's two files exactly: everything but the head (3,441,185,608 bytes), then lm_head.weight.
+func (c QwenLike) Shards(maxBytes int64) []Shard {
+	if maxBytes <= 0 {
+		maxBytes = HubShardBytes
+	}
+	var groups [][]loader.TensorSpec
+	var current []loader.TensorSpec
+	var size int64
+	for _, t := range c.Tensors() {
+		b := t.Bytes()
+		if b > maxBytes {
+			groups = append(groups, []loader.TensorSpec{t})
+			continue
+		}
+		if size+b > maxBytes && len(current) > 0 {
+			groups = append(groups, current)
+			current, size = nil, 0
+		}
+		current = append(current, t)
+		size += b
+	}
+	if len(current) > 0 {
+		groups = append(groups, current)
+	}
+	if len(groups) == 1 {
+		return []Shard{{Name: loader.SingleFileName, Tensors: groups[0]}}
+	}
+	shards := make([]Shard, len(groups))
+	for i, g := range groups {
+		shards[i] = Shard{Name: fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(groups)), Tensors: g}
+	}
+	return shards
+}
+
+// IndexJSON renders model.safetensors.index.json for shards as transformers writes it: the
+// tensor bytes as metadata.total_size and the shard of every tensor, keys sorted, two-space
+// indent, trailing newline.
+func IndexJSON(shards []Shard) []byte {
+	var index struct {
+		Metadata struct {
+			TotalSize int64 `json:"total_size"`
+		} `json:"metadata"`
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	index.WeightMap = map[string]string{}
+	for _, s := range shards {
+		for _, t := range s.Tensors {
+			index.Metadata.TotalSize += t.Bytes()
+			index.WeightMap[t.Name] = s.Name
+		}
+	}
+	data, err := json.MarshalIndent(index, "", "  ")
+	if err != nil {
+		panic(err) // unreachable: strings and integers only
+	}
+	return append(data, '\n')
+}
+
+// ModelFileSize is the exact size of the weight files Write produces with the Hub's shard
+// size: model.safetensors, or all the shards (the index not included).
+func (c QwenLike) ModelFileSize() (int64, error) {
+	var n int64
+	for _, s := range c.Shards(0) {
+		size, err := s.Size()
+		if err != nil {
+			return 0, err
+		}
+		n += size
 	}
 	return n, nil
 }
@@ -188,7 +316,7 @@ func (c QwenLike) ConfigJSON() []byte {
   "rope_scaling": null,
   "rope_theta": %s,
   "sliding_window": null,
-  "tie_word_embeddings": true,
+  "tie_word_embeddings": %t,
   "torch_dtype": "bfloat16",
   "transformers_version": "4.51.0",
   "use_cache": true,
@@ -196,7 +324,7 @@ func (c QwenLike) ConfigJSON() []byte {
   "vocab_size": %d
 }
 `, c.BOSTokenID, c.EOSTokenID, c.HeadDim, c.HiddenSize, c.IntermediateSize, c.MaxPositionEmbeddings,
-		c.NumLayers, c.NumHeads, c.NumLayers, c.NumKVHeads, pyFloat(c.RMSNormEps), pyNumber(c.RopeTheta), c.VocabSize)
+		c.NumLayers, c.NumHeads, c.NumLayers, c.NumKVHeads, pyFloat(c.RMSNormEps), pyNumber(c.RopeTheta), !c.Untied, c.VocabSize)
 	return b.Bytes()
 }
 
@@ -268,13 +396,16 @@ type Options struct {
 	NoTokenizer  bool      // skip tokenizer.json and tokenizer_config.json
 	TokenizerDir string    // copy the tokenizer files from this folder instead of the embedded ones
 	Manifest     bool      // also write octlm-manifest.json (hashes every file once more)
+	// MaxShardBytes splits the weights into shards of at most this many tensor bytes; 0 means
+	// HubShardBytes, the Hub's own split.
+	MaxShardBytes int64
 	// Context, when set, stops the writing once it is done (an interrupt): WriteWith then
 	// returns its error and leaves no temporary file behind.
 	Context context.Context
 }
 
 // Write writes a random checkpoint for cfg into dir (created if needed) with the embedded
-// tokenizer files and no manifest. The same seed gives the same bytes.
+// tokenizer files, the Hub's sharding and no manifest. The same seed gives the same bytes.
 func Write(dir string, cfg QwenLike, seed int64, progress io.Writer) error {
 	return WriteWith(dir, cfg, Options{Seed: seed, Progress: progress})
 }
@@ -313,8 +444,16 @@ func WriteWith(dir string, cfg QwenLike, opts Options) error {
 			return fmt.Errorf("synth: %w", err)
 		}
 	}
-	if err := writeModel(filepath.Join(dir, loader.SingleFileName), cfg, opts); err != nil {
-		return err
+	shards := cfg.Shards(opts.MaxShardBytes)
+	for _, shard := range shards {
+		if err := writeModel(filepath.Join(dir, shard.Name), shard.Tensors, cfg, opts); err != nil {
+			return err
+		}
+	}
+	if len(shards) > 1 {
+		if err := os.WriteFile(filepath.Join(dir, loader.IndexFileName), IndexJSON(shards), 0o644); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
 	}
 	if opts.Manifest {
 		if _, err := loader.WriteManifest(dir, "", "", opts.Progress); err != nil {
@@ -327,15 +466,15 @@ func WriteWith(dir string, cfg QwenLike, opts Options) error {
 // chunkElems is the number of values generated per work item (2 MiB of BF16).
 const chunkElems = 1 << 20
 
-func writeModel(path string, cfg QwenLike, opts Options) error {
-	specs := cfg.Tensors()
+// writeModel writes one safetensors file holding specs, with random values for cfg.
+func writeModel(path string, specs []loader.TensorSpec, cfg QwenLike, opts Options) error {
 	var total int64
 	for _, s := range specs {
 		total += s.Bytes()
 	}
 	var pw *progressLine
 	if opts.Progress != nil {
-		pw = newProgressLine(opts.Progress, total)
+		pw = newProgressLine(opts.Progress, filepath.Base(path), total)
 		defer pw.finish()
 	}
 	workers := max(1, runtime.GOMAXPROCS(0))
@@ -343,12 +482,12 @@ func writeModel(path string, cfg QwenLike, opts Options) error {
 	for i := range bufs {
 		bufs[i] = make([]byte, 2*chunkElems)
 	}
-	return loader.WriteFileFunc(path, specs, map[string]string{"format": "pt"}, func(i int, w io.Writer) error {
+	return loader.WriteFileFunc(path, specs, fileMetadata, func(i int, w io.Writer) error {
 		s := specs[i]
 		n := int(s.Bytes() / 2)
-		// The stored lm_head.weight is the embedding: same stream, same values.
+		// A tied head's stored lm_head.weight is the embedding: same stream, same values.
 		key := s.Name
-		if key == "lm_head.weight" {
+		if key == "lm_head.weight" && !cfg.Untied {
 			key = "model.embed_tokens.weight"
 		}
 		isNorm := len(s.Shape) == 1
@@ -402,13 +541,14 @@ func fill(buf []byte, seed int64, name string, c int, isNorm bool) {
 // every 25% in a log or a pipe.
 type progressLine struct {
 	out         io.Writer
+	name        string
 	total, done int64
 	lastPct     int
 	terminal    bool
 }
 
-func newProgressLine(out io.Writer, total int64) *progressLine {
-	p := &progressLine{out: out, total: total}
+func newProgressLine(out io.Writer, name string, total int64) *progressLine {
+	p := &progressLine{out: out, name: name, total: total}
 	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.terminal = true
 	}
@@ -427,9 +567,9 @@ func (p *progressLine) add(n int64) {
 	}
 	p.lastPct = pct
 	if p.terminal {
-		fmt.Fprintf(p.out, "\rsynth: model.safetensors %3d%% (%s of %s)", pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
+		fmt.Fprintf(p.out, "\rsynth: %s %3d%% (%s of %s)", p.name, pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
 	} else {
-		fmt.Fprintf(p.out, "synth: model.safetensors %d%% (%s of %s)\n", pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
+		fmt.Fprintf(p.out, "synth: %s %d%% (%s of %s)\n", p.name, pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
 	}
 }
 
@@ -441,8 +581,8 @@ func (p *progressLine) finish() {
 		return
 	}
 	if p.terminal {
-		fmt.Fprintf(p.out, "\rsynth: model.safetensors 100%% (%s)          \n", loader.HumanBytes(p.total))
+		fmt.Fprintf(p.out, "\rsynth: %s 100%% (%s)          \n", p.name, loader.HumanBytes(p.total))
 	} else {
-		fmt.Fprintf(p.out, "synth: model.safetensors 100%% (%s)\n", loader.HumanBytes(p.total))
+		fmt.Fprintf(p.out, "synth: %s 100%% (%s)\n", p.name, loader.HumanBytes(p.total))
 	}
 }

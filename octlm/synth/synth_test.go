@@ -2,6 +2,7 @@ package synth
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -165,6 +166,144 @@ func TestTokenizerFiles(t *testing.T) {
 	if len(files["tokenizer.json"]) != 11_422_654 || len(files["tokenizer_config.json"]) != 9_732 {
 		t.Errorf("sizes %d %d", len(files["tokenizer.json"]), len(files["tokenizer_config.json"]))
 	}
+}
+
+// TestHubShards holds the presets to the Hub's checkpoints: shard count, metadata.total_size of
+// model.safetensors.index.json, and for Qwen3-1.7B the published file sizes.
+func TestHubShards(t *testing.T) {
+	tests := []struct {
+		name      string
+		cfg       QwenLike
+		files     []string // shard names
+		totalSize int64    // index metadata.total_size: tensor bytes, the stored head included
+		sizes     []int64  // published file sizes, where known
+		untied    bool
+	}{
+		{"qwen3-0.6b", Qwen3_0_6B(), []string{"model.safetensors"}, 1_503_264_768, []int64{1_503_300_328}, false},
+		{"qwen3-1.7b", Qwen3_1_7B(), []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"},
+			4_063_479_808, []int64{3_441_185_608, 622_329_984}, false},
+		{"qwen3-4b", Qwen3_4B(), []string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"},
+			8_822_848_512, nil, false},
+		{"qwen3-8b", Qwen3_8B(), []string{"model-00001-of-00005.safetensors", "model-00002-of-00005.safetensors", "model-00003-of-00005.safetensors",
+			"model-00004-of-00005.safetensors", "model-00005-of-00005.safetensors"}, 16_381_470_720, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if c, err := Like(tt.name); err != nil || c != tt.cfg {
+				t.Fatalf("Like(%q) = %+v, %v", tt.name, c, err)
+			}
+			if tt.cfg.Untied != tt.untied || !bytes.Contains(tt.cfg.ConfigJSON(), fmt.Appendf(nil, `"tie_word_embeddings": %t,`, !tt.untied)) {
+				t.Errorf("untied %v, config.json:\n%s", tt.cfg.Untied, tt.cfg.ConfigJSON())
+			}
+			shards := tt.cfg.Shards(0)
+			var names []string
+			seen := map[string]bool{}
+			for i, s := range shards {
+				names = append(names, s.Name)
+				size, err := s.Size()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i < len(tt.sizes) && size != tt.sizes[i] {
+					t.Errorf("%s: %d bytes, the Hub's is %d", s.Name, size, tt.sizes[i])
+				}
+				var tensorBytes int64
+				for _, ts := range s.Tensors {
+					tensorBytes += ts.Bytes()
+					seen[ts.Name] = true
+				}
+				if tensorBytes > HubShardBytes {
+					t.Errorf("%s holds %d tensor bytes, past the 4 GB shard size", s.Name, tensorBytes)
+				}
+			}
+			if !slices.Equal(names, tt.files) {
+				t.Errorf("shards %v, want %v", names, tt.files)
+			}
+			if len(seen) != len(tt.cfg.Tensors()) {
+				t.Errorf("the shards hold %d distinct tensors, the checkpoint %d", len(seen), len(tt.cfg.Tensors()))
+			}
+			if len(shards) > 1 {
+				idx, err := loader.ReadIndex(IndexJSON(shards))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !idx.HasTotalSize || idx.TotalSize != tt.totalSize || len(idx.WeightMap) != len(tt.cfg.Tensors()) {
+					t.Errorf("index total_size %d (%v), %d names; want %d and %d", idx.TotalSize, idx.HasTotalSize, len(idx.WeightMap), tt.totalSize, len(tt.cfg.Tensors()))
+				}
+				// The head comes last; in Qwen3-1.7B and 8B it fills the last shard alone.
+				last := shards[len(shards)-1].Tensors
+				if last[len(last)-1].Name != "lm_head.weight" || (len(last) == 1) != (tt.name != "qwen3-4b") {
+					t.Errorf("last shard holds %d tensors, %s last", len(last), last[len(last)-1].Name)
+				}
+			}
+		})
+	}
+}
+
+// TestShardedWrite writes a small untied checkpoint in shards and reads it back: the index is
+// the one transformers writes, every shard opens, the head has its own values.
+func TestShardedWrite(t *testing.T) {
+	cfg := Tiny()
+	cfg.Untied = true
+	dir := t.TempDir()
+	if err := WriteWith(dir, cfg, Options{Seed: 3, NoTokenizer: true, MaxShardBytes: 40_000}); err != nil {
+		t.Fatal(err)
+	}
+	shards := cfg.Shards(40_000)
+	if len(shards) < 3 {
+		t.Fatalf("%d shards, want at least 3 from a 40 kB limit", len(shards))
+	}
+	if _, err := os.Stat(filepath.Join(dir, loader.SingleFileName)); err == nil {
+		t.Error("a sharded checkpoint also has model.safetensors")
+	}
+	index, err := os.ReadFile(filepath.Join(dir, loader.IndexFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(index, []byte("{\n  \"metadata\": {\n    \"total_size\": ")) || !bytes.HasSuffix(index, []byte("\"\n  }\n}\n")) {
+		t.Errorf("index.json is not laid out as transformers writes it:\n%s", index)
+	}
+	ckpt, err := loader.OpenCheckpoint(dir) // checks total_size and every shard against the index
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ckpt.Close()
+	if ckpt.Len() != len(cfg.Tensors()) || len(ckpt.Files()) != len(shards) {
+		t.Fatalf("%d tensors in %d files, want %d in %d", ckpt.Len(), len(ckpt.Files()), len(cfg.Tensors()), len(shards))
+	}
+	for _, s := range shards {
+		st, err := os.Stat(filepath.Join(dir, s.Name))
+		size, _ := s.Size()
+		if err != nil || st.Size() != size {
+			t.Errorf("%s: %v, size %d, Size() %d", s.Name, err, st.Size(), size)
+		}
+	}
+	read := func(name string) []float32 {
+		e, ok := ckpt.Lookup(name)
+		if !ok {
+			t.Fatalf("no %s", name)
+		}
+		out := make([]float32, e.Info.NumElements())
+		if err := e.File.ReadFloat32(e.Info, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if slices.Equal(read("lm_head.weight"), read("model.embed_tokens.weight")) {
+		t.Error("the untied head holds the embedding's values")
+	}
+	if !bytes.Contains(mustRead(t, filepath.Join(dir, "config.json")), []byte(`"tie_word_embeddings": false,`)) {
+		t.Error("config.json does not say tie_word_embeddings false")
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // TestProgressInALog: progress written to a file or pipe (not a terminal) is whole lines, a few

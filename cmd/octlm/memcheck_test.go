@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/octlm/octlm/internal/sysinfo"
+	"github.com/octlm/octlm/xla"
+)
+
+// withAvailable makes availableMemory report n bytes for the rest of the test.
+func withAvailable(t *testing.T, n int64) {
+	old := availableMemory
+	availableMemory = func() (sysinfo.Available, error) { return sysinfo.Available{Bytes: n, Source: "test"}, nil }
+	t.Cleanup(func() { availableMemory = old })
+}
+
+// TestRefusesWhatDoesNotFit: every command that loads a model refuses, before loading, a
+// checkpoint whose weights do not fit the available memory, with both numbers and exit
+// status 2; with room to spare the same commands run.
+func TestRefusesWhatDoesNotFit(t *testing.T) {
+	t.Setenv(xla.EnvBackend, "go")
+	untied := testdata("tiny-qwen3-untied")
+	commands := []struct {
+		name string
+		run  func(args []string, stdout, stderr *bytes.Buffer) error
+		args []string
+	}{
+		{"generate", func(a []string, o, e *bytes.Buffer) error { return runGenerate(a, o, e) },
+			[]string{"--model", untied, "--prompt-ids", "1,2", "--max-new-tokens", "2"}},
+		{"parity", func(a []string, o, e *bytes.Buffer) error { return runParity(a, o, e) },
+			[]string{"--model", untied}},
+		{"bench", func(a []string, o, e *bytes.Buffer) error { return runBench(a, o, e) },
+			[]string{"--model", untied, "--prompt", "4", "--decode", "2"}},
+	}
+	for _, c := range commands {
+		t.Run(c.name, func(t *testing.T) {
+			// tiny-qwen3-untied in float32: 141,312 parameters' worth of weights, 4 bytes each.
+			withAvailable(t, 100_000)
+			var stdout, stderr bytes.Buffer
+			err := c.run(c.args, &stdout, &stderr)
+			if err == nil {
+				t.Fatal("a model larger than the available memory was loaded")
+			}
+			for _, want := range []string{"does not fit in memory", "but 100,000 bytes are available (test)", "f32 weights 0.6 MiB"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+			if strings.Contains(stderr.String(), "loading") {
+				t.Errorf("it started loading:\n%s", stderr.String())
+			}
+			if code := run(append([]string{c.name}, c.args...)); code != 2 {
+				t.Errorf("octlm %s exited %d, want 2", c.name, code)
+			}
+			if c.name == "bench" {
+				return // a full bench run also measures 1 GiB of bandwidth: not repeated here
+			}
+			withAvailable(t, 1<<40)
+			stdout.Reset()
+			stderr.Reset()
+			if err := c.run(c.args, &stdout, &stderr); err != nil {
+				t.Fatalf("with room to spare: %v\n%s", err, stderr.String())
+			}
+		})
+	}
+}

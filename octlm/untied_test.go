@@ -1,0 +1,91 @@
+package octlm
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/octlm/octlm/loader"
+)
+
+// TestUntiedHead loads tiny-qwen3-untied (tie_word_embeddings false) with its lm_head.weight
+// edited: the head is required, must have shape [vocab, hidden], and is what the logits are
+// computed from.
+func TestUntiedHead(t *testing.T) {
+	withLayout(t, 4, 96) // the head in row blocks with zero rows past the vocabulary (512 = 5·96 + 32)
+	ref := readReference(t, "tiny-qwen3-untied")[1]
+	byName := func(ts []loader.WriteTensor, name string) int {
+		return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
+	}
+	tests := []struct {
+		name    string
+		edit    func([]loader.WriteTensor) []loader.WriteTensor
+		wantErr string // "" loads and passes parity
+	}{
+		{"as stored, in one file", func(ts []loader.WriteTensor) []loader.WriteTensor { return ts }, ""},
+		{"head missing", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			return slices.Delete(ts, byName(ts, TiedHeadName), byName(ts, TiedHeadName)+1)
+		}, `missing checkpoint tensor "lm_head.weight"`},
+		{"head transposed", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			h := &ts[byName(ts, TiedHeadName)]
+			h.Shape = []int{h.Shape[1], h.Shape[0]}
+			return ts
+		}, `"lm_head.weight": shape [64 512] does not match the config's [512 64]`},
+		{"head one row short", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			h := &ts[byName(ts, TiedHeadName)]
+			h.Shape = []int{h.Shape[0] - 1, h.Shape[1]}
+			h.Data = h.Data[:len(h.Data)-2*h.Shape[1]]
+			return ts
+		}, `"lm_head.weight": shape [511 64] does not match the config's [512 64]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := Load(rewriteFixture(t, "tiny-qwen3-untied", tt.edit), LoadOptions{Backend: goBackend(t)})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			got, err := m.Forward(ref.ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if worst := maxAbsError(t, got, ref.logits); worst > 1e-4 {
+				t.Fatalf("max abs error %.3g", worst)
+			}
+		})
+	}
+}
+
+// TestUntiedHeadIsUsed shows the logits come from lm_head.weight, not the embedding: reading
+// the untied fixture's head as tied fails the parity gate, and so does a perturbed head.
+func TestUntiedHeadIsUsed(t *testing.T) {
+	ref := readReference(t, "tiny-qwen3-untied")[2]
+	for _, tt := range []struct {
+		name   string
+		mutate func(m *Model)
+	}{
+		{"embedding as the head", func(m *Model) { m.Config.UntiedHead = false }},
+		{"perturbed lm_head", func(m *Model) { m.perturb(TiedHeadName, 0.01) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := loadFixture(t, "tiny-qwen3-untied", Float32)
+			if got := m.weights[len(m.weights)-1].Shape().Dimensions; got[len(got)-1] != 64 || m.specs[len(m.specs)-1].Name != TiedHeadName {
+				t.Fatalf("last weight %s %v, want lm_head.weight [.., .., 64]", m.specs[len(m.specs)-1].Name, got)
+			}
+			tt.mutate(m)
+			got, err := m.Forward(ref.ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if worst := maxAbsError(t, got, ref.logits); worst <= parityTolerance {
+				t.Fatalf("a wrong head passed the gate: max abs error %.3g", worst)
+			}
+		})
+	}
+}
