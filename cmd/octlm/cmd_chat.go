@@ -60,18 +60,64 @@ type chatSession struct {
 	cancel context.CancelFunc // stops the reply in progress; nil between replies
 }
 
+// chatArgs is what chat's flags ask for.
+type chatArgs struct {
+	model   modelFlags
+	opts    octlm.GenerateOptions
+	system  string
+	think   bool
+	verbose bool
+}
+
 // runChatIO holds a chat on stdin and stdout. Once the model is loaded (before, Ctrl-C ends the
 // process as usual) it handles Ctrl-C itself: it stops the reply in progress.
 func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	a, err := parseChatArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	dir, err := a.model.resolve(context.Background())
+	if err != nil {
+		return err
+	}
+	tok, stops, err := chatTokenizer(dir)
+	if err != nil {
+		return err
+	}
+	m, err := a.model.openDir(dir, a.opts.MaxNewTokens, stderr) // one reply's worth; the conversation grows past it
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	cache, err := m.NewCache(1)
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+
+	s := &chatSession{m: m, tok: tok, cache: cache, stops: stops, system: a.system, think: a.think,
+		out: &errWriter{fileio.ErrWriter{W: stdout}}, stderr: stderr, verbose: a.verbose, faint: isTerminal(stdout) && os.Getenv("NO_COLOR") == "",
+		opts: a.opts}
+	s.opts.StopIDs = stops
+	interactive := isTerminal(stdin)
+	if interactive {
+		fmt.Fprintf(stderr, "chatting with %s (thinking %s); /help for commands, /bye or Ctrl-D to quit\n", dir, onOff(s.think))
+	}
+	defer s.catchInterrupts(interactive)()
+	return s.run(stdin, interactive)
+}
+
+// parseChatArgs reads chat's flags.
+func parseChatArgs(args []string, stderr io.Writer) (chatArgs, error) {
+	var a chatArgs
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var mf modelFlags
-	mf.register(fs, "")
-	system := fs.String("system", "", "system prompt")
-	think := fs.Bool("think", true, "let Qwen3 reason in a <think> block before answering (/think, /no_think switch it)")
+	a.model.register(fs, "")
+	fs.StringVar(&a.system, "system", "", "system prompt")
+	fs.BoolVar(&a.think, "think", true, "let Qwen3 reason in a <think> block before answering (/think, /no_think switch it)")
 	var gf generationFlags
 	gf.register(fs, 2048, "most tokens in one reply", "shown by /stats")
-	verbose := fs.Bool("verbose", false, "print a line of statistics to stderr after each reply")
+	fs.BoolVar(&a.verbose, "verbose", false, "print a line of statistics to stderr after each reply")
 	alias(fs, "m", "model")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: octlm chat -m DIR|Org/Name [--system TEXT] [--think=false] [flags]\n\n"+
@@ -83,69 +129,60 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return a, err
 	}
-	opts, err := gf.options(fs)
-	if err != nil {
-		return err
-	}
+	var err error
+	a.opts, err = gf.options(fs)
+	return a, err
+}
 
-	dir, err := mf.resolve(context.Background())
-	if err != nil {
-		return err
-	}
+// chatTokenizer reads the tokenizer and stop tokens of the checkpoint in dir, refusing one
+// without a tokenizer or a chat template chat can render.
+func chatTokenizer(dir string) (*tokenizer.Tokenizer, []int, error) {
 	tok, err := optionalTokenizer(dir)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if tok == nil {
-		return usageError{fmt.Sprintf("%s has no tokenizer.json: chat needs one ('octlm generate --prompt-ids' runs without)", dir)}
+		return nil, nil, usageError{fmt.Sprintf("%s has no tokenizer.json: chat needs one ('octlm generate --prompt-ids' runs without)", dir)}
 	}
 	if err := chat.CheckModelDir(dir); err != nil {
-		return err
+		return nil, nil, err
 	}
 	stops, err := stopIDs(dir, tok)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	m, err := mf.openDir(dir, opts.MaxNewTokens, stderr) // one reply's worth; the conversation grows past it
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	cache, err := m.NewCache(1)
-	if err != nil {
-		return err
-	}
-	defer cache.Close()
+	return tok, stops, nil
+}
 
-	s := &chatSession{m: m, tok: tok, cache: cache, stops: stops, system: *system, think: *think,
-		out: &errWriter{fileio.ErrWriter{W: stdout}}, stderr: stderr, verbose: *verbose, faint: isTerminal(stdout) && os.Getenv("NO_COLOR") == "",
-		opts: opts}
-	s.opts.StopIDs = stops
-	interactive := isTerminal(stdin)
-	if interactive {
-		fmt.Fprintf(stderr, "chatting with %s (thinking %s); /help for commands, /bye or Ctrl-D to quit\n", dir, onOff(s.think))
-	}
-	// Ctrl-C stops the reply in progress; between replies it only says how to quit.
+// catchInterrupts makes Ctrl-C stop the reply in progress; between replies it only says how to
+// quit. The returned function restores the default (Ctrl-C ends the process).
+func (s *chatSession) catchInterrupts(interactive bool) (restore func()) {
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)
-	defer signal.Stop(interrupts)
 	done := make(chan struct{})
-	defer close(done)
 	go func() {
 		for {
 			select {
 			case <-interrupts:
 				if !s.stopReply() && interactive {
-					fmt.Fprint(stderr, "\n(/bye or Ctrl-D quits)\n>>> ")
+					fmt.Fprint(s.stderr, "\n(/bye or Ctrl-D quits)\n>>> ")
 				}
 			case <-done:
 				return
 			}
 		}
 	}()
+	return func() {
+		close(done)
+		signal.Stop(interrupts)
+	}
+}
 
+// run reads stdin line by line, each a command or a user turn (with a prompt when interactive),
+// until /bye, the end of stdin or an error.
+func (s *chatSession) run(stdin io.Reader, interactive bool) error {
 	lines := bufio.NewScanner(stdin)
 	lines.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for {

@@ -57,11 +57,91 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	return runGenerateIO(context.Background(), args, strings.NewReader(""), stdout, stderr)
 }
 
+// generateArgs is what generate's flags ask for, checked.
+type generateArgs struct {
+	model  modelFlags
+	opts   octlm.GenerateOptions
+	prompt generatePrompt
+	asJSON bool
+}
+
+// generatePrompt is the one prompt given: raw text, a chat message or token IDs.
+type generatePrompt struct {
+	text  string // --prompt, -p or --prompt-file
+	chat  string // --chat, rendered with the chat template
+	think bool   // with chat: enable_thinking
+	ids   []int  // --prompt-ids
+}
+
 func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	a, err := parseGenerateArgs(args, stdin, stderr)
+	if err != nil {
+		return err
+	}
+	dir, err := a.model.resolve(ctx)
+	if err != nil {
+		return err
+	}
+	ids, tok, err := encodePrompt(dir, a.prompt)
+	if err != nil {
+		return err
+	}
+	stops, err := stopIDs(dir, tok)
+	if err != nil {
+		return err
+	}
+	m, err := a.model.openDir(dir, len(ids)+a.opts.MaxNewTokens, stderr)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+
+	opts := a.opts
+	opts.StopIDs = stops
+	opts.Context = ctx
+	out := &errWriter{fileio.ErrWriter{W: stdout}}
+	g, text, unknown, genErr := streamGeneration(m, tok, ids, opts, a.asJSON, out)
+	res := newGenerationResult(g, text, opts.Sampling.Seed, a.prompt.chat != "", stderr)
+	if unknown > 0 {
+		fmt.Fprintf(stderr, "%d generated IDs have no token in the tokenizer and were left out of the text\n", unknown)
+	}
+	switch {
+	case a.asJSON && genErr == nil:
+		enc := json.NewEncoder(out)
+		enc.SetEscapeHTML(false)
+		enc.Encode(res)
+	case tok == nil && len(g.GeneratedIDs) > 0:
+		fmt.Fprintln(out, strings.Trim(fmt.Sprint(g.GeneratedIDs), "[]"))
+	}
+	if out.Err != nil {
+		return fmt.Errorf("writing the output: %w", out.Err)
+	}
+	if genErr != nil {
+		if errors.Is(genErr, octlm.ErrNonFinite) {
+			return checkFailure{fmt.Errorf("%w (after %d generated tokens)", genErr, len(g.GeneratedIDs))}
+		}
+		return genErr
+	}
+	if !a.asJSON {
+		for _, call := range res.ToolCalls {
+			args, _ := call.ArgumentsText()
+			fmt.Fprintf(stderr, "tool call: %s(%s)\n", call.Name, args)
+		}
+		fmt.Fprintln(stderr, generationSummary(g, opts.Sampling))
+	}
+	if g.StopReason == octlm.StopInterrupted {
+		return errInterrupted
+	}
+	return nil
+}
+
+// parseGenerateArgs reads generate's flags and the prompt they name (a --prompt-file, stdin
+// for -), refusing anything but exactly one non-empty prompt.
+func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (generateArgs, error) {
+	var a generateArgs
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var mf modelFlags
-	mf.register(fs, "")
+	a.model.register(fs, "")
 	prompt := fs.String("prompt", "", "raw prompt `text` (no chat template)")
 	promptFile := fs.String("prompt-file", "", "read the raw prompt from `FILE` (- for stdin)")
 	chatText := fs.String("chat", "", "a user `message`, rendered with the model's chat template")
@@ -82,7 +162,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return a, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -94,143 +174,114 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	}
 	switch {
 	case set["p"] && set["prompt"]:
-		return usageError{"give -p or --prompt, not both"}
+		return a, usageError{"give -p or --prompt, not both"}
 	case set["p"]:
 		given++
 	}
 	if given != 1 {
-		return usageError{"give exactly one of --prompt (-p), --prompt-file, --chat or --prompt-ids"}
+		return a, usageError{"give exactly one of --prompt (-p), --prompt-file, --chat or --prompt-ids"}
 	}
-	opts, err := gf.options(fs)
-	if err != nil {
-		return err
+	var err error
+	if a.opts, err = gf.options(fs); err != nil {
+		return a, err
 	}
 	if *promptFile != "" {
 		text, err := readPromptFile(*promptFile, stdin)
 		if err != nil {
-			return err
+			return a, err
 		}
 		*prompt = text
 	}
 	switch {
 	case (set["prompt"] || set["p"] || set["prompt-file"]) && *prompt == "":
-		return usageError{"the prompt is empty: give some text to continue"}
+		return a, usageError{"the prompt is empty: give some text to continue"}
 	case set["chat"] && *chatText == "":
-		return usageError{"--chat is empty: give a message"}
+		return a, usageError{"--chat is empty: give a message"}
 	}
-	var ids []int
+	a.prompt = generatePrompt{text: *prompt, chat: *chatText, think: *think}
 	if set["prompt-ids"] {
-		var err error
-		if ids, err = parseIDs(*promptIDs); err != nil {
-			return usageError{err.Error()}
+		if a.prompt.ids, err = parseIDs(*promptIDs); err != nil {
+			return a, usageError{err.Error()}
 		}
 	}
+	a.asJSON = *asJSON
+	return a, nil
+}
 
-	dir, err := mf.resolve(ctx)
-	if err != nil {
-		return err
-	}
+// encodePrompt turns the prompt into token IDs with the tokenizer of the checkpoint in dir,
+// which it returns (nil when dir has none: then only --prompt-ids works).
+func encodePrompt(dir string, p generatePrompt) ([]int, *tokenizer.Tokenizer, error) {
 	// Checked before the weights are loaded: a wrong ID should not cost a load.
-	if ids != nil {
-		if err := checkIDsInVocab(dir, ids); err != nil {
-			return err
+	if p.ids != nil {
+		if err := checkIDsInVocab(dir, p.ids); err != nil {
+			return nil, nil, err
 		}
 	}
 	tok, err := optionalTokenizer(dir)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	switch {
-	case ids != nil:
+	case p.ids != nil:
+		return p.ids, tok, nil
 	case tok == nil:
-		return usageError{fmt.Sprintf("%s has no tokenizer.json: use --prompt-ids", dir)}
-	case *chatText != "":
+		return nil, nil, usageError{fmt.Sprintf("%s has no tokenizer.json: use --prompt-ids", dir)}
+	case p.chat != "":
 		if err := chat.CheckModelDir(dir); err != nil {
-			return err
+			return nil, nil, err
 		}
-		rendered, err := chat.Render(chat.UserPrompt(*chatText, *think))
+		rendered, err := chat.Render(chat.UserPrompt(p.chat, p.think))
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		ids = tok.Encode(rendered)
+		return tok.Encode(rendered), tok, nil
 	default:
-		ids = tok.Encode(*prompt)
+		return tok.Encode(p.text), tok, nil
 	}
-	stops, err := stopIDs(dir, tok)
-	if err != nil {
-		return err
-	}
-	m, err := mf.openDir(dir, len(ids)+opts.MaxNewTokens, stderr)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
+}
 
-	out := &errWriter{fileio.ErrWriter{W: stdout}}
-	var text strings.Builder
+// streamGeneration generates from ids, writing the text to out as it arrives (unless asJSON,
+// and nothing but a final newline without a tokenizer), and returns the generation, its whole
+// text, how many generated IDs had no text, and the error that stopped it.
+func streamGeneration(m *loadedModel, tok *tokenizer.Tokenizer, ids []int, opts octlm.GenerateOptions, asJSON bool, out *errWriter) (g octlm.Generation, text string, unknown int, err error) {
+	var all strings.Builder
 	streamer := newTokenStreamer(tok, func(piece string) {
-		text.WriteString(piece)
-		if !*asJSON {
+		all.WriteString(piece)
+		if !asJSON {
 			fmt.Fprint(out, piece)
 		}
 	})
-	opts.StopIDs = stops
-	opts.Context = ctx
 	opts.OnToken = func(id int) bool {
 		// A failed write (a full disk, a closed pipe) stops: nobody receives the rest.
 		return streamer.add(id) && out.Err == nil
 	}
-	g, genErr := m.Generate(ids, opts)
+	g, err = m.Generate(ids, opts)
 	streamer.flush()
-	if !*asJSON && tok != nil {
+	if !asJSON && tok != nil {
 		fmt.Fprintln(out)
 	}
-	if genErr == nil {
-		genErr = streamer.err
+	if err == nil {
+		err = streamer.err
 	}
-	res := generationResult{PromptIDs: g.PromptIDs, GeneratedIDs: g.GeneratedIDs, Text: text.String(),
-		StopReason: g.StopReason, Seed: opts.Sampling.Seed, TimeToFirstToken: g.TimeToFirstToken.Seconds()}
+	return g, all.String(), streamer.unknown, err
+}
+
+// newGenerationResult is what --json prints for g; a chat reply is taken apart into thinking,
+// content and tool calls, and what does not parse is reported on stderr.
+func newGenerationResult(g octlm.Generation, text string, seed uint64, isChat bool, stderr io.Writer) generationResult {
+	res := generationResult{PromptIDs: g.PromptIDs, GeneratedIDs: g.GeneratedIDs, Text: text,
+		StopReason: g.StopReason, Seed: seed, TimeToFirstToken: g.TimeToFirstToken.Seconds()}
 	if tps := g.TokensPerSecond(); len(g.GeneratedIDs) >= 2 {
 		res.TokensPerSecond = &tps
 	}
-	if *chatText != "" {
+	if isChat {
 		reply := chat.ParseReply(res.Text)
 		res.Thinking, res.Content, res.ToolCalls = reply.Thinking, reply.Content, reply.ToolCalls
 		for _, e := range reply.Errors {
 			fmt.Fprintf(stderr, "reply: %v\n", e)
 		}
 	}
-	if streamer.unknown > 0 {
-		fmt.Fprintf(stderr, "%d generated IDs have no token in the tokenizer and were left out of the text\n", streamer.unknown)
-	}
-	switch {
-	case *asJSON && genErr == nil:
-		enc := json.NewEncoder(out)
-		enc.SetEscapeHTML(false)
-		enc.Encode(res)
-	case tok == nil && len(g.GeneratedIDs) > 0:
-		fmt.Fprintln(out, strings.Trim(fmt.Sprint(g.GeneratedIDs), "[]"))
-	}
-	if out.Err != nil {
-		return fmt.Errorf("writing the output: %w", out.Err)
-	}
-	if genErr != nil {
-		if errors.Is(genErr, octlm.ErrNonFinite) {
-			return checkFailure{fmt.Errorf("%w (after %d generated tokens)", genErr, len(g.GeneratedIDs))}
-		}
-		return genErr
-	}
-	if !*asJSON {
-		for _, call := range res.ToolCalls {
-			args, _ := call.ArgumentsText()
-			fmt.Fprintf(stderr, "tool call: %s(%s)\n", call.Name, args)
-		}
-		fmt.Fprintln(stderr, generationSummary(g, opts.Sampling))
-	}
-	if g.StopReason == octlm.StopInterrupted {
-		return errInterrupted
-	}
-	return nil
+	return res
 }
 
 // generationSummary is the line generate writes to stderr after the text.

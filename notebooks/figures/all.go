@@ -58,106 +58,26 @@ func All(src *Source, tmp string, logf func(format string, args ...any)) (*Set, 
 		logf = func(string, ...any) {}
 	}
 	set := &Set{}
-	fig := func(f Figure) { set.Figures = append(set.Figures, f) }
-	tab := func(t Table) { set.Tables = append(set.Tables, t) }
-
 	logf("01-loading: header, corruptions, switches, parameters, memory")
-	file, err := src.SafetensorsFile()
+	cfg, err := set.addLoading(src, tmp)
 	if err != nil {
 		return nil, err
 	}
-	f, t, err := HeaderAnatomy(file)
-	if err != nil {
-		return nil, err
-	}
-	fig(f)
-	tab(t)
-	if t, err = Corruptions(file, tmp); err != nil {
-		return nil, err
-	}
-	tab(t)
-	cfg, err := src.Config()
-	if err != nil {
-		return nil, err
-	}
-	tab(ConfigSwitches(cfg))
-	if t, err = ParameterCount(src.Dir); err != nil {
-		return nil, err
-	}
-	tab(t)
-	if f, t, err = LoadMemory(src, octlm.Float32); err != nil {
-		return nil, err
-	}
-	fig(f)
-	tab(t)
-
 	logf("02-rope: pairs, angles, wrong pairing")
-	if f, err = RopePairs(PairChannels); err != nil {
+	if err := set.addRope(src, cfg, logf); err != nil {
 		return nil, err
 	}
-	fig(f)
-	if f, t, err = RopeAngles(cfg.HeadWidth(), cfg.Base(), AnglePairs(cfg.HeadWidth()), AnglePositions); err != nil {
-		return nil, err
-	}
-	fig(f)
-	tab(t)
-	if src.Reference != "" {
-		if f, t, err = WrongPairing(src); err != nil {
-			return nil, err
-		}
-		fig(f)
-		tab(t)
-	} else {
-		logf("02-rope: no reference folder: skipping the wrong-pairing figure")
-	}
-
 	logf("03-generation: tokens, chat prompt, generation, half precision")
-	tok, _, err := src.Tokenizer()
-	if err != nil {
+	if err := set.addGeneration(src); err != nil {
 		return nil, err
 	}
-	sn, _, err := TokenHTML(tok, "03-tokens", "Qwen3's tokenizer: one colour per token", TokenizerText)
-	if err != nil {
-		return nil, err
-	}
-	set.Snippets = append(set.Snippets, sn)
-	if sn, _, err = ChatPrompt(tok, Question, false); err != nil {
-		return nil, err
-	}
-	set.Snippets = append(set.Snippets, sn)
-	prompts, err := Prompts(src, tok, HalfQuestions)
-	if err != nil {
-		return nil, err
-	}
-	m, err := src.Load(octlm.Float32, nil)
-	if err != nil {
-		return nil, err
-	}
-	runs, err := Generate(m, tok, prompts[0].IDs, GenerateTokens)
-	m.Close()
-	if err != nil {
-		return nil, err
-	}
-	tab(GenerationTable(runs, src.Label))
-	fig(LatencyFigure(runs, src.Label))
-	if f, t, err = HalfGreedy(src, tok, prompts, HalfTokens); err != nil {
-		return nil, err
-	}
-	fig(f)
-	tab(t)
-
 	if src.Reference != "" {
 		logf("04-parity: protocol, histogram, per position, logit range")
 		r, err := MeasureParity(src)
 		if err != nil {
 			return nil, err
 		}
-		tab(r.Table())
-		fig(r.Histogram())
-		fig(r.PerPosition())
-		tab(r.ArgmaxTable())
-		tab(r.RangeTable())
-		fig(r.RangeFigure())
+		set.addParity(r)
 		if err := r.Err(); err != nil {
 			return set, fmt.Errorf("figures: %w", err) // matches parity.ErrFailed
 		}
@@ -165,6 +85,115 @@ func All(src *Source, tmp string, logf func(format string, args ...any)) (*Set, 
 		logf("04-parity: no reference folder: skipping the parity figures")
 	}
 	return set, nil
+}
+
+// addLoading adds 01-loading's outputs: the header's anatomy, the corruptions, the config
+// switches, the parameter count and the memory of a load. It returns the checkpoint's config.
+func (set *Set) addLoading(src *Source, tmp string) (octlm.Config, error) {
+	file, err := src.SafetensorsFile()
+	if err != nil {
+		return octlm.Config{}, err
+	}
+	f, t, err := HeaderAnatomy(file)
+	if err != nil {
+		return octlm.Config{}, err
+	}
+	set.Figures = append(set.Figures, f)
+	set.Tables = append(set.Tables, t)
+	if t, err = Corruptions(file, tmp); err != nil {
+		return octlm.Config{}, err
+	}
+	set.Tables = append(set.Tables, t)
+	cfg, err := src.Config()
+	if err != nil {
+		return octlm.Config{}, err
+	}
+	set.Tables = append(set.Tables, ConfigSwitches(cfg))
+	if t, err = ParameterCount(src.Dir); err != nil {
+		return octlm.Config{}, err
+	}
+	set.Tables = append(set.Tables, t)
+	if f, t, err = LoadMemory(src, octlm.Float32); err != nil {
+		return octlm.Config{}, err
+	}
+	set.Figures = append(set.Figures, f)
+	set.Tables = append(set.Tables, t)
+	return cfg, nil
+}
+
+// addRope adds 02-rope's outputs: the channel pairs, the angles and, with a reference folder,
+// the wrong pairing.
+func (set *Set) addRope(src *Source, cfg octlm.Config, logf func(format string, args ...any)) error {
+	f, err := RopePairs(PairChannels)
+	if err != nil {
+		return err
+	}
+	set.Figures = append(set.Figures, f)
+	f, t, err := RopeAngles(cfg.HeadWidth(), cfg.Base(), AnglePairs(cfg.HeadWidth()), AnglePositions)
+	if err != nil {
+		return err
+	}
+	set.Figures = append(set.Figures, f)
+	set.Tables = append(set.Tables, t)
+	if src.Reference == "" {
+		logf("02-rope: no reference folder: skipping the wrong-pairing figure")
+		return nil
+	}
+	if f, t, err = WrongPairing(src); err != nil {
+		return err
+	}
+	set.Figures = append(set.Figures, f)
+	set.Tables = append(set.Tables, t)
+	return nil
+}
+
+// addGeneration adds 03-generation's outputs: the tokens, the chat prompt, generation runs
+// with their latency, and the half-precision comparison.
+func (set *Set) addGeneration(src *Source) error {
+	tok, _, err := src.Tokenizer()
+	if err != nil {
+		return err
+	}
+	sn, _, err := TokenHTML(tok, "03-tokens", "Qwen3's tokenizer: one colour per token", TokenizerText)
+	if err != nil {
+		return err
+	}
+	set.Snippets = append(set.Snippets, sn)
+	if sn, _, err = ChatPrompt(tok, Question, false); err != nil {
+		return err
+	}
+	set.Snippets = append(set.Snippets, sn)
+	prompts, err := Prompts(src, tok, HalfQuestions)
+	if err != nil {
+		return err
+	}
+	m, err := src.Load(octlm.Float32, nil)
+	if err != nil {
+		return err
+	}
+	runs, err := Generate(m, tok, prompts[0].IDs, GenerateTokens)
+	m.Close()
+	if err != nil {
+		return err
+	}
+	set.Tables = append(set.Tables, GenerationTable(runs, src.Label))
+	set.Figures = append(set.Figures, LatencyFigure(runs, src.Label))
+	f, t, err := HalfGreedy(src, tok, prompts, HalfTokens)
+	if err != nil {
+		return err
+	}
+	set.Figures = append(set.Figures, f)
+	set.Tables = append(set.Tables, t)
+	return nil
+}
+
+// addParity adds 04-parity's outputs from r: the protocol's table, the error histogram, the
+// error per position, the argmax agreement and the logit range.
+func (set *Set) addParity(r *ParityResult) {
+	set.Tables = append(set.Tables, r.Table())
+	set.Figures = append(set.Figures, r.Histogram(), r.PerPosition())
+	set.Tables = append(set.Tables, r.ArgmaxTable(), r.RangeTable())
+	set.Figures = append(set.Figures, r.RangeFigure())
 }
 
 // names lists the file names Write gives the outputs of set.

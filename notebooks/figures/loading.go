@@ -116,21 +116,35 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 	if err != nil {
 		return Figure{}, Table{}, err
 	}
-	const w, left, right = 820.0, 20.0, 800.0
 	title := fmt.Sprintf("Anatomy of %s: %s, %d tensors", filepath.Base(path), loader.HumanBytes(h.size), len(h.tensors))
 	var b strings.Builder
-	svgOpen(&b, w, 270, title)
-	x := func(off int64) float64 { return left + (right-left)*float64(off)/float64(h.size) }
+	svgOpen(&b, anatomyWidth, 270, title)
+	writeWholeFile(&b, h)
+	writeFirstBytes(&b, h)
+	writeKindLegend(&b, h)
+	b.WriteString("</svg>\n")
+	return Figure{Name: "01-header", Title: title, SVG: []byte(b.String())}, byteMap(path, h), nil
+}
 
-	// Row 1: the whole file, to scale.
-	fmt.Fprintf(&b, `<text class="axis-label" x="%g" y="48">the whole file, to scale (header: %s of %s, %.3g%%)</text>`,
+// The anatomy's geometry: the drawing's width, the left and right ends of its rows and the
+// height of a row's bar.
+const (
+	anatomyWidth, anatomyLeft, anatomyRight = 820.0, 20.0, 800.0
+	anatomyBar                              = 30.0
+)
+
+// writeWholeFile draws the anatomy's first row: the whole file to scale, the header then each
+// tensor coloured by kind, with offsets at every quarter.
+func writeWholeFile(b *strings.Builder, h headerLayout) {
+	const left, right, y1, bh = anatomyLeft, anatomyRight, 56.0, anatomyBar
+	x := func(off int64) float64 { return left + (right-left)*float64(off)/float64(h.size) }
+	fmt.Fprintf(b, `<text class="axis-label" x="%g" y="48">the whole file, to scale (header: %s of %s, %.3g%%)</text>`,
 		left, loader.HumanBytes(h.dataStart()), loader.HumanBytes(h.size), 100*float64(h.dataStart())/float64(h.size))
-	const y1, bh = 56.0, 30.0
-	fmt.Fprintf(&b, `<g class="segment" data-kind="header"><rect x="%g" y="%g" width="%.2f" height="%g" fill="%s"/></g>`,
+	fmt.Fprintf(b, `<g class="segment" data-kind="header"><rect x="%g" y="%g" width="%.2f" height="%g" fill="%s"/></g>`,
 		left, y1, max(2, x(h.dataStart())-left), bh, palette[1])
 	for _, t := range h.tensors {
 		k := tensorKind(t.Name)
-		fmt.Fprintf(&b, `<g class="segment" data-kind="%s"><rect x="%.2f" y="%g" width="%.2f" height="%g" fill="%s" stroke="white" stroke-width="0.3"><title>%s [%d, %d) %s %v</title></rect></g>`,
+		fmt.Fprintf(b, `<g class="segment" data-kind="%s"><rect x="%.2f" y="%g" width="%.2f" height="%g" fill="%s" stroke="white" stroke-width="0.3"><title>%s [%d, %d) %s %v</title></rect></g>`,
 			esc(k), x(t.Offset), y1, max(0.3, x(t.Offset+t.Size)-x(t.Offset)), bh, kindColor(k), esc(t.Name), t.Offset, t.Offset+t.Size, t.DType, t.Shape)
 	}
 	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
@@ -139,12 +153,15 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 		if anchor == "" {
 			anchor = "middle"
 		}
-		fmt.Fprintf(&b, `<text class="tick x" x="%.1f" y="%g" text-anchor="%s" font-size="10">%s</text>`, x(off), y1+bh+13, anchor, esc(byteLabel(off)))
+		fmt.Fprintf(b, `<text class="tick x" x="%.1f" y="%g" text-anchor="%s" font-size="10">%s</text>`, x(off), y1+bh+13, anchor, esc(byteLabel(off)))
 	}
+}
 
-	// Row 2: the first bytes, schematic widths, true offsets.
-	fmt.Fprintf(&b, `<text class="axis-label" x="%g" y="132">the first bytes (widths not to scale; offsets are)</text>`, left)
-	const y2 = 140.0
+// writeFirstBytes draws the anatomy's second row: the length prefix, the JSON header, its
+// padding and the first two tensors, at schematic widths with their true offsets.
+func writeFirstBytes(b *strings.Builder, h headerLayout) {
+	const left, right, y2, bh = anatomyLeft, anatomyRight, 140.0, anatomyBar
+	fmt.Fprintf(b, `<text class="axis-label" x="%g" y="132">the first bytes (widths not to scale; offsets are)</text>`, left)
 	type seg struct {
 		label, sub string
 		start, end int64
@@ -167,34 +184,40 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 	}
 	xx := left
 	for i, s := range segs {
-		fmt.Fprintf(&b, `<g class="segment" data-kind="%s"><rect x="%.1f" y="%g" width="%.1f" height="%g" fill="%s" stroke="white"/>`, esc(s.label), xx, y2, s.width, bh, s.color)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%g" text-anchor="middle" font-size="10" fill="white">%s<title>%s</title></text></g>`, xx+s.width/2, y2+19, esc(fitLabel(s.label, s.width)), esc(s.label))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%g" text-anchor="middle" font-size="9" fill="#333">%s</text>`, xx+s.width/2, y2+bh+26, esc(shorten(s.sub, int(s.width/5))))
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#333"/><text class="offset" x="%.1f" y="%g" font-size="10" text-anchor="%s">%d</text>`,
+		fmt.Fprintf(b, `<g class="segment" data-kind="%s"><rect x="%.1f" y="%g" width="%.1f" height="%g" fill="%s" stroke="white"/>`, esc(s.label), xx, y2, s.width, bh, s.color)
+		fmt.Fprintf(b, `<text x="%.1f" y="%g" text-anchor="middle" font-size="10" fill="white">%s<title>%s</title></text></g>`, xx+s.width/2, y2+19, esc(fitLabel(s.label, s.width)), esc(s.label))
+		fmt.Fprintf(b, `<text x="%.1f" y="%g" text-anchor="middle" font-size="9" fill="#333">%s</text>`, xx+s.width/2, y2+bh+26, esc(shorten(s.sub, int(s.width/5))))
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#333"/><text class="offset" x="%.1f" y="%g" font-size="10" text-anchor="%s">%d</text>`,
 			xx, y2-4, xx, y2+bh+4, xx, y2+bh+13, anchor(i), s.start)
 		xx += s.width
 	}
-	fmt.Fprintf(&b, `<text class="offset" x="%.1f" y="%g" font-size="10" text-anchor="end">%d …</text>`, xx, y2+bh+13, segs[len(segs)-1].end)
-	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="10" fill="#333">data_offsets in the JSON count from the end of the header: a tensor at [b, e) lies at bytes [%d+b, %d+e) of the file</text>`,
+	fmt.Fprintf(b, `<text class="offset" x="%.1f" y="%g" font-size="10" text-anchor="end">%d …</text>`, xx, y2+bh+13, segs[len(segs)-1].end)
+	fmt.Fprintf(b, `<text x="%g" y="%g" font-size="10" fill="#333">data_offsets in the JSON count from the end of the header: a tensor at [b, e) lies at bytes [%d+b, %d+e) of the file</text>`,
 		left, y2+bh+48, h.dataStart(), h.dataStart())
+}
 
-	// Legend of tensor kinds present.
-	lx := left
+// writeKindLegend lists the header and the tensor kinds the file holds, in kinds' order.
+func writeKindLegend(b *strings.Builder, h headerLayout) {
+	lx := anatomyLeft
 	seen := map[string]bool{}
 	for _, t := range h.tensors {
 		seen[tensorKind(t.Name)] = true
 	}
-	fmt.Fprintf(&b, `<g class="legend"><rect x="%g" y="236" width="12" height="10" fill="%s"/><text x="%g" y="245">header</text>`, lx, palette[1], lx+16)
+	fmt.Fprintf(b, `<g class="legend"><rect x="%g" y="236" width="12" height="10" fill="%s"/><text x="%g" y="245">header</text>`, lx, palette[1], lx+16)
 	lx += 70
 	for _, k := range kinds {
 		if !seen[k] {
 			continue
 		}
-		fmt.Fprintf(&b, `<rect x="%g" y="236" width="12" height="10" fill="%s"/><text x="%g" y="245">%s</text>`, lx, kindColor(k), lx+16, esc(k))
+		fmt.Fprintf(b, `<rect x="%g" y="236" width="12" height="10" fill="%s"/><text x="%g" y="245">%s</text>`, lx, kindColor(k), lx+16, esc(k))
 		lx += 30 + 6.5*float64(len(k))
 	}
-	b.WriteString("</g></svg>\n")
+	b.WriteString("</g>")
+}
 
+// byteMap tabulates the file's byte ranges: the length prefix, the JSON header and the tensors
+// (the first eight and the last two of a longer list).
+func byteMap(path string, h headerLayout) Table {
 	t := Table{Name: "01-header", Caption: "byte map of " + filepath.Base(path),
 		Header: []string{"bytes", "size", "what", "dtype", "shape"}}
 	t.Rows = append(t.Rows,
@@ -210,7 +233,7 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 		}
 		t.Rows = append(t.Rows, []string{groupDigits(ti.Offset) + " – " + groupDigits(ti.Offset+ti.Size), strconv.FormatInt(ti.Size, 10), ti.Name, string(ti.DType), fmt.Sprint(ti.Shape)})
 	}
-	return Figure{Name: "01-header", Title: title, SVG: []byte(b.String())}, t, nil
+	return t
 }
 
 // plural writes "1 tensor", "2 tensors".

@@ -240,28 +240,55 @@ func svgOpen(b *strings.Builder, w, h float64, title string) {
 	}
 }
 
-// render draws the chart.
+// plotArea is where a chart draws: its size, the right and bottom edges of the plot frame (the
+// left and top are the margins) and the scales from data to pixels.
+type plotArea struct {
+	w, h          float64
+	right, bottom float64
+	x, y          scale
+}
+
+// render draws the chart: axes, series, reference lines, legend.
 func (c chart) render() []byte {
-	w, h := c.Width, c.Height
-	if w == 0 {
-		w = 640
-	}
-	if h == 0 {
-		h = 360
-	}
-	legend := 0
+	p := c.layout()
+	var b strings.Builder
+	svgOpen(&b, p.w, p.h, c.Title)
+	c.writeAxes(&b, p)
+	c.writeSeries(&b, p)
+	c.writeRefLines(&b, p)
+	c.writeLegend(&b, p)
+	b.WriteString("</svg>\n")
+	return []byte(b.String())
+}
+
+// legendEntries counts the labelled series, those the legend lists.
+func (c chart) legendEntries() int {
+	n := 0
 	for _, s := range c.Series {
 		if s.Label != "" {
-			legend++
+			n++
 		}
 	}
-	right := w - marginRight
-	if legend > 0 {
-		right -= legendWidth
+	return n
+}
+
+// layout sizes the chart (room for the legend and the note) and fits the axes to the series and
+// the reference lines.
+func (c chart) layout() plotArea {
+	p := plotArea{w: c.Width, h: c.Height}
+	if p.w == 0 {
+		p.w = 640
 	}
-	bottom := h - marginBottom
+	if p.h == 0 {
+		p.h = 360
+	}
+	p.right = p.w - marginRight
+	if c.legendEntries() > 0 {
+		p.right -= legendWidth
+	}
+	p.bottom = p.h - marginBottom
 	if c.Note != "" {
-		bottom -= 14
+		p.bottom -= 14
 	}
 	var xs, ys []float64
 	for _, s := range c.Series {
@@ -275,46 +302,57 @@ func (c chart) render() []byte {
 			ys = append(ys, l.Value)
 		}
 	}
-	xsc := scale{from: marginLeft, to: right, log: c.X.Log}
+	p.x = scale{from: marginLeft, to: p.right, log: c.X.Log}
 	if len(c.Categories) > 0 {
-		xsc.lo, xsc.hi, xsc.categories = 0, float64(len(c.Categories)), len(c.Categories)
+		p.x.lo, p.x.hi, p.x.categories = 0, float64(len(c.Categories)), len(c.Categories)
 	} else {
-		xsc.lo, xsc.hi = c.X.resolve(xs)
+		p.x.lo, p.x.hi = c.X.resolve(xs)
 	}
-	ysc := scale{from: bottom, to: marginTop, log: c.Y.Log}
-	ysc.lo, ysc.hi = c.Y.resolve(ys)
+	p.y = scale{from: p.bottom, to: marginTop, log: c.Y.Log}
+	p.y.lo, p.y.hi = c.Y.resolve(ys)
+	return p
+}
 
-	var b strings.Builder
-	svgOpen(&b, w, h, c.Title)
-
-	// Grid, ticks and frame.
+// writeAxes draws the grid, the ticks and the frame, then the axis labels and the note.
+func (c chart) writeAxes(b *strings.Builder, p plotArea) {
 	b.WriteString(`<g class="axes" stroke="#888" stroke-width="1">`)
-	for _, t := range ticks(ysc.lo, ysc.hi, ysc.log) {
-		y := ysc.at(t.v)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e5e5e5"/>`, float64(marginLeft), y, right, y)
-		fmt.Fprintf(&b, `<text class="tick y" x="%d" y="%.1f" text-anchor="end" stroke="none" fill="#333">%s</text>`, marginLeft-6, y+4, esc(t.label))
+	for _, t := range ticks(p.y.lo, p.y.hi, p.y.log) {
+		y := p.y.at(t.v)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e5e5e5"/>`, float64(marginLeft), y, p.right, y)
+		fmt.Fprintf(b, `<text class="tick y" x="%d" y="%.1f" text-anchor="end" stroke="none" fill="#333">%s</text>`, marginLeft-6, y+4, esc(t.label))
 	}
-	if xsc.categories > 0 {
+	if p.x.categories > 0 {
 		for i, cat := range c.Categories {
-			x := xsc.at(float64(i) + 0.5)
-			fmt.Fprintf(&b, `<text class="tick x" x="%.1f" y="%.1f" text-anchor="middle" stroke="none" fill="#333">%s</text>`, x, bottom+16, esc(cat))
+			x := p.x.at(float64(i) + 0.5)
+			fmt.Fprintf(b, `<text class="tick x" x="%.1f" y="%.1f" text-anchor="middle" stroke="none" fill="#333">%s</text>`, x, p.bottom+16, esc(cat))
 		}
 	} else {
-		for _, t := range ticks(xsc.lo, xsc.hi, xsc.log) {
-			x := xsc.at(t.v)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#f0f0f0"/>`, x, float64(marginTop), x, bottom)
-			fmt.Fprintf(&b, `<text class="tick x" x="%.1f" y="%.1f" text-anchor="middle" stroke="none" fill="#333">%s</text>`, x, bottom+16, esc(t.label))
+		for _, t := range ticks(p.x.lo, p.x.hi, p.x.log) {
+			x := p.x.at(t.v)
+			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#f0f0f0"/>`, x, float64(marginTop), x, p.bottom)
+			fmt.Fprintf(b, `<text class="tick x" x="%.1f" y="%.1f" text-anchor="middle" stroke="none" fill="#333">%s</text>`, x, p.bottom+16, esc(t.label))
 		}
 	}
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" fill="none"/>`, marginLeft, marginTop, right-marginLeft, bottom-marginTop)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" fill="none"/>`, marginLeft, marginTop, p.right-marginLeft, p.bottom-marginTop)
 	b.WriteString("</g>")
-	fmt.Fprintf(&b, `<text class="axis-label x" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, (marginLeft+right)/2, bottom+36, esc(c.X.Label))
-	fmt.Fprintf(&b, `<text class="axis-label y" transform="translate(16 %.1f) rotate(-90)" text-anchor="middle">%s</text>`, (marginTop+bottom)/2, esc(c.Y.Label))
+	fmt.Fprintf(b, `<text class="axis-label x" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, (marginLeft+p.right)/2, p.bottom+36, esc(c.X.Label))
+	fmt.Fprintf(b, `<text class="axis-label y" transform="translate(16 %.1f) rotate(-90)" text-anchor="middle">%s</text>`, (marginTop+p.bottom)/2, esc(c.Y.Label))
 	if c.Note != "" {
-		fmt.Fprintf(&b, `<text class="note" x="%d" y="%.1f" font-size="10" fill="#555">%s</text>`, marginLeft, h-8, esc(c.Note))
+		fmt.Fprintf(b, `<text class="note" x="%d" y="%.1f" font-size="10" fill="#555">%s</text>`, marginLeft, p.h-8, esc(c.Note))
 	}
+}
 
-	// Series.
+// seriesColor is series i's colour: its own, or the palette's by position.
+func seriesColor(i int, s series) string {
+	if s.Color != "" {
+		return s.Color
+	}
+	return palette[i%len(palette)]
+}
+
+// writeSeries draws each series in a group of its own; bar series share each category's
+// width, side by side in their order.
+func (c chart) writeSeries(b *strings.Builder, p plotArea) {
 	bars := 0
 	for _, s := range c.Series {
 		if s.Kind == barSeries || s.Kind == labelledBars {
@@ -323,117 +361,130 @@ func (c chart) render() []byte {
 	}
 	bar := 0
 	for i, s := range c.Series {
-		color := s.Color
-		if color == "" {
-			color = palette[i%len(palette)]
-		}
-		fmt.Fprintf(&b, `<g class="series" data-label="%s" fill="%s" stroke="%s">`, esc(s.Label), color, color)
+		color := seriesColor(i, s)
+		fmt.Fprintf(b, `<g class="series" data-label="%s" fill="%s" stroke="%s">`, esc(s.Label), color, color)
 		switch s.Kind {
 		case lineSeries, stepSeries, pointSeries:
-			var pts []string
-			for j := range s.X {
-				if math.IsNaN(s.Y[j]) || math.IsInf(s.Y[j], 0) {
-					continue
-				}
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xsc.at(s.X[j]), ysc.at(s.Y[j])))
-			}
-			if s.Kind != pointSeries && len(pts) > 1 {
-				fmt.Fprintf(&b, `<polyline fill="none" stroke-width="1.5" points="%s"/>`, strings.Join(pts, " "))
-			}
-			if s.Kind != stepSeries && len(pts) <= 200 {
-				for _, p := range pts {
-					x, y, _ := strings.Cut(p, ",")
-					r := s.Marker
-					if r == 0 {
-						r = 2.5
-					}
-					fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="%g" stroke="none"/>`, x, y, r)
-				}
-			}
+			writeLine(b, p, s)
 		case barSeries, labelledBars:
-			groupW := (right - marginLeft) / float64(max(1, len(c.Categories)))
-			bw := groupW * 0.8 / float64(bars)
-			base := ysc.at(math.Pow(10, ysc.lo))
-			if !ysc.log {
-				base = ysc.at(0)
-			}
-			for j, v := range s.Y {
-				if math.IsNaN(v) {
-					continue
-				}
-				x := marginLeft + groupW*(float64(int(s.X[j]))+0.1) + bw*float64(bar)
-				y := ysc.at(v)
-				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" stroke="none"><title>%s</title></rect>`,
-					x, min(y, base), bw, math.Abs(base-y), esc(fmt.Sprintf("%s: %g", s.Label, v)))
-				if s.Kind == labelledBars && s.Format != nil {
-					fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="9" stroke="none" fill="#333">%s</text>`,
-						x+bw/2, min(y, base)-3, esc(s.Format(v)))
-				}
-			}
+			c.writeBars(b, p, s, bar, bars)
 			bar++
 		case binSeries:
-			base := ysc.at(0)
-			if ysc.log {
-				base = ysc.at(math.Pow(10, ysc.lo))
-			}
-			for j, v := range s.Y {
-				if j+1 >= len(s.X) || v == 0 {
-					continue
-				}
-				x0, x1 := xsc.at(s.X[j]), xsc.at(s.X[j+1])
-				y := ysc.at(v)
-				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" stroke="white" stroke-width="0.5"/>`, x0, y, x1-x0, base-y)
-			}
+			writeBins(b, p, s)
 		}
 		b.WriteString("</g>")
 	}
+}
 
-	// Reference lines.
+// writeLine draws a line, step or point series: a polyline (not for points) and markers (not
+// for steps, nor past 200 points); non-finite values are left out.
+func writeLine(b *strings.Builder, p plotArea, s series) {
+	var pts []string
+	for j := range s.X {
+		if math.IsNaN(s.Y[j]) || math.IsInf(s.Y[j], 0) {
+			continue
+		}
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", p.x.at(s.X[j]), p.y.at(s.Y[j])))
+	}
+	if s.Kind != pointSeries && len(pts) > 1 {
+		fmt.Fprintf(b, `<polyline fill="none" stroke-width="1.5" points="%s"/>`, strings.Join(pts, " "))
+	}
+	if s.Kind != stepSeries && len(pts) <= 200 {
+		for _, pt := range pts {
+			x, y, _ := strings.Cut(pt, ",")
+			r := s.Marker
+			if r == 0 {
+				r = 2.5
+			}
+			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="%g" stroke="none"/>`, x, y, r)
+		}
+	}
+}
+
+// writeBars draws bar series number bar of bars: one bar per category, placed beside the bars
+// of the series before it, its value printed above for labelled bars.
+func (c chart) writeBars(b *strings.Builder, p plotArea, s series, bar, bars int) {
+	groupW := (p.right - marginLeft) / float64(max(1, len(c.Categories)))
+	bw := groupW * 0.8 / float64(bars)
+	base := p.y.at(math.Pow(10, p.y.lo))
+	if !p.y.log {
+		base = p.y.at(0)
+	}
+	for j, v := range s.Y {
+		if math.IsNaN(v) {
+			continue
+		}
+		x := marginLeft + groupW*(float64(int(s.X[j]))+0.1) + bw*float64(bar)
+		y := p.y.at(v)
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" stroke="none"><title>%s</title></rect>`,
+			x, min(y, base), bw, math.Abs(base-y), esc(fmt.Sprintf("%s: %g", s.Label, v)))
+		if s.Kind == labelledBars && s.Format != nil {
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="9" stroke="none" fill="#333">%s</text>`,
+				x+bw/2, min(y, base)-3, esc(s.Format(v)))
+		}
+	}
+}
+
+// writeBins draws a histogram: bar i spans X[i]..X[i+1]; empty bins are left out.
+func writeBins(b *strings.Builder, p plotArea, s series) {
+	base := p.y.at(0)
+	if p.y.log {
+		base = p.y.at(math.Pow(10, p.y.lo))
+	}
+	for j, v := range s.Y {
+		if j+1 >= len(s.X) || v == 0 {
+			continue
+		}
+		x0, x1 := p.x.at(s.X[j]), p.x.at(s.X[j+1])
+		y := p.y.at(v)
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" stroke="white" stroke-width="0.5"/>`, x0, y, x1-x0, base-y)
+	}
+}
+
+// writeRefLines draws the reference lines, dashed across the plot, each with its label.
+func (c chart) writeRefLines(b *strings.Builder, p plotArea) {
 	for _, l := range c.Lines {
 		color := l.Color
 		if color == "" {
 			color = "#c00"
 		}
-		fmt.Fprintf(&b, `<g class="refline" data-label="%s" stroke="%s" fill="%s">`, esc(l.Label), color, color)
+		fmt.Fprintf(b, `<g class="refline" data-label="%s" stroke="%s" fill="%s">`, esc(l.Label), color, color)
 		if l.Vertical {
-			x := xsc.at(l.Value)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke-dasharray="5 3" stroke-width="1.5"/>`, x, marginTop, x, bottom)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" stroke="white" stroke-width="3" paint-order="stroke" font-size="10">%s</text>`, x+4, marginTop+12, esc(l.Label))
+			x := p.x.at(l.Value)
+			fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke-dasharray="5 3" stroke-width="1.5"/>`, x, marginTop, x, p.bottom)
+			fmt.Fprintf(b, `<text x="%.1f" y="%d" stroke="white" stroke-width="3" paint-order="stroke" font-size="10">%s</text>`, x+4, marginTop+12, esc(l.Label))
 		} else {
-			y := ysc.at(l.Value)
-			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke-dasharray="5 3" stroke-width="1.5"/>`, marginLeft, y, right, y)
-			fmt.Fprintf(&b, `<text x="%d" y="%.1f" stroke="white" stroke-width="3" paint-order="stroke" font-size="10">%s</text>`, marginLeft+4, y-4, esc(l.Label))
+			y := p.y.at(l.Value)
+			fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke-dasharray="5 3" stroke-width="1.5"/>`, marginLeft, y, p.right, y)
+			fmt.Fprintf(b, `<text x="%d" y="%.1f" stroke="white" stroke-width="3" paint-order="stroke" font-size="10">%s</text>`, marginLeft+4, y-4, esc(l.Label))
 		}
 		b.WriteString("</g>")
 	}
+}
 
-	// Legend.
-	if legend > 0 {
-		b.WriteString(`<g class="legend">`)
-		y := float64(marginTop + 8)
-		listed := c.Legend
-		if listed == nil {
-			for i := range c.Series {
-				listed = append(listed, i)
-			}
-		}
-		for _, i := range listed {
-			s := c.Series[i]
-			if s.Label == "" {
-				continue
-			}
-			color := s.Color
-			if color == "" {
-				color = palette[i%len(palette)]
-			}
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="12" height="10" fill="%s"/>`, right+12, y-9, color)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`, right+30, y, esc(s.Label))
-			y += 16
-		}
-		b.WriteString("</g>")
+// writeLegend lists the labelled series (those in c.Legend, or all), right of the plot.
+func (c chart) writeLegend(b *strings.Builder, p plotArea) {
+	if c.legendEntries() == 0 {
+		return
 	}
-	b.WriteString("</svg>\n")
-	return []byte(b.String())
+	b.WriteString(`<g class="legend">`)
+	y := float64(marginTop + 8)
+	listed := c.Legend
+	if listed == nil {
+		for i := range c.Series {
+			listed = append(listed, i)
+		}
+	}
+	for _, i := range listed {
+		s := c.Series[i]
+		if s.Label == "" {
+			continue
+		}
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="12" height="10" fill="%s"/>`, p.right+12, y-9, seriesColor(i, s))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`, p.right+30, y, esc(s.Label))
+		y += 16
+	}
+	b.WriteString("</g>")
 }
 
 // shortNumber prints a value above a bar in few characters: 23, 1.8, 0.046, 0.006, 3.6e-05.

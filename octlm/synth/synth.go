@@ -31,8 +31,7 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/term"
-
+	"github.com/octlm/octlm/internal/progress"
 	"github.com/octlm/octlm/loader"
 )
 
@@ -472,10 +471,17 @@ func writeModel(path string, specs []loader.TensorSpec, cfg QwenLike, opts Optio
 	for _, s := range specs {
 		total += s.Bytes()
 	}
-	var pw *progressLine
+	var bar *progress.Bar
+	var done int64
 	if opts.Progress != nil {
-		pw = newProgressLine(opts.Progress, filepath.Base(path), total)
-		defer pw.finish()
+		bar = progress.New(opts.Progress, "synth: "+filepath.Base(path))
+		defer func() {
+			if done < total { // stopped early (an error, an interrupt): no claim of completion
+				bar.Abandon()
+			} else {
+				bar.Finish()
+			}
+		}()
 	}
 	workers := max(1, runtime.GOMAXPROCS(0))
 	bufs := make([][]byte, workers)
@@ -512,8 +518,9 @@ func writeModel(path string, specs []loader.TensorSpec, cfg QwenLike, opts Optio
 				if _, err := w.Write(bufs[k][:2*m]); err != nil {
 					return err
 				}
-				if pw != nil {
-					pw.add(int64(2 * m))
+				if bar != nil {
+					done += int64(2 * m)
+					bar.Update(done, total)
 				}
 			}
 		}
@@ -534,55 +541,5 @@ func fill(buf []byte, seed int64, name string, c int, isNorm bool) {
 	for i := 0; i < len(buf); i += 2 {
 		v := mean + 0.02*float32(rng.NormFloat64())
 		binary.LittleEndian.PutUint16(buf[i:], loader.Float32ToBFloat16(v))
-	}
-}
-
-// progressLine reports bytes written: redrawn in place (\r) every 5% on a terminal, one line
-// every 25% in a log or a pipe.
-type progressLine struct {
-	out         io.Writer
-	name        string
-	total, done int64
-	lastPct     int
-	terminal    bool
-}
-
-func newProgressLine(out io.Writer, name string, total int64) *progressLine {
-	p := &progressLine{out: out, name: name, total: total}
-	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.terminal = true
-	}
-	return p
-}
-
-func (p *progressLine) add(n int64) {
-	p.done += n
-	step := 25
-	if p.terminal {
-		step = 5
-	}
-	pct := int(100 * p.done / max(p.total, 1))
-	if pct/step == p.lastPct/step || pct >= 100 {
-		return
-	}
-	p.lastPct = pct
-	if p.terminal {
-		fmt.Fprintf(p.out, "\rsynth: %s %3d%% (%s of %s)", p.name, pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
-	} else {
-		fmt.Fprintf(p.out, "synth: %s %d%% (%s of %s)\n", p.name, pct, loader.HumanBytes(p.done), loader.HumanBytes(p.total))
-	}
-}
-
-func (p *progressLine) finish() {
-	if p.done < p.total { // stopped early (an error, an interrupt): no claim of 100%
-		if p.terminal {
-			fmt.Fprintln(p.out)
-		}
-		return
-	}
-	if p.terminal {
-		fmt.Fprintf(p.out, "\rsynth: %s 100%% (%s)          \n", p.name, loader.HumanBytes(p.total))
-	} else {
-		fmt.Fprintf(p.out, "synth: %s 100%% (%s)\n", p.name, loader.HumanBytes(p.total))
 	}
 }

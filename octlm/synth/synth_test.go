@@ -307,7 +307,7 @@ func mustRead(t *testing.T, path string) []byte {
 }
 
 // TestProgressInALog: progress written to a file or pipe (not a terminal) is whole lines, a few
-// of them, never a carriage return redrawing in place.
+// of them, never a carriage return redrawing in place; the last ones say the file is complete.
 func TestProgressInALog(t *testing.T) {
 	var log bytes.Buffer
 	if err := Write(t.TempDir(), Tiny(), 1, &log); err != nil {
@@ -315,7 +315,14 @@ func TestProgressInALog(t *testing.T) {
 	}
 	text := log.String()
 	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-	if strings.Contains(text, "\r") || len(lines) < 2 || len(lines) > 5 || !strings.HasPrefix(lines[len(lines)-1], "synth: model.safetensors 100%") {
-		t.Errorf("progress in a log:\n%q", text)
+	if strings.Contains(text, "\r") || len(lines) < 2 || len(lines) > 5 {
+		t.Fatalf("progress in a log:\n%q", text)
+	}
+	full := lines[len(lines)-2]
+	if !strings.HasPrefix(full, "synth: model.safetensors [") || !strings.Contains(full, strings.Repeat("=", 30)) {
+		t.Errorf("the line before the last does not show model.safetensors complete:\n%q", text)
+	}
+	if !strings.HasPrefix(lines[len(lines)-1], "synth: model.safetensors: done in") {
+		t.Errorf("the last line does not say model.safetensors is done:\n%q", text)
 	}
 }
