@@ -107,6 +107,9 @@ func TestLongContextMemory(t *testing.T) {
 	if !resetPeakRSS() {
 		t.Skip("cannot reset the peak RSS (Linux /proc/self/clear_refs)")
 	}
+	if raceEnabled {
+		t.Skip("the race detector's shadow memory makes RSS measure the detector, not the model")
+	}
 	cfg := synth.QwenLike{VocabSize: 64, HiddenSize: 32, NumLayers: 1, NumHeads: 1, NumKVHeads: 1, HeadDim: 16,
 		IntermediateSize: 32, MaxPositionEmbeddings: 40960, RopeTheta: 1_000_000, RMSNormEps: 1e-6, EOSTokenID: 1}
 	dir := t.TempDir()
@@ -161,7 +164,10 @@ func TestLongContextMemory(t *testing.T) {
 			t.Errorf("%d positions: the cached path differs from the full path by %g", n, worst)
 		}
 	}
-	if ratio := float64(growth[long]) / float64(max(growth[short], 1<<20)); ratio > 6 {
+	// The shorter run may fit in memory the process freed earlier and grow RSS by almost
+	// nothing, so its growth counts as at least 64 MiB: a quadratic score tensor at the longer
+	// length (heads × S² float32: 400 MiB at 10,240, 6.25 GiB at 40,960) still fails the check.
+	if ratio := float64(growth[long]) / float64(max(growth[short], 64<<20)); ratio > 6 {
 		t.Errorf("peak RSS grew %.1f× from %d to %d positions (%d → %d MiB): want linear (4×), not quadratic (16×)",
 			ratio, short, long, growth[short]>>20, growth[long]>>20)
 	}
