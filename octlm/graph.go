@@ -11,6 +11,7 @@ package octlm
 
 import (
 	"math"
+	"slices"
 
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
@@ -70,9 +71,15 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	return append([]*Node{logits}, newCaches...)
 }
 
-// embed looks token IDs up in embed_tokens, stored as row blocks [blocks, rows, d]: token id
-// is row id % rows of block id / rows.
+// embed looks token IDs up in embed_tokens, stored as columns [d, vocab] (token id is column
+// id) or as row blocks [blocks, rows, d] (token id is row id % rows of block id / rows); see
+// layout in weights.go.
 func embed(table, ids *Node) *Node {
+	if table.Rank() == 2 {
+		d := table.Shape().Dimensions[0]
+		columns := GatherSlices(table, []int{1}, InsertAxes(ids, -1), []int{1}, false) // [S, d, 1]
+		return Reshape(columns, ids.Shape().Dimensions[0], d)
+	}
 	rows := table.Shape().Dimensions[1]
 	block := DivScalar(ids, rows)
 	row := Sub(ids, MulScalar(block, rows))
@@ -80,9 +87,16 @@ func embed(table, ids *Node) *Node {
 }
 
 // lmHead is the output head, tied to embed_tokens: logits = hidden · embed_tokensᵀ. hidden is
-// [P, d], the table [blocks, rows, d]; every block is one batch of the product and the zero
-// rows past the vocabulary in the last block are cut off.
+// [P, d]. The table stored as columns [d, vocab] is the plain product's right operand; stored
+// as row blocks [blocks, rows, d], every block is one batch of the product and the zero rows
+// past the vocabulary in the last block are cut off.
 func lmHead(hidden, table *Node, vocab int) *Node {
+	if table.Rank() == 2 {
+		p := hidden.Shape().Dimensions[0]
+		hidden = padRows(hidden, 0, table.Shape().Size())
+		logits := DotGeneral(hidden, []int{1}, nil, table, []int{0}, nil) // [P, vocab]
+		return SliceAxis(logits, 0, AxisRange(0, p))
+	}
 	blocks, rows, d := table.Shape().Dimensions[0], table.Shape().Dimensions[1], table.Shape().Dimensions[2]
 	p := hidden.Shape().Dimensions[0]
 	perBlock := BroadcastToDims(InsertAxes(hidden, 0), blocks, p, d)
@@ -116,16 +130,47 @@ func rmsNorm(x, weight *Node, eps float64) *Node {
 // [blocks, in, out/blocks]; the result stays in blocks: [blocks, S, out/blocks].
 func columnParallel(x, weight *Node) *Node {
 	blocks, in := weight.Shape().Dimensions[0], weight.Shape().Dimensions[1]
+	rows := x.Shape().Dimensions[0]
+	x = padRows(x, 0, weight.Shape().Size()/blocks)
 	perBlock := BroadcastToDims(InsertAxes(x, 0), blocks, x.Shape().Dimensions[0], in)
-	return DotGeneral(perBlock, []int{2}, []int{0}, weight, []int{1}, []int{0})
+	out := DotGeneral(perBlock, []int{2}, []int{0}, weight, []int{1}, []int{0})
+	return SliceAxis(out, 1, AxisRange(0, rows))
 }
 
 // rowParallel is nn.Linear (no bias) on x in blocks [blocks, S, in/blocks] with the weight in
 // matching input blocks [blocks, in/blocks, out]: the sum of the blocks' products, [S, out].
 // The partial products are summed in float32, as one matmul's accumulator would.
 func rowParallel(x, weight *Node) *Node {
+	rows := x.Shape().Dimensions[1]
+	x = padRows(x, 1, weight.Shape().Size()/weight.Shape().Dimensions[0])
 	partial := Dot(x, weight).WithOutputDType(dtypes.Float32).General([]int{2}, []int{0}, []int{1}, []int{0})
+	partial = SliceAxis(partial, 1, AxisRange(0, rows))
 	return ConvertDType(ReduceSum(partial, 0), x.DType())
+}
+
+// minMatMulMACs is the smallest product (rows × in × out multiply-adds) that GoMLX's pure-Go
+// backend (compute v0.1.14) sends to its packing "large" kernel, which splits one product
+// over the cores; below it a product runs on a "small" kernel that reads a single row's
+// weight at about 1 GB/s against the large kernel's 12 (BenchmarkMatVec). The router's
+// threshold is internal, so padRows pads the rows of a product up to it.
+var minMatMulMACs = 4 << 20
+
+// maxPadRows bounds the padding: products that would need more rows are small enough (tiny
+// test models) to run as they are.
+const maxPadRows = 16
+
+// padRows appends zero rows to x along axis so that rows × weightSize reaches minMatMulMACs,
+// where that takes at most maxPadRows rows. The padded rows' results are sliced off by the
+// caller; the real rows' results do not depend on them.
+func padRows(x *Node, axis, weightSize int) *Node {
+	rows := x.Shape().Dimensions[axis]
+	want := ceilDiv(minMatMulMACs, weightSize)
+	if rows >= want || want > maxPadRows {
+		return x
+	}
+	dims := slices.Clone(x.Shape().Dimensions)
+	dims[axis] = want - rows
+	return Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), dims...))}, axis)
 }
 
 // dotLastAxes contracts the last axis of lhs with the last axis of rhs, with the first
