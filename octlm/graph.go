@@ -176,9 +176,12 @@ func padRows(x *Node, axis, weightSize int) *Node {
 // dotLastAxes contracts the last axis of lhs with the last axis of rhs, with the first
 // numBatch axes of both as batch axes (q·kᵀ, hidden·embed_tokensᵀ).
 //
-// GoMLX v0.28.2's pure-Go DotGeneral returns wrong numbers for bfloat16 and float16 operands in
-// this layout (rhs contracted on its last axis), so half-precision operands are multiplied in
-// float32 and rounded back, which is also what a GPU's float32 accumulator does.
+// GoMLX v0.28.2's pure-Go DotGeneral returned wrong numbers for bfloat16 and float16 operands
+// in this layout (rhs contracted on its last axis) on an Intel AVX-512 machine, so
+// half-precision operands are multiplied in float32 and rounded back, which is also what a
+// GPU's float32 accumulator does. TestHalfDotLastAxes logs whether the backend's own product
+// is right on the CPU it runs on (it is on AMD Zen 5 with compute v0.1.14); the upcast stays
+// until it is shown right on Intel too.
 func dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
 	batch := make([]int, numBatch)
 	for i := range batch {
@@ -284,7 +287,7 @@ func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, v
 	k = applyRotary(k, cos, sin, c.RopeSplit)
 
 	// Write k and v at cache slots start..start+S-1 of every kv head; padding rows write zeros.
-	// The cache may be wider than the activations (see cacheDType); values stay exact.
+	// The cache holds the activations' dtype (see cacheDType).
 	dtype := k.DType()
 	keep := ConvertDType(Reshape(real, 1, seqLen, 1, 1), dtype)
 	perHead := func(t *Node) *Node { // [blocks, S, kvPer, headDim] -> [kvHeads, S, headDim]

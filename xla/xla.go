@@ -57,6 +57,8 @@ func Names() []string { return []string{Go, CPU, CUDA} }
 type Info struct {
 	// Name is "go", "xla:cpu", "xla:cuda", or "xla:<kind>" for another plugin.
 	Name string
+	// Options are the options given after the name's comma ("parallelism=1"), "" for none.
+	Options string
 	// Plugin is the path of the PJRT plugin loaded; "" for "go".
 	Plugin string
 	// Source is where the plugin was found (SourceEnv, SourceGoXLA, SourcePython, or "given path").
@@ -83,6 +85,9 @@ func (i Info) ExactFloat32() bool { return !i.TF32 }
 // String is a one-line summary: name, plugin and reason.
 func (i Info) String() string {
 	s := i.Name
+	if i.Options != "" {
+		s += "," + i.Options
+	}
 	if i.Plugin != "" {
 		s += " (" + i.Plugin + ")"
 	}
@@ -97,7 +102,8 @@ func (i Info) String() string {
 // name is "go" (pure Go), "xla:cpu", "xla:cuda", "xla" (the best plugin found), "xla:<absolute path
 // of a plugin .so>", or "" meaning $GOMLX_BACKEND if set, else xla:cuda (with a GPU present) or xla:cpu
 // if a plugin is found, else "go"; Info.Reason says which and why. XLA names take go-xla's options
-// after a comma, e.g. "xla:cuda,tf32,memory_fraction=0.5".
+// after a comma, e.g. "xla:cuda,tf32,memory_fraction=0.5", and "go" the pure-Go backend's, e.g.
+// "go,parallelism=1".
 //
 // The caller owns the backend and should Finalize it.
 func Open(name string) (compute.Backend, Info, error) {
@@ -125,10 +131,7 @@ func (p Places) Open(name string) (compute.Backend, Info, error) {
 	base, opts, _ := strings.Cut(name, ",")
 	switch {
 	case base == Go:
-		if opts != "" {
-			return nil, Info{}, fmt.Errorf("xla: backend %q takes no options (got %q)", Go, opts)
-		}
-		return openGo(reason)
+		return openGo(opts, reason)
 	case base == "xla":
 		return p.openBestXLA(opts, reason)
 	case base == CPU || base == CUDA:
@@ -186,7 +189,7 @@ func (p Places) Auto() (*Plugin, string) {
 func (p Places) openAuto() (compute.Backend, Info, error) {
 	pl, why := p.Auto()
 	if pl == nil {
-		return openGo(why)
+		return openGo("", why)
 	}
 	return openPlugin(*pl, "", why)
 }
@@ -210,17 +213,22 @@ func (p Places) openBestXLA(opts, reason string) (compute.Backend, Info, error) 
 	return openPlugin(best, opts, reason)
 }
 
-// openGo returns the pure-Go backend.
-func openGo(reason string) (b compute.Backend, info Info, err error) {
+// openGo returns the pure-Go backend with its options (comma-separated, e.g.
+// "parallelism=1"; see gobackend.New). The backend announces a parallelism setting on stdout,
+// where octlm's commands print their results, so that line goes to stderr.
+func openGo(opts, reason string) (b compute.Backend, info Info, err error) {
 	err = protect("create the pure-Go backend", func() error {
+		stdout := os.Stdout
+		os.Stdout = os.Stderr
+		defer func() { os.Stdout = stdout }()
 		var err error
-		b, err = gobackend.New("")
+		b, err = gobackend.New(opts)
 		return err
 	})
 	if err != nil {
 		return nil, Info{}, fmt.Errorf("xla: backend %q: %w", Go, err)
 	}
-	return b, Info{Name: Go, Reason: reason}, nil
+	return b, Info{Name: Go, Reason: reason, Options: opts}, nil
 }
 
 // OpenPlugin loads a plugin that Discover found, with go-xla options opts ("" for none; see Open).

@@ -181,6 +181,35 @@ func TestOpenUnknownName(t *testing.T) {
 	}
 }
 
+// TestOpenGoOptions opens the pure-Go backend with its options (GoMLX v0.28.2 deadlocked with
+// a parallelism setting, so "go" took none) and refuses an unknown one with the backend's error.
+func TestOpenGoOptions(t *testing.T) {
+	tests := []struct {
+		name, wantErr string
+	}{
+		{"go,parallelism=1", ""},
+		{"go,parallelism=2,ops_sequential", ""},
+		{"go,tf32", `unknown configuration option "tf32"`},
+		{"go,parallelism=x", "needs an int"},
+	}
+	for _, tt := range tests {
+		b, info, err := emptyPlaces(t).Open(tt.name)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Open(%q): %v, want an error saying %q", tt.name, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Open(%q): %v", tt.name, err)
+		}
+		b.Finalize()
+		if info.Name != Go || "go,"+info.Options != tt.name || !strings.HasPrefix(info.String(), tt.name) {
+			t.Errorf("Open(%q): info %+v (%s)", tt.name, info, info)
+		}
+	}
+}
+
 func TestDiscover(t *testing.T) {
 	dir := t.TempDir()
 	env := filepath.Join(dir, "env")
