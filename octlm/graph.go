@@ -13,6 +13,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
@@ -113,11 +114,21 @@ func rmsNorm(x, weight *Node, eps float64) *Node {
 	dtype := x.DType()
 	x32 := ConvertDType(x, dtypes.Float32)
 	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
-	x32 = Mul(x32, Rsqrt(AddScalar(variance, eps)))
+	x32 = divSqrt(x32, AddScalar(variance, eps))
 	for weight.Rank() < x.Rank() {
 		weight = InsertAxes(weight, 0)
 	}
 	return Mul(weight, ConvertDType(x32, dtype))
+}
+
+// divSqrt is x / √v as torch.rsqrt computes it, x · rsqrt(v). Backends without Rsqrt (GoMLX's
+// ONNX Runtime backend has none) divide by the square root instead, which differs only in the
+// last bit.
+func divSqrt(x, v *Node) *Node {
+	if x.Graph().Backend().Capabilities().Operations[compute.OpTypeRsqrt] {
+		return Mul(x, Rsqrt(v))
+	}
+	return Div(x, Sqrt(v))
 }
 
 // The Linear layers run as tensor parallelism splits them over devices (see layout), with

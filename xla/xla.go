@@ -1,10 +1,12 @@
-// Package xla chooses octlm's compute backend: the pure-Go backend ("go"), or XLA through a PJRT plugin
-// ("xla:cpu", "xla:cuda"), and finds PJRT plugins on disk ($PJRT_PLUGIN_LIBRARY_PATH, go-xla's install
-// folders, a Python environment's JAX CUDA plugin).
+// Package xla chooses octlm's compute backend: the pure-Go backend ("go"), XLA through a PJRT plugin
+// ("xla:cpu", "xla:cuda") or ONNX Runtime on the CPU ("onnx", through GoMLX's compute-onnx), and
+// finds PJRT plugins ($PJRT_PLUGIN_LIBRARY_PATH, go-xla's install folders, a Python environment's
+// JAX CUDA plugin) and the ONNX Runtime library ($ONNXRUNTIME_SHARED_LIBRARY_PATH, npm's
+// onnxruntime-node under ~/.cache/octlm/onnxruntime or ./node_modules) on disk.
 //
-// It is the only package in octlm that knows PJRT exists. It knows nothing of models, tensors or
-// checkpoints, and it never downloads anything unless asked through Install: go-xla's automatic
-// download is switched off when this package is imported.
+// It is the only package in octlm that knows PJRT and ONNX Runtime exist. It knows nothing of
+// models, tensors or checkpoints, and it never downloads anything unless asked through Install:
+// go-xla's and compute-onnx's automatic downloads are switched off when this package is imported.
 //
 // Float32 matmuls stay exact: on CUDA, Open turns go-xla's TF32 default off (every DotGeneral then
 // carries precision HIGHEST) and sets NVIDIA_TF32_OVERRIDE=0 if unset, unless the name asks for TF32
@@ -28,6 +30,7 @@ const (
 	Go   = "go"       // pure Go, always available
 	CPU  = "xla:cpu"  // XLA on the CPU through a PJRT plugin
 	CUDA = "xla:cuda" // XLA on an NVIDIA GPU through a PJRT plugin
+	// ONNX (onnx.go) is ONNX Runtime on the CPU.
 )
 
 // EnvBackend is the environment variable Open("") reads, shared with GoMLX.
@@ -51,7 +54,7 @@ func init() {
 }
 
 // Names returns the backend names Open accepts (besides "" and "xla:<absolute path to plugin>").
-func Names() []string { return []string{Go, CPU, CUDA} }
+func Names() []string { return []string{Go, CPU, CUDA, ONNX} }
 
 // Info describes the backend Open returned.
 type Info struct {
@@ -59,10 +62,13 @@ type Info struct {
 	Name string
 	// Options are the options given after the name's comma ("parallelism=1"), "" for none.
 	Options string
-	// Plugin is the path of the PJRT plugin loaded; "" for "go".
+	// Plugin is the path of the PJRT plugin or ONNX Runtime library loaded; "" for "go".
 	Plugin string
-	// Source is where the plugin was found (SourceEnv, SourceGoXLA, SourcePython, or "given path").
+	// Source is where the plugin was found (SourceEnv, SourceGoXLA, SourcePython, or "given path"),
+	// or the ONNX Runtime library (SourceONNXEnv, SourceNPM, SourceONNXOwn).
 	Source string
+	// ONNXVersion is the ONNX Runtime release the library reports ("1.30.0"); "" for others.
+	ONNXVersion string
 	// Reason says why this backend was chosen.
 	Reason string
 	// PJRTVersion is the PJRT C API version the plugin reports ("0.90"); "" for "go".
@@ -88,6 +94,9 @@ func (i Info) String() string {
 	if i.Options != "" {
 		s += "," + i.Options
 	}
+	if i.ONNXVersion != "" {
+		s += " " + i.ONNXVersion
+	}
 	if i.Plugin != "" {
 		s += " (" + i.Plugin + ")"
 	}
@@ -101,7 +110,7 @@ func (i Info) String() string {
 //
 // name is "go" (pure Go), "xla:cpu", "xla:cuda", "xla" (the best plugin found), "xla:<absolute path
 // of a plugin .so>", or "" meaning $GOMLX_BACKEND if set, else xla:cuda (with a GPU present) or xla:cpu
-// if a plugin is found, else "go"; Info.Reason says which and why. XLA names take go-xla's options
+// if a plugin is found, else "onnx" if its library is found, else "go"; Info.Reason says which and why. XLA names take go-xla's options
 // after a comma, e.g. "xla:cuda,tf32,memory_fraction=0.5", and "go" the pure-Go backend's, e.g.
 // "go,parallelism=1".
 //
@@ -132,6 +141,8 @@ func (p Places) Open(name string) (compute.Backend, Info, error) {
 	switch {
 	case base == Go:
 		return openGo(opts, reason)
+	case base == ONNX:
+		return p.openONNX(opts, reason)
 	case base == "xla":
 		return p.openBestXLA(opts, reason)
 	case base == CPU || base == CUDA:
@@ -151,9 +162,9 @@ func (p Places) Open(name string) (compute.Backend, Info, error) {
 		pl := Plugin{Kind: kind, Path: path, Source: "given path", SitePackages: jaxSitePackages(path)}
 		return openPlugin(pl, opts, reason)
 	}
-	return nil, Info{}, fmt.Errorf("xla: unknown backend %q: valid names are %q, %q, %q, \"xla\" (best plugin found), "+
-		"\"xla:/path/to/plugin.so\", or \"\" (automatic); XLA names take go-xla options after a comma (\"xla:cuda,tf32\")",
-		name, Go, CPU, CUDA)
+	return nil, Info{}, fmt.Errorf("xla: unknown backend %q: valid names are %q, %q, %q, %q, \"xla\" (best plugin found), "+
+		"\"xla:/path/to/plugin.so\", or \"\" (automatic); options follow a comma (\"xla:cuda,tf32\", \"go,parallelism=1\", \"onnx,intra_op_num_threads=2\")",
+		name, Go, CPU, CUDA, ONNX)
 }
 
 // Auto returns the plugin automatic choice (Open("") without $GOMLX_BACKEND) would load, or nil for
@@ -185,13 +196,30 @@ func (p Places) Auto() (*Plugin, string) {
 	return nil, "automatic: no PJRT plugin found (see `octlm backends`)"
 }
 
-// openAuto opens what Auto chooses.
+// AutoName is the backend automatic choice opens and why: what Auto picks if it picks a
+// plugin, else "onnx" where its library is found (it decodes faster than "go" on the CPU, see
+// the README's performance section), else "go".
+func (p Places) AutoName() (name, why string) {
+	pl, why := p.Auto()
+	if pl != nil {
+		return pl.Backend(), why
+	}
+	if lib, ok := p.FindONNX(); ok {
+		return ONNX, fmt.Sprintf("automatic: no PJRT plugin; ONNX Runtime found (%s)", lib.Source)
+	}
+	return Go, why
+}
+
+// openAuto opens what AutoName chooses.
 func (p Places) openAuto() (compute.Backend, Info, error) {
 	pl, why := p.Auto()
-	if pl == nil {
-		return openGo("", why)
+	if pl != nil {
+		return openPlugin(*pl, "", why)
 	}
-	return openPlugin(*pl, "", why)
+	if name, why := p.AutoName(); name == ONNX {
+		return p.openONNX("", why)
+	}
+	return openGo("", why)
 }
 
 // openBestXLA opens the best plugin found for "xla": CUDA with a GPU, else CPU, else the first found.

@@ -61,7 +61,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	backend, info, err := xla.Open(mf.backend)
+	backend, info, err := xla.OpenForDType(mf.backend, string(dtype))
 	if err != nil {
 		return err
 	}

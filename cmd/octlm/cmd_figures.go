@@ -23,7 +23,7 @@ func runFigures(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	modelFlag := fs.String("model", "", "checkpoint folder or Hugging Face name (default: the bundled tiny-qwen3)")
 	referenceFlag := fs.String("reference", "", "reference folder for 02-rope and 04-parity (default: MODEL/reference when it exists)")
-	backendFlag := fs.String("backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
+	backendFlag := fs.String("backend", "", "compute backend: go, xla:cpu, xla:cuda, onnx, with options after a comma (default: $GOMLX_BACKEND, else a PJRT plugin if found, else onnx if ONNX Runtime is found, else go)")
 	outFlag := fs.String("out", "figures", "folder to write the figures into")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: octlm figures [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out DIR]\n\n"+

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	bundled "github.com/octlm/octlm"
@@ -35,7 +36,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	modelFlag := fs.String("model", "", "checkpoint folder or Hugging Face name (default: the bundled tiny-qwen3)")
 	referenceFlag := fs.String("reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference)")
-	backendFlag := fs.String("backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
+	backendFlag := fs.String("backend", "", "compute backend: go, xla:cpu, xla:cuda, onnx, with options after a comma (default: $GOMLX_BACKEND, else a PJRT plugin if found, else onnx if ONNX Runtime is found, else go)")
 	outFlag := fs.String("out", "", "also write the rows as JSON lines to this file")
 	dtypesFlag := fs.String("dtypes", "", "also measure, not gated, these half-precision dtypes: bf16,f16")
 	fs.Usage = func() {
@@ -104,7 +105,12 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	backend, info, err := xla.Open(*backendFlag)
+	// A bf16 measurement keeps the automatic choice off ONNX Runtime, which has no bfloat16.
+	widest := "f32"
+	if slices.Contains(halfDTypes, octlm.BFloat16) {
+		widest = string(octlm.BFloat16)
+	}
+	backend, info, err := xla.OpenForDType(*backendFlag, widest)
 	if err != nil {
 		return err
 	}

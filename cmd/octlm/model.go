@@ -25,7 +25,7 @@ type modelFlags struct {
 
 func (f *modelFlags) register(fs *flag.FlagSet, defaultModel string) {
 	fs.StringVar(&f.model, "model", defaultModel, "checkpoint folder or Hugging Face name (Qwen/Qwen3-0.6B[@revision])")
-	fs.StringVar(&f.backend, "backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
+	fs.StringVar(&f.backend, "backend", "", "compute backend: go, xla:cpu, xla:cuda, onnx; options after a comma, e.g. go,parallelism=1 or onnx,intra_op_num_threads=2 (default: $GOMLX_BACKEND, else a PJRT plugin if found, else onnx if ONNX Runtime is found, else go)")
 	fs.StringVar(&f.dtype, "dtype", "f32", "resident weights and activations: f32, bf16 or f16")
 }
 
@@ -58,7 +58,7 @@ func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*loadedModel, 
 	if err != nil {
 		return nil, err
 	}
-	backend, info, err := xla.Open(f.backend)
+	backend, info, err := xla.OpenForDType(f.backend, string(dtype))
 	if err != nil {
 		return nil, err
 	}
