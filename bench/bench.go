@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/gomlx/compute"
@@ -32,6 +33,9 @@ type Options struct {
 
 	PromptTokens int // prompt length for prefill and time to first token (default 128)
 	DecodeTokens int // tokens generated one at a time after the prompt (default 64)
+	// Reps is how many times the timed prefill and decode run (default 1); the result reports
+	// the best run and the median of each.
+	Reps int
 
 	// BandwidthBytes is the size of the streaming read that measures memory bandwidth
 	// (0 means MinBandwidthBytes; smaller reads may be served by caches and overstate it).
@@ -65,33 +69,40 @@ type Result struct {
 	Hidden  int    `json:"hidden_size"`
 	Vocab   int    `json:"vocab_size"`
 
-	CheckpointBytes          int64   `json:"checkpoint_bytes"` // bytes of the safetensors files
-	PlainReadSeconds         float64 `json:"plain_read_seconds"`
-	PlainReadBytesPerSecond  float64 `json:"plain_read_bytes_per_second"`
-	LoadSeconds              float64 `json:"load_seconds"`
-	LoadBytesPerSecond       float64 `json:"load_bytes_per_second"` // checkpoint bytes / load seconds
-	LoadReadRatio            float64 `json:"load_read_ratio"`       // load throughput / plain read throughput
-	WeightBytes              int64   `json:"weight_bytes"`          // resident weights
-	LoadPeakRSSBytes         int64   `json:"load_peak_rss_bytes"`   // peak RSS of the process up to the end of the load
-	LoadPeakRSSWeightRatio   float64 `json:"load_peak_rss_weight_ratio"`
-	PeakRSSBytes             int64   `json:"peak_rss_bytes"` // peak RSS over load, compile, prefill and decode
-	CompileSeconds           float64 `json:"compile_seconds"`
-	CompiledGraphs           int     `json:"compiled_graphs"`
-	PromptTokens             int     `json:"prompt_tokens"`
-	PrefillSeconds           float64 `json:"prefill_seconds"`
-	PrefillTokensPerSecond   float64 `json:"prefill_tokens_per_second"`
-	TimeToFirstTokenSeconds  float64 `json:"time_to_first_token_seconds"`      // prefill + picking the token, graphs compiled
-	ColdTimeToFirstToken     float64 `json:"cold_time_to_first_token_seconds"` // the same on the first call, compile included
-	DecodeTokens             int     `json:"decode_tokens"`
-	DecodeSeconds            float64 `json:"decode_seconds"`
-	DecodeTokensPerSecond    float64 `json:"decode_tokens_per_second"`
-	DecodeMsPerToken         float64 `json:"decode_ms_per_token"`
-	PrefillCores             float64 `json:"prefill_cores"` // CPU seconds per wall second: how many cores the prefill kept busy
-	DecodeCores              float64 `json:"decode_cores"`  // the same for decoding; below GOMAXPROCS when other work shares the machine
-	KVCacheBytesPerPosition  int64   `json:"kv_cache_bytes_per_position"`
-	WeightBytesPerToken      int64   `json:"weight_bytes_per_token"` // weight bytes one decode step reads
-	ReadBandwidthBytesPerSec float64 `json:"read_bandwidth_bytes_per_second"`
-	RooflineRatio            float64 `json:"roofline_ratio"` // weight bytes per token × decode tok/s ÷ read bandwidth
+	CheckpointBytes         int64   `json:"checkpoint_bytes"` // bytes of the safetensors files
+	PlainReadSeconds        float64 `json:"plain_read_seconds"`
+	PlainReadBytesPerSecond float64 `json:"plain_read_bytes_per_second"`
+	LoadSeconds             float64 `json:"load_seconds"`
+	LoadBytesPerSecond      float64 `json:"load_bytes_per_second"` // checkpoint bytes / load seconds
+	LoadReadRatio           float64 `json:"load_read_ratio"`       // load throughput / plain read throughput
+	WeightBytes             int64   `json:"weight_bytes"`          // resident weights
+	LoadPeakRSSBytes        int64   `json:"load_peak_rss_bytes"`   // peak RSS of the process up to the end of the load
+	LoadPeakRSSWeightRatio  float64 `json:"load_peak_rss_weight_ratio"`
+	PeakRSSBytes            int64   `json:"peak_rss_bytes"` // peak RSS over load, compile, prefill and decode
+	CompileSeconds          float64 `json:"compile_seconds"`
+	CompiledGraphs          int     `json:"compiled_graphs"`
+	PromptTokens            int     `json:"prompt_tokens"`
+	PrefillSeconds          float64 `json:"prefill_seconds"`
+	PrefillTokensPerSecond  float64 `json:"prefill_tokens_per_second"`
+	TimeToFirstTokenSeconds float64 `json:"time_to_first_token_seconds"`      // prefill + picking the token, graphs compiled
+	ColdTimeToFirstToken    float64 `json:"cold_time_to_first_token_seconds"` // the same on the first call, compile included
+	DecodeTokens            int     `json:"decode_tokens"`
+	DecodeSeconds           float64 `json:"decode_seconds"`
+	DecodeTokensPerSecond   float64 `json:"decode_tokens_per_second"`
+	DecodeMsPerToken        float64 `json:"decode_ms_per_token"`
+	PrefillCores            float64 `json:"prefill_cores"` // CPU seconds per wall second: how many cores the prefill kept busy
+	DecodeCores             float64 `json:"decode_cores"`  // the same for decoding; below GOMAXPROCS when other work shares the machine
+	KVCacheBytesPerPosition int64   `json:"kv_cache_bytes_per_position"`
+	// Reps is how many timed runs there were; the prefill and decode fields above are the
+	// fastest run's, the medians and every run's speed follow.
+	Reps                         int       `json:"reps"`
+	PrefillTokensPerSecondMedian float64   `json:"prefill_tokens_per_second_median"`
+	DecodeTokensPerSecondMedian  float64   `json:"decode_tokens_per_second_median"`
+	PrefillTokensPerSecondRuns   []float64 `json:"prefill_tokens_per_second_runs"`
+	DecodeTokensPerSecondRuns    []float64 `json:"decode_tokens_per_second_runs"`
+	WeightBytesPerToken          int64     `json:"weight_bytes_per_token"` // weight bytes one decode step reads
+	ReadBandwidthBytesPerSec     float64   `json:"read_bandwidth_bytes_per_second"`
+	RooflineRatio                float64   `json:"roofline_ratio"` // weight bytes per token × decode tok/s ÷ read bandwidth
 }
 
 // Run loads the checkpoint and measures it. The steps run in this order so that none disturbs
@@ -189,12 +200,35 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	r.ColdTimeToFirstToken = cold.firstTokenWall.Seconds()
 
-	// The timed run. Steps that had to compile a new graph (the attended length grows by
-	// buckets) have their compile time taken out.
-	logf("prefill %d tokens, then decode %d", len(prompt), opts.DecodeTokens)
-	run, err := generate(ctx, m, prompt, opts.DecodeTokens+1, opts.Log)
-	if err != nil {
-		return r, err
+	// The timed runs, each on a fresh cache. Steps that had to compile a new graph (the
+	// attended length grows by buckets) have their compile time taken out.
+	var runs []timing
+	for i := range opts.Reps {
+		if opts.Reps > 1 {
+			logf("run %d of %d: prefill %d tokens, then decode %d", i+1, opts.Reps, len(prompt), opts.DecodeTokens)
+		} else {
+			logf("prefill %d tokens, then decode %d", len(prompt), opts.DecodeTokens)
+		}
+		t, err := generate(ctx, m, prompt, opts.DecodeTokens+1, opts.Log)
+		if err != nil {
+			return r, err
+		}
+		runs = append(runs, t)
+		r.PrefillTokensPerSecondRuns = append(r.PrefillTokensPerSecondRuns, float64(len(prompt))/t.prefill.Seconds())
+		r.DecodeTokensPerSecondRuns = append(r.DecodeTokensPerSecondRuns, float64(opts.DecodeTokens)/t.decode.Seconds())
+	}
+	r.Reps = opts.Reps
+	r.PrefillTokensPerSecondMedian = median(r.PrefillTokensPerSecondRuns)
+	r.DecodeTokensPerSecondMedian = median(r.DecodeTokensPerSecondRuns)
+	// The best prefill and the best decode (not necessarily the same run).
+	run := runs[0]
+	for _, t := range runs[1:] {
+		if t.prefill < run.prefill {
+			run.prefill, run.firstToken, run.prefillCPU = t.prefill, t.firstToken, t.prefillCPU
+		}
+		if t.decode < run.decode {
+			run.decode, run.decodeCPU = t.decode, t.decodeCPU
+		}
 	}
 	r.PeakRSSBytes = peakRSS()
 	stats := m.CompileStats()
@@ -220,6 +254,19 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	return r, nil
 }
 
+// median is the middle value of xs (the mean of the two middle ones for an even count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 func withDefaults(o Options) Options {
 	if o.DType == "" {
 		o.DType = octlm.Float32
@@ -232,6 +279,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.BandwidthBytes <= 0 {
 		o.BandwidthBytes = MinBandwidthBytes
+	}
+	if o.Reps <= 0 {
+		o.Reps = 1
 	}
 	return o
 }

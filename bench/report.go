@@ -27,9 +27,9 @@ func (r Result) WriteText(w io.Writer) error {
 		{"resident weights", loader.HumanBytes(r.WeightBytes)},
 		{"peak RSS", fmt.Sprintf("%s after the load (%.2f × the weights), %s in all", loader.HumanBytes(r.LoadPeakRSSBytes), r.LoadPeakRSSWeightRatio, loader.HumanBytes(r.PeakRSSBytes))},
 		{"compile", fmt.Sprintf("%.2f s for %d graphs", r.CompileSeconds, r.CompiledGraphs)},
-		{"prefill", fmt.Sprintf("%d tokens in %.3f s: %.1f tokens/s (%.2f cores busy)", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerSecond, r.PrefillCores)},
+		{"prefill", fmt.Sprintf("%d tokens in %.3f s: %.1f tokens/s (%.2f cores busy)%s", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerSecond, r.PrefillCores, r.spread(r.PrefillTokensPerSecondMedian))},
 		{"time to first token", fmt.Sprintf("%.3f s (%.3f s on the first call, compile included)", r.TimeToFirstTokenSeconds, r.ColdTimeToFirstToken)},
-		{"decode", fmt.Sprintf("%d tokens: %.1f ms/token, %.2f tokens/s (%.2f cores busy)", r.DecodeTokens, r.DecodeMsPerToken, r.DecodeTokensPerSecond, r.DecodeCores)},
+		{"decode", fmt.Sprintf("%d tokens: %.1f ms/token, %.2f tokens/s (%.2f cores busy)%s", r.DecodeTokens, r.DecodeMsPerToken, r.DecodeTokensPerSecond, r.DecodeCores, r.spread(r.DecodeTokensPerSecondMedian))},
 		{"KV cache", fmt.Sprintf("%s per position", loader.HumanBytes(r.KVCacheBytesPerPosition))},
 		{"read bandwidth", gb(r.ReadBandwidthBytesPerSec) + " (streaming read, all cores)"},
 		{"roofline", fmt.Sprintf("%.2f: %s/token × %.2f tokens/s = %s of %s", r.RooflineRatio,
@@ -40,4 +40,12 @@ func (r Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 	}
 	return tw.Flush()
+}
+
+// spread says, after more than one run, that the speed shown is the best and what the median was.
+func (r Result) spread(median float64) string {
+	if r.Reps <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("; best of %d runs, median %.2f", r.Reps, median)
 }

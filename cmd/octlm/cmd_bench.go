@@ -29,9 +29,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	prompt := fs.Int("prompt", 128, "prompt `tokens` for prefill and time to first token")
 	decode := fs.Int("decode", 64, "`tokens` decoded one at a time after the prompt")
 	bandwidth := fs.Float64("bandwidth-gib", 1, "size in GiB of the streaming read that measures memory bandwidth (at least 1)")
+	reps := fs.Int("reps", 1, "timed prefill+decode runs; the report gives the best and the median")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--json]\n\n"+
+		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--reps 1] [--json]\n\n"+
 			"Loads the checkpoint (timed against a plain read of the same files), compiles, runs a\n"+
 			"prompt of random token IDs and decodes greedily, then measures the memory read bandwidth\n"+
 			"and reports decode speed as a fraction of it (the roofline ratio). Progress on stderr,\n"+
@@ -46,6 +47,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if *prompt <= 0 || *decode <= 0 {
 		return usageError{"--prompt and --decode must be positive"}
+	}
+	if *reps < 1 || *reps > 1000 {
+		return usageError{fmt.Sprintf("--reps must be between 1 and 1000, got %d", *reps)}
 	}
 	// Also refuses NaN, and sizes whose byte count overflows int64.
 	if !(*bandwidth >= 1) || *bandwidth*(1<<30) >= math.MaxInt64 {
@@ -71,7 +75,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	bar := newProgress(stderr, "loading")
 	res, err := bench.Run(ctx, bench.Options{
 		Dir: dir, Backend: backend, BackendName: info.Name, DType: dtype,
-		PromptTokens: *prompt, DecodeTokens: *decode, BandwidthBytes: int64(*bandwidth * (1 << 30)),
+		PromptTokens: *prompt, DecodeTokens: *decode, Reps: *reps, BandwidthBytes: int64(*bandwidth * (1 << 30)),
 		Log: stderr, LoadProgress: func(done, total int64) {
 			bar.update(done, total)
 			if done == total {
