@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
@@ -78,7 +79,7 @@ func BenchmarkMatVec(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%dx%d", dt, in, out), func(b *testing.B) {
 				routes := matVecRoutes
 				if os.Getenv("OCTLM_MATVEC_PADDED") != "" {
-					routes = append(append(routes[:2:2], paddedRoutes(2)...), paddedRoutes(4)...)
+					routes = append(append(append(routes[:2:2], paddedRoutes(2)...), paddedRoutes(4)...), paddedRoutes(8)...)
 				}
 				benchMatVec(b, dt, in, out, routes)
 			})
@@ -181,4 +182,71 @@ func BenchmarkHeadMatVec(b *testing.B) {
 	for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
 		b.Run(dt.String(), func(b *testing.B) { benchMatVec(b, dt, 1024, blocks*rows, routes) })
 	}
+}
+
+// BenchmarkMatMulCores is the reproduction for GoMLX's pure-Go backend keeping a large product
+// on one core: [8, 1024] · [1024, 6144] alone in its graph, and the same product between a
+// Concatenate that pads its rows and a Slice (as padRows and the model put it), on the default
+// backend and with ops_sequential. It reports milliseconds and the cores kept busy: on a 2-core
+// AMD Zen 5 with compute v0.1.14 every case kept 0.9–1.0 cores busy (one probe of the product
+// alone with ops_sequential reached 1.9 cores and twice the speed, not reproduced since), while
+// ONNX Runtime and llama.cpp keep both cores busy at decode. This is what holds the pure-Go
+// decode to about 12 GB/s of weights.
+func BenchmarkMatMulCores(b *testing.B) {
+	x := randomTensor(b, dtypes.Float32, 4, 1024)
+	w := randomTensor(b, dtypes.Float32, 1024, 6144)
+	graphs := []struct {
+		name string
+		fn   func(x, w *Node) *Node
+	}{
+		{"alone", func(x, w *Node) *Node {
+			return DotGeneral(Concatenate([]*Node{x, x}, 0), []int{1}, nil, w, []int{0}, nil)
+		}},
+		{"alone8", nil}, // filled below: the product of an 8-row parameter
+		{"padded", func(x, w *Node) *Node {
+			x = Concatenate([]*Node{x, Zeros(x.Graph(), x.Shape())}, 0)
+			return SliceAxis(DotGeneral(x, []int{1}, nil, w, []int{0}, nil), 0, AxisRange(0, 4))
+		}},
+	}
+	x8 := randomTensor(b, dtypes.Float32, 8, 1024)
+	for _, config := range []string{"go", "go:ops_sequential"} {
+		backend, err := compute.NewWithConfig(config)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, g := range graphs {
+			b.Run(config+"/"+g.name, func(b *testing.B) {
+				// Host tensors of their own: a tensor moved to one backend stays bound to it.
+				x, x8, w := hostCopy(x), hostCopy(x8), hostCopy(w)
+				fn, in := g.fn, x
+				if fn == nil {
+					fn, in = func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{0}, nil) }, x8
+				}
+				exec, err := NewExec(backend, fn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer exec.Finalize()
+				run := func() {
+					out, err := exec.Exec(in, w)
+					if err != nil {
+						b.Fatal(err)
+					}
+					out[0].FinalizeAll()
+				}
+				run()
+				b.ResetTimer()
+				cpu := cpuTime()
+				for b.Loop() {
+					run()
+				}
+				b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
+			})
+		}
+	}
+}
+
+// hostCopy is a new host tensor with t's float32 values.
+func hostCopy(t *tensors.Tensor) *tensors.Tensor {
+	return tensors.FromFlatDataAndDimensions(tensors.MustCopyFlatData[float32](t), t.Shape().Dimensions...)
 }
