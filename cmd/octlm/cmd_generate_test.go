@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/synth"
 	"github.com/octlm/octlm/xla"
 )
@@ -105,4 +106,25 @@ func TestGenerateUsage(t *testing.T) {
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestWarnHalfOnGo: the measured note on half precision, for the pure-Go backend only.
+func TestWarnHalfOnGo(t *testing.T) {
+	tests := []struct {
+		backend string
+		dtype   octlm.DType
+		want    string
+	}{
+		{xla.Go, octlm.BFloat16, "bf16 decodes about"},
+		{xla.Go, octlm.Float16, "f16 decodes about"},
+		{xla.Go, octlm.Float32, ""},
+		{xla.ONNX, octlm.Float16, ""},
+	}
+	for _, tt := range tests {
+		var buf bytes.Buffer
+		warnHalfOnGo(&buf, xla.Info{Name: tt.backend}, tt.dtype)
+		if got := buf.String(); tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("%s %s: %q, want %q", tt.backend, tt.dtype, got, tt.want)
+		}
+	}
 }
