@@ -104,7 +104,7 @@ func resolveCheckpoint(ctx context.Context, name string) (string, error) {
 // bench` on a full-size Qwen3-0.6B (2-core AMD Zen 5 with AVX-512 BF16, compute v0.1.14, runs
 // alternated with float32; the README's performance table has the numbers).
 var halfOnGo = map[octlm.DType]string{
-	octlm.BFloat16: "bf16 decodes about 1.2x faster than f32 (half the weight bytes) but prefills about 2.5x slower",
+	octlm.BFloat16: "bf16 decodes about 1.1-1.3x faster than f32 (half the weight bytes) but prefills about 1.4x slower",
 	octlm.Float16:  "f16 decodes about 2x slower than f32 and prefills about 2x slower",
 }
 
