@@ -89,7 +89,7 @@ type layerNodes struct {
 type weightNodes struct {
 	embed, norm *graph.Node
 	layers      []layerNodes
-	lmHead      *graph.Node // [blocks, rows, d]: the embedding when tied, else lm_head.weight
+	lmHead      *graph.Node // [d, vocab] or [blocks, rows, d]: the embedding when tied, else lm_head.weight
 }
 
 func (m *Model) numWeights() int { return len(m.specs) }
