@@ -48,7 +48,7 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	causal := LessOrEqual(InsertAxes(keyPos, 0), InsertAxes(positions, -1)) // [S, Lb]
 
 	// embed_tokens
-	hidden := embed(w.embed, ids) // [S, d]
+	hidden := embed(w.embed, ids, m.embedSlices) // [S, d]
 
 	newCaches := make([]*Node, 0, len(caches))
 	for i, layer := range w.layers {
@@ -75,8 +75,25 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 
 // embed looks token IDs up in embed_tokens, stored as columns [d, vocab] (token id is column
 // id) or as row blocks [blocks, rows, d] (token id is row id % rows of block id / rows); see
-// layout in weights.go.
-func embed(table, ids *Node) *Node {
+// layout in weights.go. With bySlices (one block only) each token's row is a DynamicSlice of
+// its own: GoMLX's ONNX Runtime backend turns a Gather into a Transpose of the whole table
+// (even an identity one) and a GatherND, a 600 MB copy on every step. One node per token makes
+// long chunks slow to compile (7.5 s for 1024 tokens against 0.5), once per length bucket.
+func embed(table, ids *Node, bySlices bool) *Node {
+	if bySlices && table.Rank() == 3 && table.Shape().Dimensions[0] == 1 {
+		rows, d := table.Shape().Dimensions[1], table.Shape().Dimensions[2]
+		flat := Reshape(table, rows, d)
+		zero := ScalarZero(ids.Graph(), ids.DType())
+		parts := make([]*Node, ids.Shape().Dimensions[0])
+		for i := range parts {
+			id := Reshape(SliceAxis(ids, 0, AxisElem(i))) // scalar
+			parts[i] = DynamicSlice(flat, []*Node{id, zero}, []int{1, d})
+		}
+		if len(parts) == 1 {
+			return parts[0]
+		}
+		return Concatenate(parts, 0)
+	}
 	if table.Rank() == 2 {
 		d := table.Shape().Dimensions[0]
 		columns := GatherSlices(table, []int{1}, InsertAxes(ids, -1), []int{1}, false) // [S, d, 1]

@@ -54,6 +54,8 @@ type Model struct {
 
 	weights []*tensors.Tensor // in weightOrder
 	specs   []weightSpec
+	// embedSlices: the embedding lookup slices each token's row (see embed in graph.go).
+	embedSlices bool
 
 	mu       sync.Mutex // guards step compilation and runs
 	step     *graph.Exec

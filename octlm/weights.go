@@ -88,19 +88,31 @@ type layout struct {
 	// (hidden · headᵀ); stored as columns [d, vocab] the head is a plain product and the
 	// embedding lookup gathers columns.
 	headRows int
+
+	// embedSlices looks each token's embedding row up with a slice of its own instead of one
+	// gather (see embed in graph.go).
+	embedSlices bool
 }
 
 // headColumns as layout.headRows stores the embedding transposed, [d, vocab].
 const headColumns = -1
 
-// goBackend is the name (String) of GoMLX's pure-Go backend.
-const goBackendName = "go"
+// The names (String) of GoMLX's pure-Go and ONNX Runtime backends.
+const (
+	goBackendName   = "go"
+	onnxBackendName = "onnxruntime"
+)
 
 // layoutFor picks the layout for a backend: the pure-Go backend's below, plain [in, out] and
 // one embedding block elsewhere (XLA parallelises a matmul by itself).
 func layoutFor(backend compute.Backend) layout {
-	if backend.String() == goBackendName {
+	switch backend.String() {
+	case goBackendName:
 		return layout{linearBlocks: goLinearBlocks, headRows: goHeadRows}
+	case onnxBackendName:
+		// Measured on a full-size Qwen3-0.6B: decode 5.6 -> 7.7 tokens/s and peak RSS 2.36 ->
+		// 1.21x the weights against one gather per step.
+		return layout{linearBlocks: 1, embedSlices: true}
 	}
 	return layout{linearBlocks: 1}
 }
@@ -233,12 +245,13 @@ func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (m *M
 	if dtype == "" {
 		dtype = Float32
 	}
-	specs := layoutFor(opts.Backend).lay(weightSpecs(cfg))
+	lay := layoutFor(opts.Backend)
+	specs := lay.lay(weightSpecs(cfg))
 	index := make(map[string]int, len(specs))
 	for i, s := range specs {
 		index[s.Name] = i
 	}
-	m = &Model{Config: cfg, DType: dtype, Backend: opts.Backend, specs: specs, weights: make([]*tensors.Tensor, len(specs))}
+	m = &Model{Config: cfg, DType: dtype, Backend: opts.Backend, specs: specs, embedSlices: lay.embedSlices, weights: make([]*tensors.Tensor, len(specs))}
 	partial := m // error returns set m to nil; partial is what to free
 	defer func() {
 		if err != nil {
