@@ -4,6 +4,7 @@ go 1.27.4
 
 require (
 	github.com/gomlx/compute v0.1.14
+	github.com/gomlx/compute-onnx v0.1.13
 	github.com/gomlx/go-xla v0.4.13
 	github.com/gomlx/gomlx v0.28.16
 	github.com/janpfeifer/gonb v0.11.5

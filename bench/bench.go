@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/gomlx/compute"
@@ -34,6 +35,9 @@ type Options struct {
 
 	PromptTokens int // prompt length for prefill and time to first token (default 128)
 	DecodeTokens int // tokens generated one at a time after the prompt (default 64)
+	// Reps is how many times the timed prefill and decode run (default 1); the result reports
+	// the best run and the median of each.
+	Reps int
 
 	// Depth is how many positions the KV cache holds before the timed prompt (llama-bench's
 	// -d): prefill and decode are measured on top of them.
@@ -83,38 +87,45 @@ type Result struct {
 	Hidden  int    `json:"hidden_size"`
 	Vocab   int    `json:"vocab_size"`
 
-	CheckpointBytes          int64   `json:"checkpoint_bytes"` // bytes of the safetensors files
-	PlainReadSeconds         float64 `json:"plain_read_seconds"`
-	PlainReadBytesPerSecond  float64 `json:"plain_read_bytes_per_second"`
-	LoadSeconds              float64 `json:"load_seconds"`
-	LoadBytesPerSecond       float64 `json:"load_bytes_per_second"` // checkpoint bytes / load seconds
-	LoadReadRatio            float64 `json:"load_read_ratio"`       // load throughput / plain read throughput
-	WeightBytes              int64   `json:"weight_bytes"`          // resident weights
-	LoadPeakRSSBytes         int64   `json:"load_peak_rss_bytes"`   // peak RSS of the process up to the end of the load
-	LoadPeakRSSWeightRatio   float64 `json:"load_peak_rss_weight_ratio"`
-	PeakRSSBytes             int64   `json:"peak_rss_bytes"` // peak RSS over load, compile, prefill and decode
-	CompileSeconds           float64 `json:"compile_seconds"`
-	CompiledGraphs           int     `json:"compiled_graphs"`
-	Depth                    int     `json:"depth"`              // positions in the KV cache before the prompt
-	DepthFill                string  `json:"depth_fill"`         // "prefill" or "zeros"
-	DepthFillSeconds         float64 `json:"depth_fill_seconds"` // the prefill that filled it, compile excluded; 0 for zeros
-	KVCacheBytes             int64   `json:"kv_cache_bytes"`     // the timed run's KV cache: depth + prompt + decode positions
-	KVDType                  string  `json:"kv_dtype"`           // dtype of the stored keys and values
-	PromptTokens             int     `json:"prompt_tokens"`
-	PrefillSeconds           float64 `json:"prefill_seconds"`
-	PrefillTokensPerSecond   float64 `json:"prefill_tokens_per_second"`
-	TimeToFirstTokenSeconds  float64 `json:"time_to_first_token_seconds"`      // prefill + picking the token, graphs compiled
-	ColdTimeToFirstToken     float64 `json:"cold_time_to_first_token_seconds"` // the same on the first call, compile included
-	DecodeTokens             int     `json:"decode_tokens"`
-	DecodeSeconds            float64 `json:"decode_seconds"`
-	DecodeTokensPerSecond    float64 `json:"decode_tokens_per_second"`
-	DecodeMsPerToken         float64 `json:"decode_ms_per_token"`
-	PrefillCores             float64 `json:"prefill_cores"` // CPU seconds per wall second: how many cores the prefill kept busy
-	DecodeCores              float64 `json:"decode_cores"`  // the same for decoding; below GOMAXPROCS when other work shares the machine
-	KVCacheBytesPerPosition  int64   `json:"kv_cache_bytes_per_position"`
-	WeightBytesPerToken      int64   `json:"weight_bytes_per_token"` // weight bytes one decode step reads
-	ReadBandwidthBytesPerSec float64 `json:"read_bandwidth_bytes_per_second"`
-	RooflineRatio            float64 `json:"roofline_ratio"` // weight bytes per token × decode tok/s ÷ read bandwidth
+	CheckpointBytes         int64   `json:"checkpoint_bytes"` // bytes of the safetensors files
+	PlainReadSeconds        float64 `json:"plain_read_seconds"`
+	PlainReadBytesPerSecond float64 `json:"plain_read_bytes_per_second"`
+	LoadSeconds             float64 `json:"load_seconds"`
+	LoadBytesPerSecond      float64 `json:"load_bytes_per_second"` // checkpoint bytes / load seconds
+	LoadReadRatio           float64 `json:"load_read_ratio"`       // load throughput / plain read throughput
+	WeightBytes             int64   `json:"weight_bytes"`          // resident weights
+	LoadPeakRSSBytes        int64   `json:"load_peak_rss_bytes"`   // peak RSS of the process up to the end of the load
+	LoadPeakRSSWeightRatio  float64 `json:"load_peak_rss_weight_ratio"`
+	PeakRSSBytes            int64   `json:"peak_rss_bytes"` // peak RSS over load, compile, prefill and decode
+	CompileSeconds          float64 `json:"compile_seconds"`
+	CompiledGraphs          int     `json:"compiled_graphs"`
+	Depth                   int     `json:"depth"`              // positions in the KV cache before the prompt
+	DepthFill               string  `json:"depth_fill"`         // "prefill" or "zeros"
+	DepthFillSeconds        float64 `json:"depth_fill_seconds"` // the prefill that filled it (the first run's), compile excluded; 0 for zeros
+	KVCacheBytes            int64   `json:"kv_cache_bytes"`     // the timed run's KV cache: depth + prompt + decode positions
+	KVDType                 string  `json:"kv_dtype"`           // dtype of the stored keys and values
+	PromptTokens            int     `json:"prompt_tokens"`
+	PrefillSeconds          float64 `json:"prefill_seconds"`
+	PrefillTokensPerSecond  float64 `json:"prefill_tokens_per_second"`
+	TimeToFirstTokenSeconds float64 `json:"time_to_first_token_seconds"`      // prefill + picking the token, graphs compiled
+	ColdTimeToFirstToken    float64 `json:"cold_time_to_first_token_seconds"` // the same on the first call, compile included
+	DecodeTokens            int     `json:"decode_tokens"`
+	DecodeSeconds           float64 `json:"decode_seconds"`
+	DecodeTokensPerSecond   float64 `json:"decode_tokens_per_second"`
+	DecodeMsPerToken        float64 `json:"decode_ms_per_token"`
+	PrefillCores            float64 `json:"prefill_cores"` // CPU seconds per wall second: how many cores the prefill kept busy
+	DecodeCores             float64 `json:"decode_cores"`  // the same for decoding; below GOMAXPROCS when other work shares the machine
+	KVCacheBytesPerPosition int64   `json:"kv_cache_bytes_per_position"`
+	// Reps is how many timed runs there were; the prefill and decode fields above are the
+	// fastest run's, the medians and every run's speed follow.
+	Reps                         int       `json:"reps"`
+	PrefillTokensPerSecondMedian float64   `json:"prefill_tokens_per_second_median"`
+	DecodeTokensPerSecondMedian  float64   `json:"decode_tokens_per_second_median"`
+	PrefillTokensPerSecondRuns   []float64 `json:"prefill_tokens_per_second_runs"`
+	DecodeTokensPerSecondRuns    []float64 `json:"decode_tokens_per_second_runs"`
+	WeightBytesPerToken          int64     `json:"weight_bytes_per_token"` // weight bytes one decode step reads
+	ReadBandwidthBytesPerSec     float64   `json:"read_bandwidth_bytes_per_second"`
+	RooflineRatio                float64   `json:"roofline_ratio"` // weight bytes per token × decode tok/s ÷ read bandwidth
 }
 
 // Run loads the checkpoint and measures it. The steps run in this order so that none disturbs
@@ -219,28 +230,35 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	r.ColdTimeToFirstToken = cold.firstTokenWall.Seconds()
 
-	// The timed run, on a cache that holds Depth positions first. Steps that had to compile a
-	// new graph (the attended length grows by buckets) have their compile time taken out.
-	cache, err := newCache(m, opts.Depth+len(prompt)+opts.DecodeTokens, opts.KVDType)
-	if err != nil {
-		return r, err
-	}
-	defer cache.Close()
+	// The timed runs, each on a fresh cache that holds Depth positions first. Steps that had to
+	// compile a new graph (the attended length grows by buckets) have their compile time taken
+	// out.
 	r.Depth, r.DepthFill, r.KVDType = opts.Depth, opts.DepthFill, string(opts.KVDType)
 	if r.KVDType == "" {
 		r.KVDType = "model's"
 	}
-	r.KVCacheBytes = int64(cache.Capacity()) * cache.BytesPerPosition()
-	if opts.Depth > 0 {
-		logf("filling the KV cache to a depth of %d positions (%s)", opts.Depth, opts.DepthFill)
-		if r.DepthFillSeconds, err = fillCache(m, cache, fill, opts.DepthFill); err != nil {
+	var runs []timing
+	for i := range opts.Reps {
+		t, err := timedRun(ctx, m, opts, fill, prompt, &r, i, logf)
+		if err != nil {
 			return r, err
 		}
+		runs = append(runs, t)
+		r.PrefillTokensPerSecondRuns = append(r.PrefillTokensPerSecondRuns, float64(len(prompt))/t.prefill.Seconds())
+		r.DecodeTokensPerSecondRuns = append(r.DecodeTokensPerSecondRuns, float64(opts.DecodeTokens)/t.decode.Seconds())
 	}
-	logf("prefill %d tokens, then decode %d", len(prompt), opts.DecodeTokens)
-	run, err := generate(ctx, m, cache, prompt, opts.DecodeTokens+1, opts.Log)
-	if err != nil {
-		return r, err
+	r.Reps = opts.Reps
+	r.PrefillTokensPerSecondMedian = median(r.PrefillTokensPerSecondRuns)
+	r.DecodeTokensPerSecondMedian = median(r.DecodeTokensPerSecondRuns)
+	// The best prefill and the best decode (not necessarily the same run).
+	run := runs[0]
+	for _, t := range runs[1:] {
+		if t.prefill < run.prefill {
+			run.prefill, run.firstToken, run.prefillCPU = t.prefill, t.firstToken, t.prefillCPU
+		}
+		if t.decode < run.decode {
+			run.decode, run.decodeCPU = t.decode, t.decodeCPU
+		}
 	}
 	r.PeakRSSBytes = sysinfo.PeakRSS()
 	stats := m.CompileStats()
@@ -267,6 +285,33 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	r.ReadBandwidthBytesPerSec = ReadBandwidth(opts.BandwidthBytes, 3)
 	r.RooflineRatio = float64(r.WeightBytesPerToken) * r.DecodeTokensPerSecond / r.ReadBandwidthBytesPerSec
 	return r, nil
+}
+
+// timedRun is timed run i of opts.Reps: a fresh cache, filled to opts.Depth with fill (the
+// first run's fill time goes to r), then prompt and opts.DecodeTokens decode steps.
+func timedRun(ctx context.Context, m *octlm.Model, opts Options, fill, prompt []int, r *Result, i int, logf func(string, ...any)) (timing, error) {
+	cache, err := newCache(m, opts.Depth+len(prompt)+opts.DecodeTokens, opts.KVDType)
+	if err != nil {
+		return timing{}, err
+	}
+	defer cache.Close()
+	r.KVCacheBytes = int64(cache.Capacity()) * cache.BytesPerPosition()
+	run := ""
+	if opts.Reps > 1 {
+		run = fmt.Sprintf("run %d of %d: ", i+1, opts.Reps)
+	}
+	if opts.Depth > 0 {
+		logf("%sfilling the KV cache to a depth of %d positions (%s)", run, opts.Depth, opts.DepthFill)
+		seconds, err := fillCache(m, cache, fill, opts.DepthFill)
+		if err != nil {
+			return timing{}, err
+		}
+		if i == 0 {
+			r.DepthFillSeconds = seconds
+		}
+	}
+	logf("%sprefill %d tokens, then decode %d", run, len(prompt), opts.DecodeTokens)
+	return generate(ctx, m, cache, prompt, opts.DecodeTokens+1, opts.Log)
 }
 
 // checkLengths refuses depth + prompt + decode positions past the context length (an
@@ -310,6 +355,19 @@ func fillCache(m *octlm.Model, cache *octlm.Cache, ids []int, how string) (float
 	return (time.Since(begin) - (m.CompileStats().Time - compiled)).Seconds(), nil
 }
 
+// median is the middle value of xs (the mean of the two middle ones for an even count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 func withDefaults(o Options) Options {
 	if o.DType == "" {
 		o.DType = octlm.Float32
@@ -325,6 +383,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.DepthFill == "" {
 		o.DepthFill = FillPrefill
+	}
+	if o.Reps <= 0 {
+		o.Reps = 1
 	}
 	return o
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,10 +89,59 @@ func TestRun(t *testing.T) {
 		{"bandwidth measured", r.ReadBandwidthBytesPerSec > 1e8},
 		{"cores busy measured", r.PrefillCores > 0 && r.DecodeCores > 0},
 		{"checkpoint size", r.CheckpointBytes > 0 && r.PlainReadSeconds > 0},
+		{"one run by default", r.Reps == 1 && len(r.DecodeTokensPerSecondRuns) == 1 && r.DecodeTokensPerSecondMedian == r.DecodeTokensPerSecond},
 	}
 	for _, c := range checks {
 		if !c.ok {
 			t.Errorf("%s: not so in %+v", c.name, r)
+		}
+	}
+}
+
+// TestRunReps repeats the timed runs: the report's speeds are the best runs', with the medians
+// and every run alongside.
+func TestRunReps(t *testing.T) {
+	backend, err := compute.NewWithConfig("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), Options{Dir: filepath.Join("..", "testdata", "tiny-qwen3"), Backend: backend,
+		BackendName: "go", PromptTokens: 12, DecodeTokens: 4, Reps: 3, BandwidthBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Reps != 3 || len(r.PrefillTokensPerSecondRuns) != 3 || len(r.DecodeTokensPerSecondRuns) != 3 {
+		t.Fatalf("reps %d, runs %v and %v", r.Reps, r.PrefillTokensPerSecondRuns, r.DecodeTokensPerSecondRuns)
+	}
+	for _, c := range []struct {
+		name         string
+		best, median float64
+		runs         []float64
+	}{
+		{"prefill", r.PrefillTokensPerSecond, r.PrefillTokensPerSecondMedian, r.PrefillTokensPerSecondRuns},
+		{"decode", r.DecodeTokensPerSecond, r.DecodeTokensPerSecondMedian, r.DecodeTokensPerSecondRuns},
+	} {
+		sorted := slices.Sorted(slices.Values(c.runs))
+		if math.Abs(c.best-sorted[2]) > 1e-9*c.best || c.median != sorted[1] {
+			t.Errorf("%s: best %v, median %v of runs %v", c.name, c.best, c.median, c.runs)
+		}
+	}
+	var text strings.Builder
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "best of 3 runs, median") {
+		t.Errorf("report does not say best and median:\n%s", text.String())
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tt := range []struct {
+		xs   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}, {nil, 0}} {
+		if got := median(tt.xs); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", tt.xs, got, tt.want)
 		}
 	}
 }

@@ -28,9 +28,9 @@ func (r Result) WriteText(w io.Writer) error {
 		{"peak RSS", fmt.Sprintf("%s after the load (%.2f × the weights), %s in all", loader.HumanBytes(r.LoadPeakRSSBytes), r.LoadPeakRSSWeightRatio, loader.HumanBytes(r.PeakRSSBytes))},
 		{"compile", fmt.Sprintf("%.2f s for %d graphs", r.CompileSeconds, r.CompiledGraphs)},
 		{"depth", r.depthText()},
-		{"prefill", fmt.Sprintf("%d tokens in %.3f s: %.1f tokens/s (%.2f cores busy)", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerSecond, r.PrefillCores)},
+		{"prefill", fmt.Sprintf("%d tokens in %.3f s: %.1f tokens/s (%.2f cores busy)%s", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerSecond, r.PrefillCores, r.spread(r.PrefillTokensPerSecondMedian))},
 		{"time to first token", fmt.Sprintf("%.3f s (%.3f s on the first call, compile included)", r.TimeToFirstTokenSeconds, r.ColdTimeToFirstToken)},
-		{"decode", fmt.Sprintf("%d tokens: %.1f ms/token, %.2f tokens/s (%.2f cores busy)", r.DecodeTokens, r.DecodeMsPerToken, r.DecodeTokensPerSecond, r.DecodeCores)},
+		{"decode", fmt.Sprintf("%d tokens: %.1f ms/token, %.2f tokens/s (%.2f cores busy)%s", r.DecodeTokens, r.DecodeMsPerToken, r.DecodeTokensPerSecond, r.DecodeCores, r.spread(r.DecodeTokensPerSecondMedian))},
 		{"KV cache", fmt.Sprintf("%s per position (%s keys and values); %s for the %d positions of depth, prompt and decode",
 			loader.HumanBytes(r.KVCacheBytesPerPosition), r.KVDType, loader.HumanBytes(r.KVCacheBytes), r.Depth+r.PromptTokens+r.DecodeTokens)},
 		{"read bandwidth", gb(r.ReadBandwidthBytesPerSec) + " (streaming read, all cores)"},
@@ -54,4 +54,12 @@ func (r Result) depthText() string {
 	}
 	return fmt.Sprintf("%d positions in the KV cache before the prompt, filled by a prefill in %.1f s (%.1f tokens/s)",
 		r.Depth, r.DepthFillSeconds, float64(r.Depth)/r.DepthFillSeconds)
+}
+
+// spread says, after more than one run, that the speed shown is the best and what the median was.
+func (r Result) spread(median float64) string {
+	if r.Reps <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("; best of %d runs, median %.2f", r.Reps, median)
 }

@@ -10,32 +10,38 @@
 #     go and goimports written into the kernel's environment (kernel.json "env");
 #   - with --browser, what checks exported notebooks in a real browser: Debian's chromium, Node.js
 #     and npm (Debian's, unless node is already on PATH), and playwright-core pinned in
-#     notebooks/browsercheck/package-lock.json (npm ci --ignore-scripts: no browser download).
+#     notebooks/browsercheck/package-lock.json (npm ci --ignore-scripts: no browser download);
+#   - ONNX Runtime for octlm's "onnx" backend: npm's onnxruntime-node@1.30.0 in
+#     ~/.cache/octlm/onnxruntime (its install script, which downloads more, skipped; npm from
+#     Debian if missing), where octlm finds it.
 #
 # It is idempotent: run it again and it only does what is missing. It is used by .ci/run and by
 # docker/Dockerfile*, so CI tests the same steps a user's image runs.
 #
-# Usage: bash docker/install.sh [--server] [--browser] [--no-apt]
+# Usage: bash docker/install.sh [--server] [--browser] [--no-apt] [--no-onnx]
 #   --server   also install the Jupyter notebook server (for `jupyter notebook`).
 #   --browser  also install chromium, Node.js and playwright-core (notebooks/browsercheck).
-#   --no-apt   skip apt-get: Jupyter comes from elsewhere (pip, conda, Homebrew); only the Go
-#              tools and the kernel are installed.
+#   --no-apt   skip apt-get: Jupyter (and npm) come from elsewhere (pip, conda, Homebrew); only
+#              the Go tools, the kernel and ONNX Runtime (if npm is found) are installed.
+#   --no-onnx  skip ONNX Runtime.
 set -euo pipefail
 
 server=0
 browser=0
 apt=1
+onnx=1
 for arg in "$@"; do
 	case "$arg" in
 	--server) server=1 ;;
 	--browser) browser=1 ;;
 	--no-apt) apt=0 ;;
+	--no-onnx) onnx=0 ;;
 	-h | --help)
 		awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
 		exit 0
 		;;
 	*)
-		echo "install.sh: unknown flag $arg (want --server, --browser, --no-apt)" >&2
+		echo "install.sh: unknown flag $arg (want --server, --browser, --no-apt, --no-onnx)" >&2
 		exit 2
 		;;
 	esac
@@ -78,6 +84,9 @@ if [ "$apt" = 1 ]; then
 		if ! command -v node >/dev/null 2>&1; then
 			pkgs+=(nodejs npm)
 		fi
+	fi
+	if [ "$onnx" = 1 ] && ! command -v npm >/dev/null 2>&1 && [[ " ${pkgs[*]} " != *" npm "* ]]; then
+		pkgs+=(npm)
 	fi
 	missing=()
 	for p in "${pkgs[@]}"; do
@@ -164,3 +173,19 @@ if [ "$browser" = 1 ]; then
 	[ -f "$bc/node_modules/playwright-core/package.json" ] || die "playwright-core missing in $bc/node_modules after npm ci"
 fi
 say "done: gonb kernel installed; GOEXPERIMENT=simd set in its environment"
+
+# 5. ONNX Runtime from npm (octlm's "onnx" backend looks in this folder; see `octlm backends`).
+if [ "$onnx" = 1 ]; then
+	ortdir="$HOME/.cache/octlm/onnxruntime"
+	ortlib="$ortdir/node_modules/onnxruntime-node/bin/napi-v6/linux/$(uname -m | sed 's/x86_64/x64/; s/aarch64/arm64/')/libonnxruntime.so.1"
+	if [ -f "$ortlib" ] && grep -q '"version": "1.30.0"' "$ortdir/node_modules/onnxruntime-node/package.json" 2>/dev/null; then
+		say "ONNX Runtime already installed: $ortlib"
+	elif command -v npm >/dev/null 2>&1; then
+		say "npm install onnxruntime-node@1.30.0 into $ortdir"
+		mkdir -p "$ortdir"
+		npm install --prefix "$ortdir" --ignore-scripts --no-audit --no-fund onnxruntime-node@1.30.0 >&2 || die "npm install onnxruntime-node"
+		[ -f "$ortlib" ] || die "$ortlib missing after npm install"
+	else
+		say "npm not found: ONNX Runtime not installed (the onnx backend stays unavailable)"
+	fi
+fi

@@ -155,35 +155,47 @@ func (f *File) ReadBFloat16(t TensorInfo, dst []uint16) error {
 // len(dst) == t.NumElements(). The bytes are read and converted in bounded chunks, in parallel
 // for large tensors, so no second full-size copy of the tensor is ever held.
 func (f *File) ReadFloat32(t TensorInfo, dst []float32) error {
+	if n := t.NumElements(); len(dst) != n {
+		return fmt.Errorf("loader: %s: tensor %q: destination holds %d elements, tensor has %d", f.path, t.Name, len(dst), n)
+	}
+	return f.ReadFloat32Range(t, 0, dst)
+}
+
+// ReadFloat32Range is ReadFloat32 for the elements first … first+len(dst)-1 of the tensor (in
+// its row-major order), so a large tensor can be decoded piece by piece into a small buffer.
+func (f *File) ReadFloat32Range(t TensorInfo, first int, dst []float32) error {
+	if n := t.NumElements(); first < 0 || first > n || len(dst) > n-first {
+		return fmt.Errorf("loader: %s: tensor %q: elements %d…%d are outside its %d", f.path, t.Name, first, first+len(dst)-1, n)
+	}
 	switch t.DType {
 	case BF16:
-		return readInto(f, t, dst, 2, decodeBF16)
+		return readRange(f, t, first, dst, 2, decodeBF16)
 	case F16:
-		return readInto(f, t, dst, 2, func(out []float32, raw []byte) {
+		return readRange(f, t, first, dst, 2, func(out []float32, raw []byte) {
 			for i := range out {
 				out[i] = Float16ToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
 			}
 		})
 	case F32:
-		return readInto(f, t, dst, 4, func(out []float32, raw []byte) {
+		return readRange(f, t, first, dst, 4, func(out []float32, raw []byte) {
 			for i := range out {
 				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 			}
 		})
 	case F64:
-		return readInto(f, t, dst, 8, func(out []float32, raw []byte) {
+		return readRange(f, t, first, dst, 8, func(out []float32, raw []byte) {
 			for i := range out {
 				out[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:])))
 			}
 		})
 	case F8E4M3:
-		return readInto(f, t, dst, 1, func(out []float32, raw []byte) {
+		return readRange(f, t, first, dst, 1, func(out []float32, raw []byte) {
 			for i := range out {
 				out[i] = f8e4m3Table[raw[i]]
 			}
 		})
 	case F8E5M2:
-		return readInto(f, t, dst, 1, func(out []float32, raw []byte) {
+		return readRange(f, t, first, dst, 1, func(out []float32, raw []byte) {
 			for i := range out {
 				out[i] = Float8E5M2ToFloat32(raw[i])
 			}
@@ -265,20 +277,26 @@ const chunkBytes = 256 << 10
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return &b }}
 
 // readInto decodes t chunk by chunk into the matching slices of dst, with up to GOMAXPROCS
-// workers for large tensors. Chunks come straight from the file's mapping when it has one
-// (their pages released once decoded, so the file never joins the resident set), else from
-// ReadAt into a pooled buffer of chunkBytes.
+// workers for large tensors.
 func readInto[T any](f *File, t TensorInfo, dst []T, elemSize int, decode func(out []T, raw []byte)) error {
+	if n := t.NumElements(); len(dst) != n {
+		return fmt.Errorf("loader: %s: tensor %q: destination holds %d elements, tensor has %d", f.path, t.Name, len(dst), n)
+	}
+	return readRange(f, t, 0, dst, elemSize, decode)
+}
+
+// readRange decodes the elements first … first+len(dst)-1 of t like readInto. Chunks come
+// straight from the file's mapping when it has one (their pages released once decoded, so the
+// file never joins the resident set), else from ReadAt into a pooled buffer of chunkBytes.
+func readRange[T any](f *File, t TensorInfo, first int, dst []T, elemSize int, decode func(out []T, raw []byte)) error {
 	if err := f.check(t); err != nil {
 		return err
 	}
-	n := t.NumElements()
-	if len(dst) != n {
-		return fmt.Errorf("loader: %s: tensor %q: destination holds %d elements, tensor has %d", f.path, t.Name, len(dst), n)
-	}
-	if int64(n)*int64(elemSize) != t.Size {
+	if int64(t.NumElements())*int64(elemSize) != t.Size {
 		return fmt.Errorf("loader: %s: tensor %q: %s is not %d bytes per element", f.path, t.Name, t.DType, elemSize)
 	}
+	n := len(dst)
+	base := t.Offset + int64(first)*int64(elemSize)
 	per := chunkBytes / elemSize
 	chunks := (n + per - 1) / per
 	workers := min(runtime.GOMAXPROCS(0), chunks, maxReadWorkers)
@@ -317,8 +335,8 @@ func readInto[T any](f *File, t TensorInfo, dst []T, elemSize int, decode func(o
 			}
 			lo := c * per
 			hi := min(lo+per, n)
-			off := t.Offset + int64(lo*elemSize)
-			end := t.Offset + int64(hi*elemSize)
+			off := base + int64(lo*elemSize)
+			end := base + int64(hi*elemSize)
 			if f.data != nil {
 				decode(dst[lo:hi], f.data[off:end])
 				releasePages(f.data, off, end)
@@ -343,7 +361,7 @@ func readInto[T any](f *File, t TensorInfo, dst []T, elemSize int, decode func(o
 	}
 	if f.data != nil {
 		// Also the pages shared with neighbouring tensors, which no chunk released alone.
-		releasePages(f.data, t.Offset&^4095, t.Offset+t.Size+4095)
+		releasePages(f.data, base&^4095, base+int64(n*elemSize)+4095)
 	}
 	return firstErr
 }

@@ -414,3 +414,61 @@ func TestFloat32ToBFloat16(t *testing.T) {
 		}
 	}
 }
+
+// TestReadFloat32Range reads pieces of a BF16 tensor of several chunks (the parallel path) and
+// of a small F32 one, each against the whole tensor read at once, and refuses ranges outside.
+func TestReadFloat32Range(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	big := make([]uint16, 5*chunkBytes/4+33)
+	for i := range big {
+		big[i] = Float32ToBFloat16(float32(rng.NormFloat64()))
+	}
+	small := []float32{1, 2, 3, 4, 5}
+	path := filepath.Join(t.TempDir(), "range.safetensors")
+	if err := WriteFile(path, []WriteTensor{
+		{"big", BF16, []int{len(big)}, le(big, 2, func(b []byte, v uint16) { binary.LittleEndian.PutUint16(b, v) })},
+		{"small", F32, []int{5}, le(small, 4, func(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) })},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tests := []struct {
+		name         string
+		first, count int
+		wantErr      bool
+	}{
+		{"big", 0, len(big), false},
+		{"big", 1, chunkBytes, false}, // odd start, crosses chunk boundaries
+		{"big", len(big) - 7, 7, false},
+		{"big", len(big), 0, false},
+		{"big", len(big) - 7, 8, true},
+		{"big", -1, 2, true},
+		{"small", 2, 3, false},
+		{"small", 5, 1, true},
+	}
+	for _, tt := range tests {
+		ti, _ := f.Lookup(tt.name)
+		whole := make([]float32, ti.NumElements())
+		if err := f.ReadFloat32(ti, whole); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, tt.count)
+		err := f.ReadFloat32Range(ti, tt.first, got)
+		if tt.wantErr {
+			if err == nil || !strings.Contains(err.Error(), tt.name) {
+				t.Errorf("%s[%d:+%d]: got error %v, want one naming the tensor", tt.name, tt.first, tt.count, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s[%d:+%d]: %v", tt.name, tt.first, tt.count, err)
+		}
+		if !slices.Equal(got, whole[tt.first:tt.first+tt.count]) {
+			t.Errorf("%s[%d:+%d]: values differ from the whole read", tt.name, tt.first, tt.count)
+		}
+	}
+}

@@ -101,14 +101,9 @@ func kvBytesPerPosition(cfg Config, dtype dtypes.DType) int64 {
 	return int64(2*cfg.NLayers*cfg.KVHeads*cfg.HeadWidth()) * int64(dtype.Size())
 }
 
-// cacheDType is the dtype of the KV cache: the model's, except float16, which the pure-Go
-// backend cannot scatter-add; float16 keys and values are stored exactly in float32 then.
-func (m *Model) cacheDType() dtypes.DType {
-	if m.DType == Float16 {
-		return dtypes.Float32
-	}
-	return m.DType.gomlx()
-}
+// cacheDType is the dtype of the KV cache: the model's (TestScatterSumFloat16 checks the
+// float16 cache write).
+func (m *Model) cacheDType() dtypes.DType { return m.DType.gomlx() }
 
 // Pad appends n positions whose keys and values are zero, without running the model. A decode
 // step's work depends on how many positions the cache holds, not on their values, so a padded

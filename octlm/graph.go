@@ -12,7 +12,9 @@ package octlm
 
 import (
 	"math"
+	"slices"
 
+	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
@@ -46,7 +48,7 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	causal := LessOrEqual(InsertAxes(keyPos, 0), InsertAxes(positions, -1)) // [S, Lb]
 
 	// embed_tokens
-	hidden := embed(w.embed, ids) // [S, d]
+	hidden := embed(w.embed, ids, m.embedSlices) // [S, d]
 
 	newCaches := make([]*Node, 0, len(caches))
 	for i, layer := range w.layers {
@@ -71,9 +73,32 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	return append([]*Node{logits}, newCaches...)
 }
 
-// embed looks token IDs up in embed_tokens, stored as row blocks [blocks, rows, d]: token id
-// is row id % rows of block id / rows.
-func embed(table, ids *Node) *Node {
+// embed looks token IDs up in embed_tokens, stored as columns [d, vocab] (token id is column
+// id) or as row blocks [blocks, rows, d] (token id is row id % rows of block id / rows); see
+// layout in weights.go. With bySlices (one block only) each token's row is a DynamicSlice of
+// its own: GoMLX's ONNX Runtime backend turns a Gather into a Transpose of the whole table
+// (even an identity one) and a GatherND, a 600 MB copy on every step. One node per token makes
+// long chunks slow to compile (7.5 s for 1024 tokens against 0.5), once per length bucket.
+func embed(table, ids *Node, bySlices bool) *Node {
+	if bySlices && table.Rank() == 3 && table.Shape().Dimensions[0] == 1 {
+		rows, d := table.Shape().Dimensions[1], table.Shape().Dimensions[2]
+		flat := Reshape(table, rows, d)
+		zero := ScalarZero(ids.Graph(), ids.DType())
+		parts := make([]*Node, ids.Shape().Dimensions[0])
+		for i := range parts {
+			id := Reshape(SliceAxis(ids, 0, AxisElem(i))) // scalar
+			parts[i] = DynamicSlice(flat, []*Node{id, zero}, []int{1, d})
+		}
+		if len(parts) == 1 {
+			return parts[0]
+		}
+		return Concatenate(parts, 0)
+	}
+	if table.Rank() == 2 {
+		d := table.Shape().Dimensions[0]
+		columns := GatherSlices(table, []int{1}, InsertAxes(ids, -1), []int{1}, false) // [S, d, 1]
+		return Reshape(columns, ids.Shape().Dimensions[0], d)
+	}
 	rows := table.Shape().Dimensions[1]
 	block := DivScalar(ids, rows)
 	row := Sub(ids, MulScalar(block, rows))
@@ -81,14 +106,21 @@ func embed(table, ids *Node) *Node {
 }
 
 // lmHead is the output head: logits = hidden · headᵀ, where head is lm_head.weight, or
-// embed_tokens when tied. hidden is [P, d], head [blocks, rows, d] (the embedding's layout);
+// embed_tokens when tied; hidden is [P, d]. A head stored as columns [d, vocab] is the plain
+// product's right operand. Stored as row blocks [blocks, rows, d] (the embedding's layout),
 // every block is one batch of the product and the zero rows past the vocabulary in the last
 // block are cut off.
 //
 // The product runs in the head's dtype: compute v0.1.14's pure-Go DotGeneral multiplies
-// half-precision operands in this layout correctly, with a float32 accumulator, so the head is
-// not widened to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per step).
+// half-precision operands in these layouts correctly, with a float32 accumulator, so the head
+// is not widened to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per step).
 func lmHead(hidden, head *Node, vocab int) *Node {
+	if head.Rank() == 2 {
+		p := hidden.Shape().Dimensions[0]
+		hidden = padRows(hidden, 0, head.Shape().Size())
+		logits := DotGeneral(hidden, []int{1}, nil, head, []int{0}, nil) // [P, vocab]
+		return SliceAxis(logits, 0, AxisRange(0, p))
+	}
 	blocks, rows, d := head.Shape().Dimensions[0], head.Shape().Dimensions[1], head.Shape().Dimensions[2]
 	p := hidden.Shape().Dimensions[0]
 	perBlock := BroadcastToDims(InsertAxes(hidden, 0), blocks, p, d)
@@ -105,11 +137,21 @@ func rmsNorm(x, weight *Node, eps float64) *Node {
 	dtype := x.DType()
 	x32 := ConvertDType(x, dtypes.Float32)
 	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
-	x32 = Mul(x32, Rsqrt(AddScalar(variance, eps)))
+	x32 = divSqrt(x32, AddScalar(variance, eps))
 	for weight.Rank() < x.Rank() {
 		weight = InsertAxes(weight, 0)
 	}
 	return Mul(weight, ConvertDType(x32, dtype))
+}
+
+// divSqrt is x / √v as torch.rsqrt computes it, x · rsqrt(v). Backends without Rsqrt (GoMLX's
+// ONNX Runtime backend has none) divide by the square root instead, which differs only in the
+// last bit.
+func divSqrt(x, v *Node) *Node {
+	if x.Graph().Backend().Capabilities().Operations[compute.OpTypeRsqrt] {
+		return Mul(x, Rsqrt(v))
+	}
+	return Div(x, Sqrt(v))
 }
 
 // The Linear layers run as tensor parallelism splits them over devices (see layout), with
@@ -122,24 +164,58 @@ func rmsNorm(x, weight *Node, eps float64) *Node {
 // [blocks, in, out/blocks]; the result stays in blocks: [blocks, S, out/blocks].
 func columnParallel(x, weight *Node) *Node {
 	blocks, in := weight.Shape().Dimensions[0], weight.Shape().Dimensions[1]
+	rows := x.Shape().Dimensions[0]
+	x = padRows(x, 0, weight.Shape().Size()/blocks)
 	perBlock := BroadcastToDims(InsertAxes(x, 0), blocks, x.Shape().Dimensions[0], in)
-	return DotGeneral(perBlock, []int{2}, []int{0}, weight, []int{1}, []int{0})
+	out := DotGeneral(perBlock, []int{2}, []int{0}, weight, []int{1}, []int{0})
+	return SliceAxis(out, 1, AxisRange(0, rows))
 }
 
 // rowParallel is nn.Linear (no bias) on x in blocks [blocks, S, in/blocks] with the weight in
 // matching input blocks [blocks, in/blocks, out]: the sum of the blocks' products, [S, out].
 // The partial products are summed in float32, as one matmul's accumulator would.
 func rowParallel(x, weight *Node) *Node {
+	rows := x.Shape().Dimensions[1]
+	x = padRows(x, 1, weight.Shape().Size()/weight.Shape().Dimensions[0])
 	partial := Dot(x, weight).WithOutputDType(dtypes.Float32).General([]int{2}, []int{0}, []int{1}, []int{0})
+	partial = SliceAxis(partial, 1, AxisRange(0, rows))
 	return ConvertDType(ReduceSum(partial, 0), x.DType())
+}
+
+// minMatMulMACs is the smallest product (rows × in × out multiply-adds) that GoMLX's pure-Go
+// backend (compute v0.1.14) sends to its packing "large" kernel, which splits one product
+// over the cores; below it a product runs on a "small" kernel that reads a single row's
+// weight at about 1 GB/s against the large kernel's 12 (BenchmarkMatVec). The router's
+// threshold is internal, so padRows pads the rows of a product up to it.
+var minMatMulMACs = 4 << 20
+
+// maxPadRows bounds the padding: products that would need more rows are small enough (tiny
+// test models) to run as they are.
+const maxPadRows = 16
+
+// padRows appends zero rows to x along axis so that rows × weightSize reaches minMatMulMACs,
+// where that takes at most maxPadRows rows. The padded rows' results are sliced off by the
+// caller; the real rows' results do not depend on them.
+func padRows(x *Node, axis, weightSize int) *Node {
+	rows := x.Shape().Dimensions[axis]
+	want := ceilDiv(minMatMulMACs, weightSize)
+	if rows >= want || want > maxPadRows {
+		return x
+	}
+	dims := slices.Clone(x.Shape().Dimensions)
+	dims[axis] = want - rows
+	return Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), dims...))}, axis)
 }
 
 // dotLastAxes contracts the last axis of lhs with the last axis of rhs, with the first
 // numBatch axes of both as batch axes (q·kᵀ, hidden·embed_tokensᵀ).
 //
-// GoMLX v0.28.2's pure-Go DotGeneral returns wrong numbers for bfloat16 and float16 operands in
-// this layout (rhs contracted on its last axis), so half-precision operands are multiplied in
-// float32 and rounded back, which is also what a GPU's float32 accumulator does.
+// GoMLX v0.28.2's pure-Go DotGeneral returned wrong numbers for bfloat16 and float16 operands
+// in this layout (rhs contracted on its last axis) on an Intel AVX-512 machine, so
+// half-precision operands are multiplied in float32 and rounded back, which is also what a
+// GPU's float32 accumulator does. TestHalfDotLastAxes logs whether the backend's own product
+// is right on the CPU it runs on (it is on AMD Zen 5 with compute v0.1.14); the upcast stays
+// until it is shown right on Intel too.
 func dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
 	batch := make([]int, numBatch)
 	for i := range batch {
@@ -250,8 +326,8 @@ func (m *Model) attention(x *Node, layer layerNodes, cos, sin, causal, kCache, v
 	k = applyRotary(k, cos, sin, c.RopeSplit)
 
 	// Write k and v at cache slots start..start+S-1 of every kv head; padding rows write zeros.
-	// The cache may be wider than the activations (see cacheDType; values stay exact) or
-	// narrower (a bfloat16 cache under float32 activations: keys and values are rounded).
+	// The cache holds the activations' dtype (see cacheDType) or a narrower one (a bfloat16
+	// cache under float32 activations: keys and values are rounded).
 	dtype := k.DType()
 	keep := ConvertDType(Reshape(real, 1, seqLen, 1, 1), dtype)
 	perHead := func(t *Node) *Node { // [blocks, S, kvPer, headDim] -> [kvHeads, S, headDim]

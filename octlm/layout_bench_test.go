@@ -19,8 +19,8 @@ func withLayout(t testing.TB, blocks, headRows int) {
 }
 
 // TestLayouts holds every weight layout to the same parity as the default: Linear weights
-// plain or in column blocks, the embedding in one block or in row blocks with zero rows past
-// the vocabulary, on the full and token-by-token paths.
+// plain or in column blocks, the embedding in one block, in row blocks with zero rows past
+// the vocabulary or as columns, on the full and token-by-token paths.
 func TestLayouts(t *testing.T) {
 	// Resident shapes in tiny-qwen3 (vocab 320, d 64, 4 heads over 2 kv heads of 32, MLP 96):
 	// attention splits into at most 2 blocks (its kv heads), the MLP into divisors of 96.
@@ -34,10 +34,17 @@ func TestLayouts(t *testing.T) {
 		{4, 96, []int{4, 80, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{4, 64, 24}, []int{4, 24, 64}}, // 16 zero rows
 		{3, 300, []int{2, 160, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{3, 64, 32}, []int{3, 32, 64}},
 		{8, 1000, []int{1, 320, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{8, 64, 12}, []int{8, 12, 64}},
+		{1, headColumns, []int{64, 320}, []int{1, 64, 128}, []int{1, 128, 64}, []int{1, 64, 96}, []int{1, 96, 64}},
+		{2, headColumns, []int{64, 320}, []int{2, 64, 64}, []int{2, 64, 64}, []int{2, 64, 48}, []int{2, 48, 64}},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("blocks=%d,headRows=%d", tt.blocks, tt.headRows), func(t *testing.T) {
 			withLayout(t, tt.blocks, tt.headRows)
+			if tt.headRows == headColumns {
+				old := columnRows
+				columnRows = 96 // 320 rows load in four pieces, the last one short
+				t.Cleanup(func() { columnRows = old })
+			}
 			for _, name := range fixtures {
 				m := loadFixture(t, name, Float32)
 				if name == "tiny-qwen3" {
@@ -48,6 +55,11 @@ func TestLayouts(t *testing.T) {
 						if got := m.weights[w.index].Shape().Dimensions; !slices.Equal(got, w.want) {
 							t.Errorf("%s resident as %v, want %v", m.specs[w.index].Name, got, w.want)
 						}
+					}
+				}
+				if name == "tiny-qwen3-untied" { // lm_head.weight in the tied head's layout
+					if head, embed := m.weights[len(m.weights)-1].Shape().Dimensions, m.weights[0].Shape().Dimensions; !slices.Equal(head, embed) {
+						t.Errorf("lm_head.weight resident as %v, the embedding as %v", head, embed)
 					}
 				}
 				for n, ref := range readReference(t, name) {
@@ -126,9 +138,19 @@ func rewriteFixture(t *testing.T, name string, edit func([]loader.WriteTensor) [
 }
 
 // TestTiedHead checks the stored copy of the tied output head: equal bytes load, either copy
-// alone loads, a copy that differs by one value is refused with both names.
+// alone loads, a copy that differs by one value is refused with both names; with the embedding
+// in padded row blocks (the check must compare the real rows only) and as columns (it must
+// compare each value with its transposed place).
 func TestTiedHead(t *testing.T) {
-	withLayout(t, 4, 96) // padded embedding blocks: the check must compare the real rows only
+	for _, headRows := range []int{96, headColumns} {
+		t.Run(fmt.Sprintf("headRows=%d", headRows), func(t *testing.T) {
+			withLayout(t, 4, headRows)
+			testTiedHead(t)
+		})
+	}
+}
+
+func testTiedHead(t *testing.T) {
 	ref := readReference(t, "tiny-qwen3")[1]
 	byName := func(ts []loader.WriteTensor, name string) int {
 		return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
@@ -174,6 +196,36 @@ func TestTiedHead(t *testing.T) {
 				t.Fatalf("max abs error %.3g", worst)
 			}
 		})
+	}
+}
+
+// TestPadRows runs the fixtures with the product threshold lowered so that every Linear
+// product and the head pad their rows (decode steps of one row become 16), and holds them to
+// the parity of the unpadded graph.
+func TestPadRows(t *testing.T) {
+	old := minMatMulMACs
+	// tiny-qwen3's smallest weights (k_proj, v_proj: 64×64) pad to 16 rows, q_proj and o_proj
+	// (64×128) to 8, the MLP (64×96) to 11, the head (64×320) to 4.
+	minMatMulMACs = 16 * 64 * 64
+	t.Cleanup(func() { minMatMulMACs = old })
+	withLayout(t, 1, headColumns)
+	for _, name := range fixtures {
+		m := loadFixture(t, name, Float32)
+		ref := readReference(t, name)[0]
+		cache, err := m.NewCache(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []Logits
+		for _, id := range ref.ids {
+			l, err := m.ForwardCached([]int{id}, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, l)
+		}
+		cache.Close()
+		checkParity(t, name, 0, map[string]Logits{"token-by-token": concatLogits(parts...)}, ref)
 	}
 }
 

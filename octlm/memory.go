@@ -13,8 +13,9 @@ type Memory struct {
 	KVCache   int64 // keys and values for Positions positions (the cache's capacity bucket)
 	Positions int
 	// Working is the largest transient buffer: the float32 scratch one weight passes through
-	// while it is converted or transposed into place (every Linear weight; the embedding and
-	// head too where the resident dtype is float16, which the checkpoint's BF16 is not).
+	// while it is converted or transposed into place (every Linear weight; columnRows rows of a
+	// head stored as columns; an embedding or head in row blocks where the resident dtype is
+	// float16, which the checkpoint's BF16 is not).
 	Working int64
 }
 
@@ -50,8 +51,11 @@ func MemoryNeeded(cfg Config, dtype DType, backend compute.Backend, positions in
 			n *= int64(d)
 		}
 		m.Weights += n * size
-		if s.Kind == columnWeight || s.Kind == rowWeight || (s.Kind == embeddingWeight && dtype == Float16) {
+		switch {
+		case s.Kind == columnWeight || s.Kind == rowWeight || (s.Kind == embeddingWeight && dtype == Float16):
 			scratch = max(scratch, 4*n) // see fill
+		case s.Kind == embeddingColumns:
+			scratch = max(scratch, 4*int64(min(columnRows, s.HubShape[0])*s.HubShape[1])) // see fillColumns
 		}
 	}
 	m.Working = scratch

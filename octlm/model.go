@@ -54,6 +54,8 @@ type Model struct {
 
 	weights []*tensors.Tensor // in weightOrder
 	specs   []weightSpec
+	// embedSlices: the embedding lookup slices each token's row (see embed in graph.go).
+	embedSlices bool
 
 	mu       sync.Mutex // guards step compilation and runs
 	step     *graph.Exec
@@ -89,7 +91,7 @@ type layerNodes struct {
 type weightNodes struct {
 	embed, norm *graph.Node
 	layers      []layerNodes
-	lmHead      *graph.Node // [blocks, rows, d]: the embedding when tied, else lm_head.weight
+	lmHead      *graph.Node // [d, vocab] or [blocks, rows, d]: the embedding when tied, else lm_head.weight
 }
 
 func (m *Model) numWeights() int { return len(m.specs) }

@@ -332,3 +332,30 @@ func BenchmarkCheckpointLayouts(b *testing.B) {
 	b.Run("decode", func(b *testing.B) { decodeSideBySide(b, dir, layouts) })
 	b.Run("prefill", func(b *testing.B) { prefillSideBySide(b, dir, layouts) })
 }
+
+// BenchmarkDecodeDTypes decodes through four layers and the full-vocabulary head with the
+// weights in float32 and in bfloat16, side by side (the question whether bfloat16, half the
+// bytes per token, is the faster way to generate on the pure-Go backend).
+func BenchmarkDecodeDTypes(b *testing.B) {
+	dir := benchCheckpoint(b, 4, fullVocab)
+	dts := []DType{Float32, BFloat16}
+	decoders := make([]*decoder, len(dts))
+	for i, dt := range dts {
+		m, err := Load(dir, LoadOptions{Backend: goBackend(b), DType: dt})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(m.Close)
+		decoders[i] = newDecoder(b, m)
+	}
+	took := make([]time.Duration, len(dts))
+	for b.Loop() {
+		for i, d := range decoders {
+			took[i] += d.step()
+		}
+	}
+	for i, dt := range dts {
+		b.ReportMetric(float64(took[i].Microseconds())/1000/float64(b.N), "ms/"+string(dt))
+	}
+	b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "x_bf16/f32")
+}

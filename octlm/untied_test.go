@@ -75,8 +75,10 @@ func TestUntiedHeadIsUsed(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := loadFixture(t, "tiny-qwen3-untied", Float32)
-			if got := m.weights[len(m.weights)-1].Shape().Dimensions; got[len(got)-1] != 64 || m.specs[len(m.specs)-1].Name != TiedHeadName {
-				t.Fatalf("last weight %s %v, want lm_head.weight [.., .., 64]", m.specs[len(m.specs)-1].Name, got)
+			// The head is last, laid out as the embedding is (the tied head's layout).
+			head, embedding := m.weights[len(m.weights)-1].Shape().Dimensions, m.weights[0].Shape().Dimensions
+			if m.specs[len(m.specs)-1].Name != TiedHeadName || !slices.Equal(head, embedding) {
+				t.Fatalf("last weight %s %v, want lm_head.weight %v (the embedding's layout)", m.specs[len(m.specs)-1].Name, head, embedding)
 			}
 			tt.mutate(m)
 			got, err := m.Forward(ref.ids)

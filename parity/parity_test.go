@@ -515,9 +515,6 @@ func TestHalfPrecision(t *testing.T) {
 	}
 	for _, dtype := range []octlm.DType{octlm.BFloat16, octlm.Float16} {
 		t.Run(string(dtype), func(t *testing.T) {
-			if dtype == octlm.Float16 && testing.Short() {
-				t.Skip("float16 runs about 10x slower than bfloat16 on the pure-Go backend")
-			}
 			m := loadModel(t, "tiny-qwen3", dtype)
 			rows, greedy, err := RunHalf(m, ref, float32IDs, Options{})
 			if err != nil {

@@ -47,6 +47,8 @@ type Places struct {
 	SitePackages []string
 	// NvidiaGPU reports whether an NVIDIA device is present; automatic choice only picks xla:cuda then.
 	NvidiaGPU bool
+	// ONNX are the ONNX Runtime library files the "onnx" backend tries, in order.
+	ONNX []ONNXLibrary
 }
 
 // DefaultPlaces returns the places searched on this machine: $PJRT_PLUGIN_LIBRARY_PATH, go-xla's install
@@ -69,6 +71,7 @@ func DefaultPlaces() Places {
 	p.GoXLA = append(p.GoXLA, "/usr/local/lib/go-xla", "/usr/local/lib/go-xla/nvidia", "/usr/local/lib/gomlx/pjrt")
 	p.SitePackages = defaultSitePackages(home)
 	p.NvidiaGPU = hasNvidiaDevice()
+	p.ONNX = defaultONNXLibraries(home)
 	return p
 }
 
@@ -251,6 +254,13 @@ func (p Places) Searched() []string {
 	}
 	if len(p.SitePackages) == 0 {
 		lines = append(lines, fmt.Sprintf("%s: no site-packages folder found (python3, $VIRTUAL_ENV, $CONDA_PREFIX, ~/.local, pyenv, /usr/local/lib/python3*, /usr/lib/python3*, /opt/conda)", SourcePython))
+	}
+	for _, l := range p.ONNX {
+		state := "missing"
+		if isFile(l.Path) {
+			state = "ONNX Runtime library"
+		}
+		lines = append(lines, fmt.Sprintf("%s: %s (%s)", l.Source, l.Path, state))
 	}
 	for _, d := range p.SitePackages {
 		state := "no jax_plugins/*/" + jaxPluginFile

@@ -1,12 +1,16 @@
-// Package xla is the one place in octlm that knows about PJRT: no other package imports go-xla or
-// handles a plugin. It chooses octlm's compute backend, the pure-Go backend ("go") or XLA through a
-// PJRT plugin ("xla:cpu", "xla:cuda"), finds PJRT plugins on disk ($PJRT_PLUGIN_LIBRARY_PATH,
-// go-xla's install folders, a Python environment's JAX CUDA plugin), checks a plugin's PJRT C API
-// version before go-xla loads it, and installs plugins on request. Callers get a compute.Backend
-// and an Info describing it.
+// Package xla is the one place in octlm that knows about PJRT and ONNX Runtime: no other package
+// imports go-xla or compute-onnx or handles a plugin. It chooses octlm's compute backend, the
+// pure-Go backend ("go"), XLA through a PJRT plugin ("xla:cpu", "xla:cuda") or ONNX Runtime on the
+// CPU ("onnx", through GoMLX's compute-onnx), finds PJRT plugins on disk
+// ($PJRT_PLUGIN_LIBRARY_PATH, go-xla's install folders, a Python environment's JAX CUDA plugin)
+// and the ONNX Runtime library ($ONNXRUNTIME_SHARED_LIBRARY_PATH, npm's onnxruntime-node under
+// ~/.cache/octlm/onnxruntime or ./node_modules), checks a plugin's PJRT C API version before
+// go-xla loads it, and installs plugins on request. Callers get a compute.Backend and an Info
+// describing it.
 //
 // It knows nothing of models, tensors or checkpoints, and it never downloads anything unless asked
-// through Install: go-xla's automatic download is switched off when this package is imported.
+// through Install: go-xla's and compute-onnx's automatic downloads are switched off when this
+// package is imported.
 //
 // Float32 matmuls stay exact: on CUDA, Open turns go-xla's TF32 default off (every DotGeneral then
 // carries precision HIGHEST) and sets NVIDIA_TF32_OVERRIDE=0 if unset, unless the name asks for TF32
@@ -30,6 +34,7 @@ const (
 	Go   = "go"       // pure Go, always available
 	CPU  = "xla:cpu"  // XLA on the CPU through a PJRT plugin
 	CUDA = "xla:cuda" // XLA on an NVIDIA GPU through a PJRT plugin
+	// ONNX (onnx.go) is ONNX Runtime on the CPU.
 )
 
 // EnvBackend is the environment variable Open("") reads, shared with GoMLX.
@@ -56,10 +61,15 @@ func init() {
 type Info struct {
 	// Name is "go", "xla:cpu", "xla:cuda", or "xla:<kind>" for another plugin.
 	Name string
-	// Plugin is the path of the PJRT plugin loaded; "" for "go".
+	// Options are the options given after the name's comma ("parallelism=1"), "" for none.
+	Options string
+	// Plugin is the path of the PJRT plugin or ONNX Runtime library loaded; "" for "go".
 	Plugin string
-	// Source is where the plugin was found (SourceEnv, SourceGoXLA, SourcePython, or "given path").
+	// Source is where the plugin was found (SourceEnv, SourceGoXLA, SourcePython, or "given path"),
+	// or the ONNX Runtime library (SourceONNXEnv, SourceNPM, SourceONNXOwn).
 	Source string
+	// ONNXVersion is the ONNX Runtime release the library reports ("1.30.0"); "" for others.
+	ONNXVersion string
 	// Reason says why this backend was chosen.
 	Reason string
 	// PJRTVersion is the PJRT C API version the plugin reports ("0.90"); "" for "go".
@@ -82,6 +92,12 @@ func (i Info) ExactFloat32() bool { return !i.TF32 }
 // String is a one-line summary: name, plugin and reason.
 func (i Info) String() string {
 	s := i.Name
+	if i.Options != "" {
+		s += "," + i.Options
+	}
+	if i.ONNXVersion != "" {
+		s += " " + i.ONNXVersion
+	}
 	if i.Plugin != "" {
 		s += " (" + i.Plugin + ")"
 	}
@@ -95,8 +111,9 @@ func (i Info) String() string {
 //
 // name is "go" (pure Go), "xla:cpu", "xla:cuda", "xla" (the best plugin found), "xla:<absolute path
 // of a plugin .so>", or "" meaning $GOMLX_BACKEND if set, else xla:cuda (with a GPU present) or xla:cpu
-// if a plugin is found, else "go"; Info.Reason says which and why. XLA names take go-xla's options
-// after a comma, e.g. "xla:cuda,tf32,memory_fraction=0.5".
+// if a plugin is found, else "onnx" if its library is found, else "go"; Info.Reason says which and why. XLA names take go-xla's options
+// after a comma, e.g. "xla:cuda,tf32,memory_fraction=0.5", and "go" the pure-Go backend's, e.g.
+// "go,parallelism=1".
 //
 // The caller owns the backend and should Finalize it.
 func Open(name string) (compute.Backend, Info, error) {
@@ -124,10 +141,9 @@ func (p Places) Open(name string) (compute.Backend, Info, error) {
 	base, opts, _ := strings.Cut(name, ",")
 	switch {
 	case base == Go:
-		if opts != "" {
-			return nil, Info{}, fmt.Errorf("xla: backend %q takes no options (got %q)", Go, opts)
-		}
-		return openGo(reason)
+		return openGo(opts, reason)
+	case base == ONNX:
+		return p.openONNX(opts, reason)
 	case base == "xla":
 		return p.openBestXLA(opts, reason)
 	case base == CPU || base == CUDA:
@@ -147,9 +163,9 @@ func (p Places) Open(name string) (compute.Backend, Info, error) {
 		pl := Plugin{Kind: kind, Path: path, Source: "given path", SitePackages: jaxSitePackages(path)}
 		return openPlugin(pl, opts, reason)
 	}
-	return nil, Info{}, fmt.Errorf("xla: unknown backend %q: valid names are %q, %q, %q, \"xla\" (best plugin found), "+
-		"\"xla:/path/to/plugin.so\", or \"\" (automatic); XLA names take go-xla options after a comma (\"xla:cuda,tf32\")",
-		name, Go, CPU, CUDA)
+	return nil, Info{}, fmt.Errorf("xla: unknown backend %q: valid names are %q, %q, %q, %q, \"xla\" (best plugin found), "+
+		"\"xla:/path/to/plugin.so\", or \"\" (automatic); options follow a comma (\"xla:cuda,tf32\", \"go,parallelism=1\", \"onnx,intra_op_num_threads=2\")",
+		name, Go, CPU, CUDA, ONNX)
 }
 
 // Auto returns the plugin automatic choice (Open("") without $GOMLX_BACKEND) would load, or nil for
@@ -181,13 +197,30 @@ func (p Places) Auto() (*Plugin, string) {
 	return nil, "automatic: no PJRT plugin found (see `octlm backends`)"
 }
 
-// openAuto opens what Auto chooses.
+// AutoName is the backend automatic choice opens and why: what Auto picks if it picks a
+// plugin, else "onnx" where its library is found (it decodes faster than "go" on the CPU, see
+// the README's performance section), else "go".
+func (p Places) AutoName() (name, why string) {
+	pl, why := p.Auto()
+	if pl != nil {
+		return pl.Backend(), why
+	}
+	if lib, ok := p.FindONNX(); ok {
+		return ONNX, fmt.Sprintf("automatic: no PJRT plugin; ONNX Runtime found (%s)", lib.Source)
+	}
+	return Go, why
+}
+
+// openAuto opens what AutoName chooses.
 func (p Places) openAuto() (compute.Backend, Info, error) {
 	pl, why := p.Auto()
-	if pl == nil {
-		return openGo(why)
+	if pl != nil {
+		return openPlugin(*pl, "", why)
 	}
-	return openPlugin(*pl, "", why)
+	if name, why := p.AutoName(); name == ONNX {
+		return p.openONNX("", why)
+	}
+	return openGo("", why)
 }
 
 // openBestXLA opens the best plugin found for "xla": CUDA with a GPU, else CPU, else the first found.
@@ -209,17 +242,22 @@ func (p Places) openBestXLA(opts, reason string) (compute.Backend, Info, error) 
 	return openPlugin(best, opts, reason)
 }
 
-// openGo returns the pure-Go backend.
-func openGo(reason string) (b compute.Backend, info Info, err error) {
+// openGo returns the pure-Go backend with its options (comma-separated, e.g.
+// "parallelism=1"; see gobackend.New). The backend announces a parallelism setting on stdout,
+// where octlm's commands print their results, so that line goes to stderr.
+func openGo(opts, reason string) (b compute.Backend, info Info, err error) {
 	err = protect("create the pure-Go backend", func() error {
+		stdout := os.Stdout
+		os.Stdout = os.Stderr
+		defer func() { os.Stdout = stdout }()
 		var err error
-		b, err = gobackend.New("")
+		b, err = gobackend.New(opts)
 		return err
 	})
 	if err != nil {
 		return nil, Info{}, fmt.Errorf("xla: backend %q: %w", Go, err)
 	}
-	return b, Info{Name: Go, Reason: reason}, nil
+	return b, Info{Name: Go, Reason: reason, Options: opts}, nil
 }
 
 // OpenPlugin loads a plugin that Discover found, with go-xla options opts ("" for none; see Open).

@@ -181,6 +181,35 @@ func TestOpenUnknownName(t *testing.T) {
 	}
 }
 
+// TestOpenGoOptions opens the pure-Go backend with its options (GoMLX v0.28.2 deadlocked with
+// a parallelism setting, so "go" took none) and refuses an unknown one with the backend's error.
+func TestOpenGoOptions(t *testing.T) {
+	tests := []struct {
+		name, wantErr string
+	}{
+		{"go,parallelism=1", ""},
+		{"go,parallelism=2,ops_sequential", ""},
+		{"go,tf32", `unknown configuration option "tf32"`},
+		{"go,parallelism=x", "needs an int"},
+	}
+	for _, tt := range tests {
+		b, info, err := emptyPlaces(t).Open(tt.name)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Open(%q): %v, want an error saying %q", tt.name, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Open(%q): %v", tt.name, err)
+		}
+		b.Finalize()
+		if info.Name != Go || "go,"+info.Options != tt.name || !strings.HasPrefix(info.String(), tt.name) {
+			t.Errorf("Open(%q): info %+v (%s)", tt.name, info, info)
+		}
+	}
+}
+
 func TestDiscover(t *testing.T) {
 	dir := t.TempDir()
 	env := filepath.Join(dir, "env")
@@ -469,5 +498,55 @@ func TestInstallOffline(t *testing.T) {
 	}
 	if got := (Places{GoXLA: []string{filepath.Join(home, ".local", "lib", "go-xla")}}).Discover(); len(got) != 0 {
 		t.Errorf("failed install left plugins: %+v", got)
+	}
+}
+
+// TestFindONNX takes the first ONNX Runtime library that exists, in the order given, and the
+// automatic choice picks it only without a PJRT plugin.
+func TestFindONNX(t *testing.T) {
+	dir := t.TempDir()
+	npm := writeFile(t, filepath.Join(dir, "npm", "libonnxruntime.so.1"), "fake")
+	own := writeFile(t, filepath.Join(dir, "own", "libonnxruntime.so"), "fake")
+	p := emptyPlaces(t)
+	p.ONNX = []ONNXLibrary{{filepath.Join(dir, "missing.so"), SourceONNXEnv}, {dir, SourceNPM}, {npm, SourceNPM}, {own, SourceONNXOwn}}
+	lib, ok := p.FindONNX()
+	if !ok || lib.Path != npm || lib.Source != SourceNPM {
+		t.Fatalf("FindONNX() = %+v, %v; want %s (a folder and a missing file skipped)", lib, ok, npm)
+	}
+	if name, why := p.AutoName(); name != ONNX || !strings.Contains(why, SourceNPM) {
+		t.Errorf("AutoName() = %q, %q; want onnx from npm", name, why)
+	}
+	p.PluginPath = []string{writeFile(t, filepath.Join(dir, "pjrt_c_api_cpu_plugin.so"), "fake")}
+	if name, _ := p.AutoName(); name != CPU {
+		t.Errorf("AutoName() with a CPU plugin = %q, want %q", name, CPU)
+	}
+	p.ONNX = p.ONNX[:2]
+	p.PluginPath = nil
+	if name, _ := p.AutoName(); name != Go {
+		t.Errorf("AutoName() with nothing found = %q, want go", name)
+	}
+	_, _, err := p.Open(ONNX)
+	if err == nil || !strings.Contains(err.Error(), "not found") || !strings.Contains(err.Error(), ONNXInstallCommand) {
+		t.Errorf("Open(onnx) without a library: %v, want not found with the install command", err)
+	}
+}
+
+// TestOpenONNX loads ONNX Runtime where DefaultPlaces finds it (CI installs it from npm) and
+// checks a float32 matmul on it.
+func TestOpenONNX(t *testing.T) {
+	p := DefaultPlaces()
+	if _, ok := p.FindONNX(); !ok {
+		t.Skip("no ONNX Runtime library found; install it with: " + ONNXInstallCommand)
+	}
+	b, info, err := p.Open(ONNX + ",intra_op_num_threads=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Finalize()
+	if info.Name != ONNX || info.ONNXVersion == "" || info.Options != "intra_op_num_threads=1" {
+		t.Errorf("info %+v", info)
+	}
+	if err := Check(b); err != nil {
+		t.Error(err)
 	}
 }

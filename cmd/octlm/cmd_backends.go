@@ -27,7 +27,7 @@ func backends(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	install := fs.String("install", "", "download a PJRT plugin into go-xla's install folder: cpu, cuda (= cuda13), cuda12 or cuda13 (needs network)")
 	check := fs.Bool("check", true, "load each plugin found and run a float32 matmul check on it")
-	backend := fs.String("backend", "", "open this backend (go, xla:cpu, xla:cuda, xla:/path/plugin.so, or \"auto\"), print what was loaded and check it")
+	backend := fs.String("backend", "", "open this backend (go, xla:cpu, xla:cuda, xla:/path/plugin.so, onnx, or \"auto\"), print what was loaded and check it")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: octlm backends [--install cpu|cuda|cuda12|cuda13] [--check=false] [--backend NAME]")
 		fs.PrintDefaults()
@@ -60,7 +60,11 @@ func openAndCheck(w io.Writer, name string) error {
 	defer b.Finalize()
 	fmt.Fprintf(w, "backend:       %s\n", info.Name)
 	fmt.Fprintf(w, "reason:        %s\n", info.Reason)
-	if info.Plugin != "" {
+	switch {
+	case info.ONNXVersion != "":
+		fmt.Fprintf(w, "library:       %s (%s)\n", info.Plugin, info.Source)
+		fmt.Fprintf(w, "ONNX Runtime:  %s\n", info.ONNXVersion)
+	case info.Plugin != "":
 		fmt.Fprintf(w, "plugin:        %s (%s)\n", info.Plugin, info.Source)
 		fmt.Fprintf(w, "PJRT C API:    %s\n", info.PJRTVersion)
 	}
@@ -141,14 +145,24 @@ func listBackends(w io.Writer, places xla.Places, check bool) error {
 			row(pl.Backend(), "found; not used by octlm", fmt.Sprintf("%s (%s)", pl.Path, pl.Source))
 		}
 	}
+	if lib, ok := places.FindONNX(); ok {
+		var version string
+		st := status(xla.ONNX, func() (compute.Backend, xla.Info, error) {
+			b, info, err := places.Open(xla.ONNX)
+			version = info.ONNXVersion
+			return b, info, err
+		})
+		if version != "" {
+			st = "ONNX Runtime " + version + ", " + st
+		}
+		row(xla.ONNX, st, fmt.Sprintf("%s (%s)", lib.Path, lib.Source))
+	} else {
+		row(xla.ONNX, "not found", "-")
+	}
 	for i, p := range problems {
 		fmt.Fprintf(w, "\nnote %d: %s\n", i+1, p)
 	}
-	auto, why := places.Auto()
-	choice := xla.Go
-	if auto != nil {
-		choice = auto.Backend()
-	}
+	choice, why := places.AutoName()
 	fmt.Fprintf(w, "\ndefault: %s (%s)\n", choice, why)
 	if env := os.Getenv(xla.EnvBackend); strings.TrimSpace(env) != "" {
 		fmt.Fprintf(w, "         overridden by $%s=%s\n", xla.EnvBackend, env)
@@ -158,6 +172,7 @@ func listBackends(w io.Writer, places xla.Places, check bool) error {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
 	fmt.Fprintln(w, "\nget a plugin: octlm backends --install cpu|cuda|cuda12|cuda13, pip install \"jax[cuda13]\", or set PJRT_PLUGIN_LIBRARY_PATH")
+	fmt.Fprintf(w, "get ONNX Runtime: %s, or set %s\n", xla.ONNXInstallCommand, xla.SourceONNXEnv)
 	if check && len(problems) > 0 {
 		return fmt.Errorf("%w: %d backend(s) found but not usable", errCheckFailed, len(problems))
 	}

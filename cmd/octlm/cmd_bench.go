@@ -33,9 +33,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	depthFill := fs.String("depth-fill", bench.FillPrefill, "how the cache reaches --depth: prefill (a timed prompt of random tokens) or zeros (zero keys and values, no model run; decode does the same work)")
 	kvDType := fs.String("kv-dtype", "", "store the KV cache in f32 or bf16 (default: the model's dtype); bf16 halves it and rounds keys and values")
 	bandwidth := fs.Float64("bandwidth-gib", 1, "size in GiB of the streaming read that measures memory bandwidth (at least 1)")
+	reps := fs.Int("reps", 1, "timed prefill+decode runs; the report gives the best and the median")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16] [--json]\n\n"+
+		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16] [--reps 1] [--json]\n\n"+
 			"Loads the checkpoint (timed against a plain read of the same files), compiles, runs a\n"+
 			"prompt of random token IDs on top of --depth positions already in the KV cache and decodes\n"+
 			"greedily, then measures the memory read bandwidth and reports decode speed as a fraction\n"+
@@ -56,6 +57,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if *depthFill != bench.FillPrefill && *depthFill != bench.FillZeros {
 		return usageError{fmt.Sprintf("--depth-fill must be %s or %s, got %q", bench.FillPrefill, bench.FillZeros, *depthFill)}
+	}
+	if *reps < 1 || *reps > 1000 {
+		return usageError{fmt.Sprintf("--reps must be between 1 and 1000, got %d", *reps)}
 	}
 	// Also refuses NaN, and sizes whose byte count overflows int64.
 	if !(*bandwidth >= 1) || *bandwidth*(1<<30) >= math.MaxInt64 {
@@ -81,7 +85,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	backend, info, err := xla.Open(mf.backend)
+	backend, info, err := xla.OpenForDType(mf.backend, string(dtype))
 	if err != nil {
 		return err
 	}
@@ -95,7 +99,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	bar := progress.New(stderr, "loading")
 	res, err := bench.Run(ctx, bench.Options{
 		Dir: dir, Backend: backend, BackendName: info.Name, DType: dtype,
-		PromptTokens: *prompt, DecodeTokens: *decode, Depth: *depth, DepthFill: *depthFill, KVDType: kv, BandwidthBytes: int64(*bandwidth * (1 << 30)),
+		PromptTokens: *prompt, DecodeTokens: *decode, Reps: *reps, Depth: *depth, DepthFill: *depthFill, KVDType: kv, BandwidthBytes: int64(*bandwidth * (1 << 30)),
 		Log: stderr, LoadProgress: func(done, total int64) {
 			bar.Update(done, total)
 			if done == total {

@@ -19,6 +19,7 @@ func TestBenchUsage(t *testing.T) {
 		{"bad dtype", []string{"--model", testdata("tiny-qwen3"), "--dtype", "f8"}},
 		{"zero prompt", []string{"--model", testdata("tiny-qwen3"), "--prompt", "0"}},
 		{"small bandwidth read", []string{"--model", testdata("tiny-qwen3"), "--bandwidth-gib", "0.5"}},
+		{"zero reps", []string{"--model", testdata("tiny-qwen3"), "--reps", "0"}},
 		{"stray argument", []string{"--model", testdata("tiny-qwen3"), "extra"}},
 		{"negative depth", []string{"--model", testdata("tiny-qwen3"), "--depth", "-1"}},
 		{"float16 KV cache", []string{"--model", testdata("tiny-qwen3"), "--kv-dtype", "f16"}},

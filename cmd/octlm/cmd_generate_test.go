@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/synth"
 	"github.com/octlm/octlm/xla"
 )
@@ -368,5 +369,26 @@ func TestGenerateInterrupt(t *testing.T) {
 				t.Errorf("stdout %.100q, stderr %s: want the tokens so far and %q", stdout.String(), errText.String(), summary)
 			}
 		})
+	}
+}
+
+// TestWarnHalfOnGo: the measured note on half precision, for the pure-Go backend only.
+func TestWarnHalfOnGo(t *testing.T) {
+	tests := []struct {
+		backend string
+		dtype   octlm.DType
+		want    string
+	}{
+		{xla.Go, octlm.BFloat16, "bf16 decodes about"},
+		{xla.Go, octlm.Float16, "f16 decodes about"},
+		{xla.Go, octlm.Float32, ""},
+		{xla.ONNX, octlm.Float16, ""},
+	}
+	for _, tt := range tests {
+		var buf bytes.Buffer
+		warnHalfOnGo(&buf, xla.Info{Name: tt.backend}, tt.dtype)
+		if got := buf.String(); tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("%s %s: %q, want %q", tt.backend, tt.dtype, got, tt.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	bundled "github.com/octlm/octlm"
@@ -103,7 +104,12 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	backend, info, err := xla.Open(mf.backend)
+	// A bf16 measurement keeps the automatic choice off ONNX Runtime, which has no bfloat16.
+	widest := "f32"
+	if slices.Contains(halfDTypes, octlm.BFloat16) {
+		widest = string(octlm.BFloat16)
+	}
+	backend, info, err := xla.OpenForDType(mf.backend, widest)
 	if err != nil {
 		return err
 	}

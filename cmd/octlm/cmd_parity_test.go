@@ -114,6 +114,31 @@ func TestParityExitCodes(t *testing.T) {
 	}
 }
 
+// TestParityONNX runs parity on ONNX Runtime for both fixtures (its graph differs: RMSNorm
+// divides by Sqrt, the embedding is sliced per token) where the library is found; CI installs it.
+func TestParityONNX(t *testing.T) {
+	if _, ok := xla.DefaultPlaces().FindONNX(); !ok {
+		t.Skip("no ONNX Runtime library found; install it with: " + xla.ONNXInstallCommand)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"tiny-qwen3", []string{"--model", testdata("tiny-qwen3")}, 0},
+		{"tiny-qwen3-mha", []string{"--model", testdata("tiny-qwen3-mha")}, 0},
+		{"tiny-qwen3-untied", []string{"--model", testdata("tiny-qwen3-untied")}, 0},
+		{"one logit moved by 0.01", []string{"--reference", movedReference(t)}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := run(append([]string{"parity", "--backend", "onnx"}, tt.args...)); got != tt.want {
+				t.Errorf("octlm parity --backend onnx %q exited %d, want %d", tt.args, got, tt.want)
+			}
+		})
+	}
+}
+
 // TestParityOutput checks what a passing and a failing run print and write.
 func TestParityOutput(t *testing.T) {
 	t.Setenv(xla.EnvBackend, "go")

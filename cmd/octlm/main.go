@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 )
@@ -79,7 +80,17 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// gcPercent is the garbage collector's target for the octlm command (unless $GOGC is set): on
+// the pure-Go backend the resident weights are Go heap, and Go's default of 100 lets garbage
+// (a few MB per decoded token) grow as large as the weights before a collection: peak RSS 1.41×
+// the weights on a full-size Qwen3-0.6B in float32, 2.2× in bfloat16; with 2, 1.07× and 1.20×
+// at the same speed. Weights hold no pointers, so a collection costs little.
+const gcPercent = 2
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

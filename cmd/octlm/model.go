@@ -42,7 +42,7 @@ func (f *modelFlags) registerBundled(fs *flag.FlagSet) {
 // registerSource adds --model and --backend.
 func (f *modelFlags) registerSource(fs *flag.FlagSet, defaultModel, modelHelp string) {
 	fs.StringVar(&f.model, "model", defaultModel, modelHelp)
-	fs.StringVar(&f.backend, "backend", "", "compute backend: go, xla:cpu, xla:cuda (default: $GOMLX_BACKEND, else a PJRT plugin if found, else go)")
+	fs.StringVar(&f.backend, "backend", "", "compute backend: go, xla:cpu, xla:cuda, onnx; options after a comma, e.g. go,parallelism=1 or onnx,intra_op_num_threads=2 (default: $GOMLX_BACKEND, else a PJRT plugin if found, else onnx if ONNX Runtime is found, else go)")
 }
 
 // loadedModel is a decoder ready to run and where it came from.
@@ -80,7 +80,7 @@ func (f *modelFlags) openDir(dir string, positions int, stderr io.Writer) (*load
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
-	backend, info, err := xla.Open(f.backend)
+	backend, info, err := xla.OpenForDType(f.backend, string(dtype))
 	if err != nil {
 		return nil, err
 	}
@@ -138,10 +138,17 @@ func withOfflineHint(err error) error {
 		"  try octlm: octlm synth --like qwen3-0.6b --out /tmp/qwen3-random (see README, Offline first steps)", err)
 }
 
-// warnHalfOnGo says that half precision on the pure-Go backend is slow: GoMLX v0.28.2's bf16/f16
-// matmuls above about 4M multiply-adds run about 100× slower than float32 there.
+// halfOnGo is what half precision does to speed on the pure-Go backend, measured with `octlm
+// bench` on a full-size Qwen3-0.6B (2-core AMD Zen 5 with AVX-512 BF16, compute v0.1.14, runs
+// alternated with float32; the README's performance table has the numbers).
+var halfOnGo = map[octlm.DType]string{
+	octlm.BFloat16: "bf16 decodes about 1.1-1.3x faster than f32 (half the weight bytes) but prefills about 1.4x slower",
+	octlm.Float16:  "f16 decodes about 2x slower than f32 and prefills about 2x slower",
+}
+
+// warnHalfOnGo says what a half-precision dtype costs or gains on the pure-Go backend.
 func warnHalfOnGo(stderr io.Writer, info xla.Info, dtype octlm.DType) {
-	if info.Name == xla.Go && dtype != octlm.Float32 {
-		fmt.Fprintf(stderr, "warning: the pure-Go backend's %s matmuls above 4M multiply-adds run about 100x slower than float32 (GoMLX v0.28.2); a large model's prefill will take minutes\n", dtype)
+	if note, ok := halfOnGo[dtype]; ok && info.Name == xla.Go {
+		fmt.Fprintf(stderr, "note: on the pure-Go backend %s (measured on Qwen3-0.6B, 2-core AMD Zen 5)\n", note)
 	}
 }

@@ -30,7 +30,7 @@ const (
 type Options struct {
 	Model     string    // checkpoint folder or Hub name (Qwen/Qwen3-0.6B[@revision]); "" is the bundled tiny-qwen3
 	Reference string    // reference folder (reference-logits-N.safetensors); "" is MODEL/reference when it exists
-	Backend   string    // xla.Open's name; "" is $GOMLX_BACKEND, else a PJRT plugin if found, else go
+	Backend   string    // xla.Open's name; "" is $GOMLX_BACKEND, else a PJRT plugin if found, else go (never onnx: no bfloat16)
 	Progress  io.Writer // Hub download progress; nil for silence
 }
 
@@ -77,7 +77,9 @@ func Open(opts Options) (s *Source, err error) {
 			s.Reference = filepath.Join(s.Dir, "reference")
 		}
 	}
-	if s.Backend, s.Info, err = xla.Open(opts.Backend); err != nil {
+	// The notebooks load bfloat16 models too: the automatic choice passes over ONNX Runtime,
+	// which cannot run them.
+	if s.Backend, s.Info, err = xla.OpenForDType(opts.Backend, "bf16"); err != nil {
 		return nil, fmt.Errorf("figures: %w", err)
 	}
 	return s, nil

@@ -1,0 +1,252 @@
+package octlm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
+)
+
+// matVecRoute is one way to lay out a Linear weight W (in → out) and multiply one row by it.
+type matVecRoute struct {
+	name string
+	// shape is the resident weight's shape for in → out.
+	shape func(in, out int) []int
+	// mul is x [1, in] times the weight.
+	mul func(x, w *Node) *Node
+	// constant puts the weight into the graph as a constant instead of a parameter.
+	constant bool
+}
+
+func blockedRoutes(blocks int) []matVecRoute {
+	return []matVecRoute{
+		{name: fmt.Sprintf("blocks%d", blocks), shape: func(in, out int) []int { return []int{blocks, in, out / blocks} },
+			mul: func(x, w *Node) *Node {
+				per := BroadcastToDims(InsertAxes(x, 0), blocks, 1, x.Shape().Dimensions[1])
+				return DotGeneral(per, []int{2}, []int{0}, w, []int{1}, []int{0})
+			}},
+		{name: fmt.Sprintf("blocks%dT", blocks), shape: func(in, out int) []int { return []int{blocks, out / blocks, in} },
+			mul: func(x, w *Node) *Node {
+				per := BroadcastToDims(InsertAxes(x, 0), blocks, 1, x.Shape().Dimensions[1])
+				return DotGeneral(per, []int{2}, []int{0}, w, []int{2}, []int{0})
+			}},
+	}
+}
+
+var matVecRoutes = append(append([]matVecRoute{
+	{name: "plain", shape: func(in, out int) []int { return []int{in, out} },
+		mul: func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{0}, nil) }},
+	{name: "transposed", shape: func(in, out int) []int { return []int{out, in} },
+		mul: func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{1}, nil) }},
+	{name: "plainConst", constant: true, shape: func(in, out int) []int { return []int{in, out} },
+		mul: func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{0}, nil) }},
+	{name: "transposedConst", constant: true, shape: func(in, out int) []int { return []int{out, in} },
+		mul: func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{1}, nil) }},
+}, blockedRoutes(2)...), blockedRoutes(4)...)
+
+// paddedRoutes pad the row to rows rows, so that the product crosses the router's threshold.
+func paddedRoutes(rows int) []matVecRoute {
+	pad := func(x *Node) *Node { return BroadcastToDims(x, rows, x.Shape().Dimensions[1]) }
+	return []matVecRoute{
+		{name: fmt.Sprintf("plainM%d", rows), shape: func(in, out int) []int { return []int{in, out} },
+			mul: func(x, w *Node) *Node {
+				return SliceAxis(DotGeneral(pad(x), []int{1}, nil, w, []int{0}, nil), 0, AxisRange(0, 1))
+			}},
+		{name: fmt.Sprintf("transposedM%d", rows), shape: func(in, out int) []int { return []int{out, in} },
+			mul: func(x, w *Node) *Node {
+				return SliceAxis(DotGeneral(pad(x), []int{1}, nil, w, []int{1}, nil), 0, AxisRange(0, 1))
+			}},
+	}
+}
+
+// BenchmarkMatVec multiplies one row by a Linear weight at Qwen3-0.6B's decode shapes (q_proj
+// 1024→2048, gate_proj 1024→3072, down_proj 3072→1024, the fused q/k/v 1024→4096 and the fused
+// gate/up 1024→6144) with the weight laid out in each route, side by side, reporting each
+// route's weight bytes read per second (GB/s). The pure-Go backend's router sends products below
+// 4M multiply-adds to its "small" kernel and larger ones to the packing "large" kernel.
+//
+//	GOEXPERIMENT=simd go test ./octlm/ -run '^$' -bench MatVec -benchtime 50x
+func BenchmarkMatVec(b *testing.B) {
+	for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
+		for _, sz := range [][2]int{{1024, 2048}, {1024, 3072}, {3072, 1024}, {1024, 4096}, {1024, 6144}} {
+			in, out := sz[0], sz[1]
+			b.Run(fmt.Sprintf("%s/%dx%d", dt, in, out), func(b *testing.B) {
+				routes := matVecRoutes
+				if os.Getenv("OCTLM_MATVEC_PADDED") != "" {
+					routes = append(append(append(routes[:2:2], paddedRoutes(2)...), paddedRoutes(4)...), paddedRoutes(8)...)
+				}
+				benchMatVec(b, dt, in, out, routes)
+			})
+		}
+	}
+}
+
+func randomTensor(b testing.TB, dt dtypes.DType, dims ...int) *tensors.Tensor {
+	r := rand.New(rand.NewPCG(1, 2))
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64() * 0.02)
+	}
+	t := tensors.FromFlatDataAndDimensions(v, dims...)
+	if dt == dtypes.Float32 {
+		return t
+	}
+	exec, err := NewExec(goBackend(b), func(x *Node) *Node { return ConvertDType(x, dt) })
+	if err != nil {
+		panic(err)
+	}
+	defer exec.Finalize()
+	outs, err := exec.Call(t)
+	if err != nil {
+		panic(err)
+	}
+	return outs[0]
+}
+
+func benchMatVec(b *testing.B, dt dtypes.DType, in, out int, routes []matVecRoute) {
+	backend := goBackend(b)
+	x := randomTensor(b, dt, 1, in)
+	type prepared struct {
+		exec *Exec
+		w    *tensors.Tensor
+	}
+	runs := make([]prepared, len(routes))
+	for i, r := range routes {
+		w := randomTensor(b, dt, r.shape(in, out)...)
+		var err error
+		if r.constant {
+			runs[i].exec, err = NewExec(backend, func(x *Node) *Node { return r.mul(x, ConstTensor(x.Graph(), w)) })
+		} else {
+			runs[i].exec, err = NewExec(backend, func(x, w *Node) *Node { return r.mul(x, w) })
+			runs[i].w = w
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer runs[i].exec.Finalize()
+	}
+	step := func(p prepared) time.Duration {
+		begin := time.Now()
+		var outs []*tensors.Tensor
+		var err error
+		if p.w != nil {
+			outs, err = p.exec.Call(x, p.w)
+		} else {
+			outs, err = p.exec.Call(x)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		outs[0].FinalizeAll()
+		return time.Since(begin)
+	}
+	for _, p := range runs {
+		step(p) // compile
+	}
+	took := make([]time.Duration, len(routes))
+	for b.Loop() {
+		for i, p := range runs {
+			took[i] += step(p)
+		}
+	}
+	bytes := float64(in*out*dt.Size()) * float64(b.N)
+	for i, r := range routes {
+		b.ReportMetric(bytes/took[i].Seconds()/1e9, "GB/s/"+r.name)
+	}
+}
+
+// BenchmarkHeadMatVec is BenchmarkMatVec for the tied output head (1024 → 151936): the
+// embedding as row blocks of 2048 contracted on their last axis, and as one [d, vocab] matrix
+// with the row padded to 4.
+func BenchmarkHeadMatVec(b *testing.B) {
+	const rows = 2048
+	blocks := ceilDiv(fullVocab, rows)
+	routes := []matVecRoute{
+		{name: "rowBlocksT", shape: func(in, out int) []int { return []int{blocks, rows, in} },
+			mul: func(x, w *Node) *Node {
+				per := BroadcastToDims(InsertAxes(x, 0), blocks, 1, x.Shape().Dimensions[1])
+				return DotGeneral(per, []int{2}, []int{0}, w, []int{2}, []int{0})
+			}},
+	}
+	routes = append(routes, paddedRoutes(4)...)
+	for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
+		b.Run(dt.String(), func(b *testing.B) { benchMatVec(b, dt, 1024, blocks*rows, routes) })
+	}
+}
+
+// BenchmarkMatMulCores is the reproduction for GoMLX's pure-Go backend keeping a large product
+// on one core: [8, 1024] · [1024, 6144] alone in its graph, and the same product between a
+// Concatenate that pads its rows and a Slice (as padRows and the model put it), on the default
+// backend and with ops_sequential. It reports milliseconds and the cores kept busy: on a 2-core
+// AMD Zen 5 with compute v0.1.14 every case kept 0.9–1.0 cores busy (one probe of the product
+// alone with ops_sequential reached 1.9 cores and twice the speed, not reproduced since), while
+// ONNX Runtime and llama.cpp keep both cores busy at decode. This is what holds the pure-Go
+// decode to about 12 GB/s of weights.
+func BenchmarkMatMulCores(b *testing.B) {
+	x := randomTensor(b, dtypes.Float32, 4, 1024)
+	w := randomTensor(b, dtypes.Float32, 1024, 6144)
+	graphs := []struct {
+		name string
+		fn   func(x, w *Node) *Node
+	}{
+		{"alone", func(x, w *Node) *Node {
+			return DotGeneral(Concatenate([]*Node{x, x}, 0), []int{1}, nil, w, []int{0}, nil)
+		}},
+		{"alone8", nil}, // filled below: the product of an 8-row parameter
+		{"padded", func(x, w *Node) *Node {
+			x = Concatenate([]*Node{x, Zeros(x.Graph(), x.Shape())}, 0)
+			return SliceAxis(DotGeneral(x, []int{1}, nil, w, []int{0}, nil), 0, AxisRange(0, 4))
+		}},
+	}
+	x8 := randomTensor(b, dtypes.Float32, 8, 1024)
+	for _, config := range []string{"go", "go:ops_sequential"} {
+		backend, err := compute.NewWithConfig(config)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, g := range graphs {
+			b.Run(config+"/"+g.name, func(b *testing.B) {
+				// Host tensors of their own: a tensor moved to one backend stays bound to it.
+				x, x8, w := hostCopy(x), hostCopy(x8), hostCopy(w)
+				fn, in := g.fn, x
+				if fn == nil {
+					fn, in = func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{0}, nil) }, x8
+				}
+				exec, err := NewExec(backend, fn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer exec.Finalize()
+				run := func() {
+					out, err := exec.Call(in, w)
+					if err != nil {
+						b.Fatal(err)
+					}
+					out[0].FinalizeAll()
+				}
+				run()
+				b.ResetTimer()
+				cpu := cpuTime()
+				for b.Loop() {
+					run()
+				}
+				b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
+			})
+		}
+	}
+}
+
+// hostCopy is a new host tensor with t's float32 values.
+func hostCopy(t *tensors.Tensor) *tensors.Tensor {
+	return tensors.FromFlatDataAndDimensions(tensors.MustCopyFlatData[float32](t), t.Shape().Dimensions...)
+}
