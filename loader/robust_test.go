@@ -13,7 +13,7 @@ import (
 )
 
 // bounded runs f and fails the test if it has not returned within a few seconds: the cases
-// here used to block forever.
+// here are ones a careless reader would block on forever.
 func bounded(t *testing.T, f func() error) error {
 	t.Helper()
 	done := make(chan error, 1)

@@ -72,20 +72,11 @@ func TestLayouts(t *testing.T) {
 						checkParity(t, name, n, results, ref)
 						continue
 					}
-					cache, err := m.NewCache(1)
+					steps, err := tokenByToken(m, ref.ids)
 					if err != nil {
 						t.Fatal(err)
 					}
-					var parts []Logits
-					for _, id := range ref.ids {
-						l, err := m.ForwardCached([]int{id}, cache)
-						if err != nil {
-							t.Fatal(err)
-						}
-						parts = append(parts, l)
-					}
-					cache.Close()
-					results["token-by-token"] = concatLogits(parts...)
+					results["token-by-token"] = steps
 					checkParity(t, name, n, results, ref)
 				}
 			}
@@ -212,20 +203,11 @@ func TestPadRows(t *testing.T) {
 	for _, name := range fixtures {
 		m := loadFixture(t, name, Float32)
 		ref := readReference(t, name)[0]
-		cache, err := m.NewCache(1)
+		steps, err := tokenByToken(m, ref.ids)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var parts []Logits
-		for _, id := range ref.ids {
-			l, err := m.ForwardCached([]int{id}, cache)
-			if err != nil {
-				t.Fatal(err)
-			}
-			parts = append(parts, l)
-		}
-		cache.Close()
-		checkParity(t, name, 0, map[string]Logits{"token-by-token": concatLogits(parts...)}, ref)
+		checkParity(t, name, 0, map[string]Logits{"token-by-token": steps}, ref)
 	}
 }
 

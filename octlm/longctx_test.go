@@ -1,16 +1,13 @@
 package octlm
 
 import (
-	"bufio"
 	"fmt"
 	"math"
-	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/octlm/synth"
 )
 
@@ -104,7 +101,7 @@ func TestChunkRows(t *testing.T) {
 // one (with -short: 10,240 against 2,560). Attention scores of the whole prompt at once would
 // take 6.7 GB per head.
 func TestLongContextMemory(t *testing.T) {
-	if !resetPeakRSS() {
+	if !sysinfo.ResetPeakRSS() {
 		t.Skip("cannot reset the peak RSS (Linux /proc/self/clear_refs)")
 	}
 	if raceEnabled {
@@ -133,8 +130,8 @@ func TestLongContextMemory(t *testing.T) {
 		}
 		runtime.GC()
 		debug.FreeOSMemory()
-		before := procStatus("VmRSS:")
-		resetPeakRSS()
+		before := sysinfo.RSS()
+		sysinfo.ResetPeakRSS()
 		full, err := m.Forward(ids)
 		if err != nil {
 			t.Fatal(err)
@@ -151,7 +148,7 @@ func TestLongContextMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		growth[n] = procStatus("VmHWM:") - before
+		growth[n] = sysinfo.PeakRSS() - before
 		worst := 0.0
 		for i, v := range second.Data {
 			if math.IsNaN(float64(v)) {
@@ -171,24 +168,4 @@ func TestLongContextMemory(t *testing.T) {
 		t.Errorf("peak RSS grew %.1f× from %d to %d positions (%d → %d MiB): want linear (4×), not quadratic (16×)",
 			ratio, short, long, growth[short]>>20, growth[long]>>20)
 	}
-}
-
-// resetPeakRSS sets VmHWM back to the current RSS (Linux ≥ 4.0); it reports whether it could.
-func resetPeakRSS() bool { return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil }
-
-// procStatus reads a "Key:   123 kB" line of /proc/self/status, in bytes.
-func procStatus(key string) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), key); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n << 10
-		}
-	}
-	return 0
 }

@@ -141,22 +141,7 @@ func TestParity(t *testing.T) {
 					second, err := m.ForwardCached(ref.ids[split:], cache)
 					return concatLogits(first, second), err
 				},
-				"token-by-token": func() (Logits, error) {
-					cache, err := m.NewCache(1)
-					if err != nil {
-						return Logits{}, err
-					}
-					defer cache.Close()
-					var parts []Logits
-					for _, id := range ref.ids {
-						l, err := m.ForwardCached([]int{id}, cache)
-						if err != nil {
-							return Logits{}, err
-						}
-						parts = append(parts, l)
-					}
-					return concatLogits(parts...), nil
-				},
+				"token-by-token": func() (Logits, error) { return tokenByToken(m, ref.ids) },
 			}
 			for path, run := range paths {
 				t.Run(fmt.Sprintf("%s/case%d/%s", name, n, path), func(t *testing.T) {
@@ -274,4 +259,23 @@ func (m *Model) perturb(name string, delta float32) {
 		}
 	}
 	panic("no weight " + name)
+}
+
+// tokenByToken runs ids one at a time on a growing KV cache, as decoding does, and returns the
+// logits of every position.
+func tokenByToken(m *Model, ids []int) (Logits, error) {
+	cache, err := m.NewCache(1)
+	if err != nil {
+		return Logits{}, err
+	}
+	defer cache.Close()
+	parts := make([]Logits, 0, len(ids))
+	for _, id := range ids {
+		l, err := m.ForwardCached([]int{id}, cache)
+		if err != nil {
+			return Logits{}, err
+		}
+		parts = append(parts, l)
+	}
+	return concatLogits(parts...), nil
 }

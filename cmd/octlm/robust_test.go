@@ -20,8 +20,8 @@ import (
 	"github.com/octlm/octlm/parity"
 )
 
-// within fails the test when f has not returned in a few seconds (the inputs here used to
-// block forever or allocate without bound).
+// within fails the test when f has not returned in a few seconds: the inputs here are ones a
+// careless reader would block on forever or allocate for without bound.
 func within(t *testing.T, f func() error) error {
 	t.Helper()
 	done := make(chan error, 1)
