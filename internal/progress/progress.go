@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/octlm/octlm/internal/termsafe"
 )
 
 // Bar is a progress bar for a count of bytes.
@@ -25,9 +27,10 @@ type Bar struct {
 }
 
 // New starts a bar labelled label on w; w is a terminal when it is an *os.File on a character
-// device.
+// device. The label is shown escaped (termsafe.Name): it often holds a file name from a
+// checkpoint or the Hub, which must not drive the terminal or break the line.
 func New(w io.Writer, label string) *Bar {
-	b := &Bar{w: w, label: label, begin: time.Now()}
+	b := &Bar{w: w, label: termsafe.Name(label), begin: time.Now()}
 	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			b.terminal = true

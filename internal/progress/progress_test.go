@@ -110,3 +110,26 @@ func TestHumanBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestLabelEscaped: a label holding a file name from the Hub or a checkpoint (escape
+// sequences, a newline) is shown escaped, on one line, in a log and on a terminal.
+func TestLabelEscaped(t *testing.T) {
+	for _, terminal := range []bool{false, true} {
+		var out bytes.Buffer
+		b := New(&out, "\x1b[31mRED\x1b[0m\nFAKE.safetensors\u202e")
+		b.terminal = terminal
+		b.Update(1, 1)
+		b.Finish()
+		text := out.String()
+		lines := 1 // the bar and its time on a terminal; the bar, then "done in" in a log
+		if !terminal {
+			lines = 2
+		}
+		if strings.ContainsAny(text, "\x1b\u202e") || strings.Count(text, "\n") != lines {
+			t.Errorf("terminal=%v: raw control characters in %q", terminal, out.String())
+		}
+		if !strings.Contains(text, `\x1b[31mRED\x1b[0m\x0aFAKE.safetensors\u202e`) {
+			t.Errorf("terminal=%v: label not shown escaped in %q", terminal, out.String())
+		}
+	}
+}
