@@ -52,6 +52,7 @@ type chatSession struct {
 	last     octlm.Generation
 	lastSeed uint64 // the sampling seed of the last reply
 	out      *errWriter
+	text     io.Writer // the model's text: out, escaped on a terminal (modelText)
 	stderr   io.Writer
 	faint    bool // dim the thinking part (ANSI faint): stdout is a terminal
 	verbose  bool // a statistics line on stderr after each reply
@@ -98,6 +99,7 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	s := &chatSession{m: m, tok: tok, cache: cache, stops: stops, system: a.system, think: a.think,
 		out: &errWriter{fileio.ErrWriter{W: stdout}}, stderr: stderr, verbose: a.verbose, faint: isTerminal(stdout) && os.Getenv("NO_COLOR") == "",
 		opts: a.opts}
+	s.text = modelText(s.out, isTerminal(stdout))
 	s.opts.StopIDs = stops
 	interactive := isTerminal(stdin)
 	if interactive {
@@ -301,7 +303,7 @@ func (s *chatSession) reply(text string) error {
 	}()
 
 	var replyText strings.Builder
-	view := &replyView{out: s.out, faint: s.faint, thinking: false}
+	view := &replyView{out: s.out, text: s.text, faint: s.faint, thinking: false}
 	streamer := newTokenStreamer(s.tok, func(piece string) {
 		replyText.WriteString(piece)
 		view.write(piece)
@@ -336,7 +338,7 @@ func (s *chatSession) reply(text string) error {
 		}
 		return err
 	}
-	s.messages = append(s.messages, chat.Message{Role: "user", Content: text}, showReply(s.out, replyText.String()))
+	s.messages = append(s.messages, chat.Message{Role: "user", Content: text}, showReply(s.text, replyText.String()))
 	if s.verbose {
 		fmt.Fprintf(s.stderr, "%s; %d prompt tokens reused from the cache\n", generationSummary(g, opts.Sampling), g.Reused)
 	}
@@ -419,10 +421,27 @@ func (s *chatSession) save(path string) error {
 
 // replyView writes a reply as it streams, dimming the think block on a terminal (ANSI faint).
 // <think> and </think> are single tokens in Qwen3's vocabulary, so a piece holds a whole tag.
+// The model's text goes to text (out when nil), the dimming sequences to out.
 type replyView struct {
 	out      io.Writer
+	text     io.Writer
 	faint    bool
 	thinking bool
+}
+
+// show writes the model's text s.
+func (v *replyView) show(s string) {
+	if v.text == nil {
+		io.WriteString(v.out, s)
+		return
+	}
+	io.WriteString(v.text, s)
+}
+
+// control writes octlm's own terminal sequence s, after what text holds back.
+func (v *replyView) control(s string) {
+	flushText(v.text)
+	io.WriteString(v.out, s)
 }
 
 const (
@@ -438,19 +457,19 @@ func (v *replyView) write(piece string) {
 		}
 		i := strings.Index(piece, tag)
 		if i < 0 {
-			io.WriteString(v.out, piece)
+			v.show(piece)
 			return
 		}
 		if !v.thinking {
-			io.WriteString(v.out, piece[:i])
+			v.show(piece[:i])
 			if v.faint {
-				io.WriteString(v.out, ansiFaint)
+				v.control(ansiFaint)
 			}
-			io.WriteString(v.out, tag)
+			v.show(tag)
 		} else {
-			io.WriteString(v.out, piece[:i+len(tag)])
+			v.show(piece[:i+len(tag)])
 			if v.faint {
-				io.WriteString(v.out, ansiReset)
+				v.control(ansiReset)
 			}
 		}
 		v.thinking = !v.thinking
@@ -460,6 +479,7 @@ func (v *replyView) write(piece string) {
 
 // end closes a think block left open (the reply stopped while thinking).
 func (v *replyView) end() {
+	flushText(v.text)
 	if v.thinking && v.faint {
 		io.WriteString(v.out, ansiReset)
 	}

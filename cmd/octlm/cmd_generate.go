@@ -100,7 +100,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	opts.StopIDs = stops
 	opts.Context = ctx
 	out := &errWriter{fileio.ErrWriter{W: stdout}}
-	g, text, unknown, genErr := streamGeneration(m, tok, ids, opts, a.asJSON, out)
+	g, text, unknown, genErr := streamGeneration(m, tok, ids, opts, a.asJSON, out, modelText(out, isTerminal(stdout)))
 	res := newGenerationResult(g, text, opts.Sampling.Seed, a.prompt.chat != "", stderr)
 	if unknown > 0 {
 		fmt.Fprintf(stderr, "%d generated IDs have no token in the tokenizer and were left out of the text\n", unknown)
@@ -125,7 +125,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if !a.asJSON {
 		for _, call := range res.ToolCalls {
 			args, _ := call.ArgumentsText()
-			fmt.Fprintf(stderr, "tool call: %s(%s)\n", call.Name, args)
+			fmt.Fprintf(stderr, "tool call: %s(%s)\n", printable(call.Name), printableText(args))
 		}
 		fmt.Fprintln(stderr, generationSummary(g, opts.Sampling))
 	}
@@ -240,15 +240,16 @@ func encodePrompt(dir string, p generatePrompt) ([]int, *tokenizer.Tokenizer, er
 	}
 }
 
-// streamGeneration generates from ids, writing the text to out as it arrives (unless asJSON,
-// and nothing but a final newline without a tokenizer), and returns the generation, its whole
-// text, how many generated IDs had no text, and the error that stopped it.
-func streamGeneration(m *loadedModel, tok *tokenizer.Tokenizer, ids []int, opts octlm.GenerateOptions, asJSON bool, out *errWriter) (g octlm.Generation, text string, unknown int, err error) {
+// streamGeneration generates from ids, writing the text as it arrives to shown (which writes to
+// out: see modelText), unless asJSON, and nothing but a final newline without a tokenizer; it
+// returns the generation, its whole text, how many generated IDs had no text, and the error
+// that stopped it.
+func streamGeneration(m *loadedModel, tok *tokenizer.Tokenizer, ids []int, opts octlm.GenerateOptions, asJSON bool, out *errWriter, shown io.Writer) (g octlm.Generation, text string, unknown int, err error) {
 	var all strings.Builder
 	streamer := newTokenStreamer(tok, func(piece string) {
 		all.WriteString(piece)
 		if !asJSON {
-			fmt.Fprint(out, piece)
+			io.WriteString(shown, piece)
 		}
 	})
 	opts.OnToken = func(id int) bool {
@@ -257,6 +258,7 @@ func streamGeneration(m *loadedModel, tok *tokenizer.Tokenizer, ids []int, opts 
 	}
 	g, err = m.Generate(ids, opts)
 	streamer.flush()
+	flushText(shown)
 	if !asJSON && tok != nil {
 		fmt.Fprintln(out)
 	}
@@ -278,7 +280,7 @@ func newGenerationResult(g octlm.Generation, text string, seed uint64, isChat bo
 		reply := chat.ParseReply(res.Text)
 		res.Thinking, res.Content, res.ToolCalls = reply.Thinking, reply.Content, reply.ToolCalls
 		for _, e := range reply.Errors {
-			fmt.Fprintf(stderr, "reply: %v\n", e)
+			fmt.Fprintf(stderr, "reply: %s\n", printableText(e.Error()))
 		}
 	}
 	return res
