@@ -2,13 +2,9 @@ package hub
 
 import (
 	"context"
-	"crypto/sha1"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"net"
@@ -20,12 +16,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/octlm/octlm/internal/fileio"
-	"github.com/octlm/octlm/internal/progress"
+	"github.com/octlm/octlm/internal/termsafe"
 	"github.com/octlm/octlm/loader"
 )
 
@@ -38,14 +33,14 @@ var DefaultFiles = []string{
 
 // Options configures Resolve. Zero values take the environment's settings, like Python's
 // huggingface_hub: HF_ENDPOINT, HF_HUB_CACHE / HF_HOME, HF_TOKEN (or the token file written by
-// `huggingface-cli login`) and HF_HUB_OFFLINE.
+// `huggingface-cli login`) and HF_HUB_OFFLINE; and OCTLM_HUB_TIMEOUT.
 type Options struct {
 	Endpoint string       // default $HF_ENDPOINT, else https://huggingface.co
 	CacheDir string       // default CacheDir()
-	Token    string       // default $HF_TOKEN, else the token file
+	Token    string       // default $HF_TOKEN, else the token file; sent to the endpoint's origin only
 	Offline  bool         // never touch the network; also set by HF_HUB_OFFLINE=1
 	Files    []string     // patterns of files to fetch; default DefaultFiles
-	Progress io.Writer    // download and hashing progress; nil for silence
+	Progress io.Writer    // download and hashing progress, warnings; nil for silence
 	Client   *http.Client // default: a client with ConnectTimeout and ResponseTimeout
 
 	// ConnectTimeout bounds connecting to the Hub (TCP and TLS); default 10 s.
@@ -56,6 +51,17 @@ type Options struct {
 	ResponseTimeout time.Duration
 	// StallTimeout bounds a wait for the next bytes of a response body; default 60 s.
 	StallTimeout time.Duration
+	// RequestTimeout bounds one request and its whole answer, so that a Hub trickling a byte
+	// now and then cannot hold a run forever: default $OCTLM_HUB_TIMEOUT (a Go duration such
+	// as 90s or 5m, or seconds), else 2 minutes. A download gets one more second for every
+	// MinDownloadRate bytes it has to fetch.
+	RequestTimeout time.Duration
+	// MinDownloadRate is the slowest download (bytes per second) that RequestTimeout allows
+	// for; default 64 KiB/s.
+	MinDownloadRate int64
+	// MaxRetryWait is the longest Retry-After (HTTP 429, 503) that is waited for before asking
+	// again, up to 3 times; a longer one is not waited for. Default 10 s.
+	MaxRetryWait time.Duration
 }
 
 // Default Hub client timeouts (see Options).
@@ -63,7 +69,13 @@ const (
 	DefaultConnectTimeout  = 10 * time.Second
 	DefaultResponseTimeout = 30 * time.Second
 	DefaultStallTimeout    = 60 * time.Second
+	DefaultRequestTimeout  = 2 * time.Minute
+	DefaultMinDownloadRate = 64 << 10
+	DefaultMaxRetryWait    = 10 * time.Second
 )
+
+// EnvTimeout names the variable that sets Options.RequestTimeout.
+const EnvTimeout = "OCTLM_HUB_TIMEOUT"
 
 // CacheDir is the Hugging Face cache folder shared with Python: $HF_HUB_CACHE, else
 // $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
@@ -100,7 +112,7 @@ func envTrue(name string) bool {
 	return false
 }
 
-func (o Options) withDefaults() Options {
+func (o Options) withDefaults() (Options, error) {
 	if o.Endpoint == "" {
 		o.Endpoint = os.Getenv("HF_ENDPOINT")
 	}
@@ -138,6 +150,25 @@ func (o Options) withDefaults() Options {
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = DefaultStallTimeout
 	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+		if v := os.Getenv(EnvTimeout); v != "" {
+			d, err := time.ParseDuration(v)
+			if n, nerr := strconv.ParseFloat(v, 64); nerr == nil {
+				d, err = time.Duration(n*float64(time.Second)), nil
+			}
+			if err != nil || d <= 0 {
+				return o, fmt.Errorf("hub: %s=%.40q: want a positive duration such as 90s or 5m", EnvTimeout, v)
+			}
+			o.RequestTimeout = d
+		}
+	}
+	if o.MinDownloadRate <= 0 {
+		o.MinDownloadRate = DefaultMinDownloadRate
+	}
+	if o.MaxRetryWait <= 0 {
+		o.MaxRetryWait = DefaultMaxRetryWait
+	}
 	if o.Client == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.DialContext = (&net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
@@ -145,7 +176,7 @@ func (o Options) withDefaults() Options {
 		t.ResponseHeaderTimeout = o.ResponseTimeout
 		o.Client = &http.Client{Transport: t}
 	}
-	return o
+	return o, nil
 }
 
 var (
@@ -156,7 +187,10 @@ var (
 )
 
 // ParseRepoRef splits "Org/Name[@revision]" (revision defaults to "main") and validates both
-// parts the way the Hub does: no "..", no "--" at the edges, at most 96 characters.
+// parts the way the Hub does: no "..", no "--" at the edges, at most 96 characters for the
+// repository; a revision is a commit, a branch or tag name, or refs/pr/N, with git's rules for
+// ref names: no empty, "." or ".." part, no part that starts or ends with a dot or ends with
+// ".lock".
 func ParseRepoRef(s string) (repo, revision string, err error) {
 	repo, revision, found := strings.Cut(s, "@")
 	if !found {
@@ -166,10 +200,23 @@ func ParseRepoRef(s string) (repo, revision string, err error) {
 		strings.HasSuffix(repo, ".") || strings.HasSuffix(repo, "-") {
 		return "", "", fmt.Errorf("hub: %q is not a Hub repository id (want Org/Name[@revision])", s)
 	}
-	if !revisionPattern.MatchString(revision) || strings.Contains(revision, "..") {
-		return "", "", fmt.Errorf("hub: %q: invalid revision %q", s, revision)
+	if !validRevision(revision) {
+		return "", "", fmt.Errorf("hub: %q: invalid revision %q (a commit, a branch or tag name, or refs/pr/N)", s, revision)
 	}
 	return repo, revision, nil
+}
+
+// validRevision applies git's rules for ref names to rev (see ParseRepoRef).
+func validRevision(rev string) bool {
+	if len(rev) > 255 || !revisionPattern.MatchString(rev) || strings.Contains(rev, "..") {
+		return false
+	}
+	for _, part := range strings.Split(rev, "/") {
+		if part == "" || strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".") || strings.HasSuffix(part, ".lock") {
+			return false
+		}
+	}
+	return true
 }
 
 // RepoCacheDir is the cache folder of a model repository: models--Org--Name.
@@ -178,19 +225,33 @@ func RepoCacheDir(cacheDir, repo string) string {
 }
 
 // Resolve turns a local folder or a Hub reference into a checkpoint folder. An existing folder
-// is returned as is. "Org/Name[@revision]" is resolved in the Hugging Face cache
-// (models--Org--Name/snapshots/<commit>/, shared with Python): with Offline (or HF_HUB_OFFLINE=1)
-// only the cache is consulted; otherwise the revision is looked up on the Hub, and missing
-// files are downloaded into blobs/ (resuming <etag>.incomplete partial files), checked against
-// their ETag (SHA-256 for LFS files, git blob SHA-1 for the others) and linked into the
-// snapshot. If the Hub cannot be reached but the cache holds the revision, the cached snapshot
-// is used and a warning is written to Progress.
+// is returned as is (a folder of the cache's layout is checked like a cached snapshot).
+// "Org/Name[@revision]" is resolved in the Hugging Face cache (models--Org--Name/snapshots/<commit>/,
+// shared with Python): with Offline (or HF_HUB_OFFLINE=1) only the cache is consulted; otherwise
+// the revision is looked up on the Hub, and missing files are downloaded into blobs/ (resuming
+// <etag>.incomplete partial files), checked against their ETag (SHA-256 for LFS files, git blob
+// SHA-1 for the others) and linked into the snapshot. If the Hub cannot be reached, or answers
+// with a server error, but the cache holds the revision, the cached snapshot is used and a
+// warning is written to Progress.
+//
+// The cache is not trusted further than it must be: no file is written through a symbolic link
+// (a partial or complete blob that is a link, a FIFO or a device is discarded), a blob already
+// there is checked against its ETag before it is linked, every file of a snapshot must resolve
+// inside the repository's cache folder, and what already holds the right content (refs/<rev>)
+// is not rewritten, so that a read-only shared cache that holds the snapshot works online.
+// Before a download, the announced size is checked against the free disk space and, for files
+// other than weights, against a cap (see maxFileBytes).
 func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error) {
 	st, err := os.Stat(nameOrDir)
 	switch {
 	case err == nil && !st.IsDir():
 		return "", fmt.Errorf("hub: %s: not a folder", nameOrDir)
 	case err == nil:
+		if repoDir, ok := snapshotRepo(nameOrDir); ok {
+			if err := checkSnapshot(repoDir, nameOrDir); err != nil {
+				return "", err
+			}
+		}
 		return nameOrDir, nil
 	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
 		// A symlink loop or a folder that cannot be read: say so, with the path.
@@ -203,24 +264,27 @@ func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error
 		}
 		return "", err
 	}
-	opts = opts.withDefaults()
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return "", err
+	}
 	repoDir := RepoCacheDir(opts.CacheDir, repo)
 	if opts.Offline {
 		dir, err := cachedSnapshot(repoDir, rev)
 		if err != nil {
 			return "", fmt.Errorf("hub: %s@%s is not in the cache %s and offline mode is on (HF_HUB_OFFLINE): %w", repo, rev, opts.CacheDir, err)
 		}
-		return dir, nil
+		return dir, checkSnapshot(repoDir, dir)
 	}
 	h := &repoClient{opts: opts, repo: repo, repoDir: repoDir}
 	commit, files, err := h.revisionInfo(ctx, rev)
 	if err != nil {
-		var netErr *netError
-		if errors.As(err, &netErr) {
+		if errors.Is(err, ErrUnreachable) {
 			if dir, cerr := cachedSnapshot(repoDir, rev); cerr == nil {
-				if opts.Progress != nil {
-					fmt.Fprintf(opts.Progress, "warning: %v; using the cached snapshot %s\n", err, dir)
+				if err := checkSnapshot(repoDir, dir); err != nil {
+					return "", err
 				}
+				h.warn("warning: %v; using the cached snapshot %s", err, dir)
 				return dir, nil
 			}
 		}
@@ -236,22 +300,60 @@ func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error
 		return "", fmt.Errorf("hub: %w", err)
 	}
 	if rev != commit {
-		ref := filepath.Join(repoDir, "refs", filepath.FromSlash(rev))
-		if err := os.MkdirAll(filepath.Dir(ref), 0o755); err != nil {
-			return "", fmt.Errorf("hub: %w", err)
-		}
-		if err := fileio.WriteFile(ref, []byte(commit)); err != nil {
-			return "", fmt.Errorf("hub: %w", err)
+		if err := writeRef(repoDir, rev, commit); err != nil {
+			return "", err
 		}
 	}
-	return snap, nil
+	return snap, checkSnapshot(repoDir, snap)
+}
+
+// warn writes a line to Progress, escaped: it may quote the Hub's answers and file names.
+func (h *repoClient) warn(format string, args ...any) {
+	if h.opts.Progress != nil {
+		fmt.Fprintln(h.opts.Progress, termsafe.Text(fmt.Sprintf(format, args...)))
+	}
+}
+
+// refPath is the file of refs/ that records the commit of the branch or tag rev, refused when it
+// would not be a file inside refs/ (ParseRepoRef already refuses such names).
+func refPath(repoDir, rev string) (string, error) {
+	refs := filepath.Join(repoDir, "refs")
+	p := filepath.Join(refs, filepath.FromSlash(rev))
+	rel, err := filepath.Rel(refs, p)
+	if !validRevision(rev) || err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("hub: invalid revision %q", rev)
+	}
+	return p, nil
+}
+
+// writeRef records that rev is commit in refs/, unless it already says so: a read-only cache
+// that is up to date stays usable.
+func writeRef(repoDir, rev, commit string) error {
+	ref, err := refPath(repoDir, rev)
+	if err != nil {
+		return err
+	}
+	if b, err := fileio.ReadFile(ref, 4<<10); err == nil && strings.TrimSpace(string(b)) == commit {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(ref), 0o755); err != nil {
+		return fmt.Errorf("hub: recording %s@%s: %w", filepath.Base(repoDir), rev, err)
+	}
+	if err := fileio.WriteFile(ref, []byte(commit)); err != nil {
+		return fmt.Errorf("hub: recording %s@%s: %w", filepath.Base(repoDir), rev, err)
+	}
+	return nil
 }
 
 // cachedSnapshot finds the snapshot of rev (a commit, or a ref recorded in refs/).
 func cachedSnapshot(repoDir, rev string) (string, error) {
 	commit := rev
 	if !commitPattern.MatchString(rev) {
-		b, err := fileio.ReadFile(filepath.Join(repoDir, "refs", filepath.FromSlash(rev)), 4<<10)
+		ref, err := refPath(repoDir, rev)
+		if err != nil {
+			return "", err
+		}
+		b, err := fileio.ReadFile(ref, 4<<10)
 		if err != nil {
 			return "", err
 		}
@@ -271,117 +373,89 @@ func cachedSnapshot(repoDir, rev string) (string, error) {
 	return snap, nil
 }
 
+// snapshotRepo reports whether dir has the cache's layout, models--Org--Name/snapshots/<commit>,
+// and returns the repository's folder.
+func snapshotRepo(dir string) (string, bool) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", false
+	}
+	snaps := filepath.Dir(abs)
+	repo := filepath.Dir(snaps)
+	return repo, filepath.Base(snaps) == "snapshots" && strings.HasPrefix(filepath.Base(repo), "models--")
+}
+
+// checkSnapshot refuses a snapshot that reaches outside the cache: the snapshot folder must
+// resolve inside the repository's folder, and every file in it (config.json and the tokenizer
+// as well as the weights) into the repository's blobs folder or the snapshot itself. A link
+// whose target is missing is let be: the file counts as missing.
+func checkSnapshot(repoDir, snap string) error {
+	realRepo, err := realPath(repoDir)
+	if err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	realSnap, err := realPath(snap)
+	if err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	if !inside(realSnap, realRepo) {
+		return fmt.Errorf("hub: the snapshot %s resolves to %s, outside its repository's cache folder %s: refused", snap, realSnap, realRepo)
+	}
+	roots := []string{realSnap}
+	if b, err := realPath(filepath.Join(repoDir, "blobs")); err == nil {
+		roots = append(roots, b)
+	}
+	return filepath.WalkDir(snap, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("hub: %w", err)
+		}
+		if d.IsDir() {
+			return nil
+		}
+		real, err := realPath(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("hub: %w", err)
+		}
+		for _, r := range roots {
+			if inside(real, r) {
+				return nil
+			}
+		}
+		return fmt.Errorf("hub: %s resolves to %s, outside the cache's blobs folder: refused (remove the link; a run online downloads the file again)", p, real)
+	})
+}
+
+// realPath is the absolute path of p with every symbolic link resolved.
+func realPath(p string) (string, error) {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(r)
+}
+
+// inside reports whether the absolute path p is root or lies below it.
+func inside(p, root string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
 type repoClient struct {
 	opts    Options
 	repo    string
 	repoDir string
 }
 
-// netError marks a failure to reach the Hub at all (as opposed to an HTTP error status).
-type netError struct{ err error }
-
-func (e *netError) Error() string { return e.err.Error() }
-func (e *netError) Unwrap() error { return e.err }
-
-func (h *repoClient) request(ctx context.Context, method, u string, hdr map[string]string) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("hub: %w", err)
-	}
-	req.Header.Set("User-Agent", "octlm-loader")
-	if h.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+h.opts.Token)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	return req, nil
-}
-
-// send makes a request with a watchdog on top of the client's own timeouts, so that even a
-// caller's Client cannot wait forever: the response headers must arrive within
-// ConnectTimeout + ResponseTimeout of the start, then body bytes at least every StallTimeout.
-// The returned response's Body must be closed.
-func (h *repoClient) send(ctx context.Context, client *http.Client, method, u string, hdr map[string]string) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &watchdog{cancel: cancel}
-	headers := h.opts.ConnectTimeout + h.opts.ResponseTimeout
-	w.timer = time.AfterFunc(headers, w.fire)
-	req, err := h.request(ctx, method, u, hdr)
-	if err != nil {
-		w.stop()
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		w.stop()
-		if w.fired.Load() {
-			return nil, fmt.Errorf("no answer within %v: %w", headers, err)
-		}
-		return nil, err
-	}
-	w.timer.Reset(h.opts.StallTimeout)
-	resp.Body = &watchedBody{ReadCloser: resp.Body, w: w, stall: h.opts.StallTimeout}
-	return resp, nil
-}
-
-// watchdog cancels a request when its timer fires.
-type watchdog struct {
-	timer  *time.Timer
-	cancel context.CancelFunc
-	fired  atomic.Bool
-}
-
-func (w *watchdog) fire() { w.fired.Store(true); w.cancel() }
-
-func (w *watchdog) stop() { w.timer.Stop(); w.cancel() }
-
-// watchedBody restarts the watchdog whenever bytes arrive.
-type watchedBody struct {
-	io.ReadCloser
-	w     *watchdog
-	stall time.Duration
-}
-
-func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		b.w.timer.Reset(b.stall)
-	}
-	if err != nil && err != io.EOF && b.w.fired.Load() {
-		err = fmt.Errorf("no data for %v: %w", b.stall, err)
-	}
-	return n, err
-}
-
-func (b *watchedBody) Close() error {
-	b.w.stop()
-	return b.ReadCloser.Close()
-}
-
-func statusError(resp *http.Response, what string) error {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	msg := strings.TrimSpace(string(body))
-	hint := ""
-	switch resp.StatusCode {
-	case http.StatusUnauthorized, http.StatusForbidden:
-		hint = " (gated or private repository: set HF_TOKEN to a token with access)"
-	case http.StatusNotFound:
-		hint = " (no such repository, revision or file)"
-	}
-	if e := resp.Header.Get("X-Error-Message"); e != "" {
-		msg = e
-	}
-	return fmt.Errorf("hub: %s: HTTP %s%s: %.200s", what, resp.Status, hint, msg)
-}
-
 // revisionInfo asks the Hub API for the commit of rev and the files it holds, filtered by the
 // patterns of the options.
 func (h *repoClient) revisionInfo(ctx context.Context, rev string) (string, []string, error) {
 	u := h.opts.Endpoint + "/api/models/" + h.repo + "/revision/" + url.PathEscape(rev)
-	resp, err := h.send(ctx, h.opts.Client, http.MethodGet, u, nil)
+	resp, err := h.send(ctx, h.client(h.opts.Client, true), http.MethodGet, u, nil, h.opts.RequestTimeout)
 	if err != nil {
-		return "", nil, &netError{fmt.Errorf("hub: %s@%s: %w", h.repo, rev, err)}
+		return "", nil, fmt.Errorf("hub: %s@%s: %w", h.repo, rev, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -395,8 +469,8 @@ func (h *repoClient) revisionInfo(ctx context.Context, rev string) (string, []st
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
 		err = fmt.Errorf("hub: %s@%s: reading the Hub's answer: %w", h.repo, rev, err)
-		if resp.Body.(*watchedBody).w.fired.Load() {
-			return "", nil, &netError{err} // a stalled Hub is an unreachable one
+		if readFailed(resp) {
+			return "", nil, &unreachableError{err} // a stalled Hub is an unreachable one
 		}
 		return "", nil, err
 	}
@@ -435,17 +509,16 @@ func (h *repoClient) resolveURL(commit, name string) string {
 // head fetches file metadata without following redirects to the CDN (the Hub puts the LFS
 // ETag and size on the redirect itself, as X-Linked-Etag and X-Linked-Size).
 func (h *repoClient) head(ctx context.Context, commit, name string) (fileMeta, error) {
-	client := *h.opts.Client
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client := h.client(h.opts.Client, false)
 	u := h.resolveURL(commit, name)
 	for range 5 {
-		resp, err := h.send(ctx, &client, http.MethodHead, u, map[string]string{"Accept-Encoding": "identity"})
+		resp, err := h.send(ctx, client, http.MethodHead, u, map[string]string{"Accept-Encoding": "identity"}, h.opts.RequestTimeout)
 		if err != nil {
 			return fileMeta{}, fmt.Errorf("hub: %s: %s: %w", h.repo, name, err)
 		}
 		resp.Body.Close()
 		loc := resp.Header.Get("Location")
-		if resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("X-Linked-Etag") == "" && strings.HasPrefix(loc, "/") {
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("X-Linked-Etag") == "" && strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
 			u = h.opts.Endpoint + loc // relative redirect: a renamed repository
 			continue
 		}
@@ -464,177 +537,15 @@ func (h *repoClient) head(ctx context.Context, commit, name string) (fileMeta, e
 		}
 		m.size, err = strconv.ParseInt(sizeText, 10, 64)
 		if err != nil || m.size < 0 {
-			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub gave no usable size (%q)", h.repo, name, sizeText)
+			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub gave no usable size (%.40q)", h.repo, name, sizeText)
 		}
 		if !etagPattern.MatchString(m.etag) {
 			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub gave no usable ETag (%.80q)", h.repo, name, m.etag)
 		}
 		if m.commit != commit {
-			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub answered for commit %q, asked %s", h.repo, name, m.commit, commit)
+			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub answered for commit %.60q, asked %s", h.repo, name, m.commit, commit)
 		}
 		return m, nil
 	}
 	return fileMeta{}, fmt.Errorf("hub: %s: %s: too many redirects", h.repo, name)
-}
-
-// ensureFile makes snapshots/<commit>/<name> exist, downloading its blob when missing.
-func (h *repoClient) ensureFile(ctx context.Context, commit, name, snap string) error {
-	link := filepath.Join(snap, filepath.FromSlash(name))
-	if _, err := os.Stat(link); err == nil {
-		return nil
-	}
-	meta, err := h.head(ctx, commit, name)
-	if err != nil {
-		return err
-	}
-	blobs := filepath.Join(h.repoDir, "blobs")
-	if err := os.MkdirAll(blobs, 0o755); err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	blob := filepath.Join(blobs, meta.etag)
-	if st, err := os.Stat(blob); err != nil || st.Size() != meta.size {
-		// Another process (octlm or Python's huggingface_hub, which locks the same file) may
-		// be fetching this blob: take turns, then look again.
-		lock := filepath.Join(h.opts.CacheDir, ".locks", filepath.Base(h.repoDir), meta.etag+".lock")
-		unlock, err := lockFile(ctx, lock, func() {
-			if h.opts.Progress != nil {
-				fmt.Fprintf(h.opts.Progress, "waiting for another process downloading %s\n", name)
-			}
-		})
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		if st, err := os.Stat(blob); err != nil || st.Size() != meta.size {
-			if err := h.download(ctx, commit, name, meta, blob); err != nil {
-				return err
-			}
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	rel, err := filepath.Rel(filepath.Dir(link), blob)
-	if err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	// Link under a name of this process's own, then rename over the snapshot's name: two
-	// processes linking the same file both succeed, and a dangling link from an interrupted
-	// run is replaced.
-	tmp := fmt.Sprintf("%s.%d.%d.link", link, os.Getpid(), linkSeq.Add(1))
-	if err := os.Symlink(rel, tmp); err != nil {
-		return fmt.Errorf("hub: linking %s into the snapshot: %w", name, err)
-	}
-	if err := os.Rename(tmp, link); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("hub: linking %s into the snapshot: %w", name, err)
-	}
-	return nil
-}
-
-// linkSeq tells apart the temporary link names of concurrent calls in one process.
-var linkSeq atomic.Int64
-
-// download fetches the blob into <blob>.incomplete, resuming a partial file with a Range
-// request, checks size and digest, and renames it into place.
-func (h *repoClient) download(ctx context.Context, commit, name string, meta fileMeta, blob string) error {
-	part := blob + ".incomplete"
-	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	defer f.Close()
-	var sum hash.Hash
-	lfs := len(meta.etag) == 64
-	if lfs {
-		sum = sha256.New()
-	} else {
-		sum = sha1.New()
-		fmt.Fprintf(sum, "blob %d\x00", meta.size)
-	}
-	have, err := io.Copy(sum, f) // hash what an earlier run left
-	if err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	if have > meta.size {
-		if err := restart(f, &have, &sum, lfs, meta.size); err != nil {
-			return err
-		}
-	}
-	if have < meta.size {
-		hdr := map[string]string{"Accept-Encoding": "identity"}
-		if have > 0 {
-			hdr["Range"] = fmt.Sprintf("bytes=%d-", have)
-		}
-		resp, err := h.send(ctx, h.opts.Client, http.MethodGet, h.resolveURL(commit, name), hdr)
-		if err != nil {
-			return fmt.Errorf("hub: downloading %s: %w (run again to resume)", name, err)
-		}
-		defer resp.Body.Close()
-		switch {
-		case resp.StatusCode == http.StatusPartialContent && have > 0:
-		case resp.StatusCode == http.StatusOK:
-			if err := restart(f, &have, &sum, lfs, meta.size); err != nil { // the server ignored the Range
-				return err
-			}
-		case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
-			if err := restart(f, &have, &sum, lfs, meta.size); err != nil {
-				return err
-			}
-			return fmt.Errorf("hub: downloading %s: the server refused to resume; run again", name)
-		default:
-			return statusError(resp, h.repo+": "+name)
-		}
-		var w io.Writer = io.MultiWriter(f, sum)
-		var bar *progress.Writer
-		if h.opts.Progress != nil {
-			bar = progress.NewWriter(h.opts.Progress, name, meta.size, have)
-			w = io.MultiWriter(w, bar)
-		}
-		n, err := io.CopyBuffer(w, io.LimitReader(resp.Body, meta.size-have+1), make([]byte, 1<<20))
-		have += n
-		if bar != nil {
-			if err != nil || have != meta.size {
-				bar.Abandon()
-			} else {
-				bar.Finish()
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("hub: downloading %s: %w after %d of %d bytes (run again to resume)", name, err, have, meta.size)
-		}
-	}
-	if have != meta.size {
-		return fmt.Errorf("hub: downloading %s: got %d bytes, the Hub announced %d (run again to resume)", name, have, meta.size)
-	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != meta.etag {
-		f.Close()
-		os.Remove(part)
-		return &loader.FormatError{Path: part, Rule: loader.RuleManifestHash, Detail: fmt.Sprintf("downloaded %s has digest %s, the Hub's ETag is %s; the partial file was removed", name, got, meta.etag)}
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	if err := os.Rename(part, blob); err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	return nil
-}
-
-// restart empties a partial file and resets its running digest.
-func restart(f *os.File, have *int64, sum *hash.Hash, lfs bool, size int64) error {
-	if err := f.Truncate(0); err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	*have = 0
-	if lfs {
-		*sum = sha256.New()
-	} else {
-		*sum = sha1.New()
-		fmt.Fprintf(*sum, "blob %d\x00", size)
-	}
-	return nil
 }

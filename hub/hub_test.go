@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,10 +33,13 @@ type fakeHub struct {
 	token   string // required bearer token, if set
 	srv     *httptest.Server
 	mu      sync.Mutex
-	ranges  []string // Range headers seen on downloads
-	gets    int      // download GETs
-	cutAt   int      // if > 0, the next download is cut after this many bytes
-	corrupt bool     // serve LFS content with one byte flipped
+	ranges  []string         // Range headers seen on downloads
+	gets    int              // download GETs
+	cutAt   int              // if > 0, the next download is cut after this many bytes
+	corrupt bool             // serve LFS content with one byte flipped
+	cdnURL  string           // where LFS files are redirected to; default the hub's own /cdn/
+	sizes   map[string]int64 // sizes announced on HEAD instead of the true ones
+	apiGets int              // revision API requests
 }
 
 func newFakeHub(t *testing.T, repo, dir string, names ...string) *fakeHub {
@@ -75,6 +79,9 @@ func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
 	resolve := "/" + h.repo + "/resolve/"
 	switch {
 	case strings.HasPrefix(r.URL.Path, api):
+		h.mu.Lock()
+		h.apiGets++
+		h.mu.Unlock()
 		rev := strings.TrimPrefix(r.URL.Path, api)
 		if rev != "main" && rev != testCommit {
 			http.Error(w, "Revision Not Found", http.StatusNotFound)
@@ -94,14 +101,27 @@ func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		etag := etagOf(name, b)
 		w.Header().Set("X-Repo-Commit", testCommit)
+		size, announced := h.sizes[name]
+		if !announced {
+			size = int64(len(b))
+		}
 		if isLFS(name) {
 			w.Header().Set("X-Linked-Etag", `"`+etag+`"`)
-			w.Header().Set("X-Linked-Size", fmt.Sprint(len(b)))
+			w.Header().Set("X-Linked-Size", fmt.Sprint(size))
 			w.Header().Set("ETag", `"`+etagOf("x.json", b)+`"`) // the git pointer's etag; must be ignored
-			http.Redirect(w, r, h.srv.URL+"/cdn/"+etag+"?name="+name, http.StatusFound)
+			cdn := h.cdnURL
+			if cdn == "" {
+				cdn = h.srv.URL
+			}
+			http.Redirect(w, r, cdn+"/cdn/"+etag+"?name="+url.QueryEscape(name), http.StatusFound)
 			return
 		}
 		w.Header().Set("ETag", `"`+etag+`"`)
+		if announced && r.Method == http.MethodHead {
+			w.Header().Set("Content-Length", fmt.Sprint(size))
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		h.send(w, r, name, b)
 	case strings.HasPrefix(r.URL.Path, "/cdn/"):
 		name := r.URL.Query().Get("name")

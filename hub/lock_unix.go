@@ -13,7 +13,7 @@ import (
 // does on the same file, so downloads from octlm and from Python take turns; errLocked when
 // another holder has it. The lock goes with the process should it die.
 func tryLock(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow|oNonBlock, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}

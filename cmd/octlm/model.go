@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"time"
 
@@ -126,11 +125,12 @@ func resolveCheckpoint(ctx context.Context, name string) (string, error) {
 	return dir, nil
 }
 
-// withOfflineHint adds what to do to an error that reaching the Hub failed (no network, DNS):
-// the Hub cache alone, a local folder, or a random checkpoint made here.
+// withOfflineHint adds what to do to an error that getting an answer from the Hub failed (no
+// network, DNS, a refused connection, a stalled or failing Hub: hub.ErrUnreachable): the Hub
+// cache alone, a local folder, or a random checkpoint made here. Errors of the local disk (an
+// unwritable or full cache) get no such hint: they are not the network's.
 func withOfflineHint(err error) error {
-	var netErr net.Error
-	if !errors.As(err, &netErr) {
+	if !errors.Is(err, hub.ErrUnreachable) {
 		return err
 	}
 	return fmt.Errorf("%w\n  cannot reach the Hugging Face Hub. Offline, either use what the Hub cache holds (HF_HUB_OFFLINE=1),\n"+
