@@ -1,0 +1,316 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cachedTiny fills a cache from hub and returns it with the snapshot folder.
+func cachedTiny(t *testing.T, hub *fakeHub) (cache, snap string) {
+	t.Helper()
+	cache = t.TempDir()
+	snap, err := Resolve(context.Background(), "Test/tiny-qwen3", hub.opts(cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cache, snap
+}
+
+// TestLocalErrorsAreNotTheNetwork: a cache that cannot be written (a file where a folder must
+// be, the .locks folder a file) fails with the disk's error, which does not match
+// ErrUnreachable (no offline hint), while a refused connection does.
+func TestLocalErrorsAreNotTheNetwork(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	locksFile := t.TempDir()
+	if err := os.WriteFile(filepath.Join(locksFile, ".locks"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused := httptest.NewServer(http.NotFoundHandler())
+	refusedURL := refused.URL
+	refused.Close()
+	cases := []struct {
+		name        string
+		opts        Options
+		unreachable bool
+	}{
+		{"cache is a file", hub.opts(file), false},
+		{"cache below a file", hub.opts(filepath.Join(file, "hub")), false},
+		{".locks is a file", hub.opts(locksFile), false},
+		{"connection refused", Options{Endpoint: refusedURL, CacheDir: t.TempDir()}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Resolve(context.Background(), "Test/tiny-qwen3", c.opts)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := errors.Is(err, ErrUnreachable); got != c.unreachable {
+				t.Errorf("errors.Is(%v, ErrUnreachable) = %v, want %v", err, got, c.unreachable)
+			}
+			if !c.unreachable && !errors.Is(err, syscall.ENOTDIR) {
+				t.Errorf("%v: want the disk's error (not a directory)", err)
+			}
+		})
+	}
+}
+
+// TestUpToDateCacheNotRewritten: online, a cache that already holds the snapshot and its ref
+// is read, not written (refs/main keeps its inode): a read-only shared cache works.
+func TestUpToDateCacheNotRewritten(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	cache, snap := cachedTiny(t, hub)
+	ref := filepath.Join(cache, tinyRepoDir, "refs", "main")
+	before, err := os.Stat(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := Resolve(context.Background(), "Test/tiny-qwen3", hub.opts(cache)); err != nil || d != snap {
+		t.Fatalf("%s, %v", d, err)
+	}
+	after, err := os.Stat(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) {
+		t.Errorf("refs/main was rewritten though it held the commit")
+	}
+	// A ref that is wrong is put right.
+	if err := os.WriteFile(ref, []byte(strings.Repeat("f", 40)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve(context.Background(), "Test/tiny-qwen3", hub.opts(cache)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(ref); string(b) != testCommit {
+		t.Errorf("refs/main = %q, want %s", b, testCommit)
+	}
+}
+
+// failingHub answers the revision API with status (and Retry-After, if set) the first fail
+// times, then as hub does; it counts the API requests.
+func failingHub(t *testing.T, hub *fakeHub, status int, retryAfter string, fail int32) (*httptest.Server, *atomic.Int32) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			if calls.Add(1) <= fail {
+				if retryAfter != "" {
+					w.Header().Set("Retry-After", retryAfter)
+				}
+				http.Error(w, "busy", status)
+				return
+			}
+		}
+		hub.serve(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+// TestServerErrors: with the revision cached, HTTP 500, 502, 503 and 429 fall back to the
+// cached snapshot with a warning, as a refused connection does; without it they are errors
+// that match ErrUnreachable. A 429 or 503 with a short Retry-After is asked again after it; a
+// Retry-After past MaxRetryWait is not waited for.
+func TestServerErrors(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	cache, snap := cachedTiny(t, hub)
+	past := time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)
+	cases := []struct {
+		name       string
+		status     int
+		retryAfter string
+		fail       int32
+		wantCalls  int32
+		wantCached bool // served from the cache with a warning; else from the Hub after asking again
+	}{
+		{"500", http.StatusInternalServerError, "", 100, 1, true},
+		{"502", http.StatusBadGateway, "", 100, 1, true},
+		{"503", http.StatusServiceUnavailable, "", 100, 1, true},
+		{"429, long Retry-After", http.StatusTooManyRequests, "3600", 100, 1, true},
+		{"503, Retry-After 0", http.StatusServiceUnavailable, "0", 1, 2, false},
+		{"429, Retry-After a date past", http.StatusTooManyRequests, past, 2, 3, false},
+		{"503 for ever, Retry-After 0", http.StatusServiceUnavailable, "0", 100, maxRetries + 1, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv, calls := failingHub(t, hub, c.status, c.retryAfter, c.fail)
+			var progress bytes.Buffer
+			opts := Options{Endpoint: srv.URL, CacheDir: cache, Progress: &progress}
+			begin := time.Now()
+			dir, err := Resolve(context.Background(), "Test/tiny-qwen3", opts)
+			if took := time.Since(begin); took > 5*time.Second {
+				t.Errorf("took %v", took)
+			}
+			if err != nil || dir != snap {
+				t.Fatalf("got %s, %v; want %s", dir, err, snap)
+			}
+			if got := calls.Load(); got != c.wantCalls {
+				t.Errorf("%d API requests, want %d", got, c.wantCalls)
+			}
+			if warned := strings.Contains(progress.String(), "using the cached snapshot"); warned != c.wantCached {
+				t.Errorf("progress %q: cache fallback %v, want %v", progress.String(), warned, c.wantCached)
+			}
+			// Not cached: an error that says so and matches ErrUnreachable.
+			if c.wantCached {
+				_, err := Resolve(context.Background(), "Test/tiny-qwen3", Options{Endpoint: srv.URL, CacheDir: t.TempDir()})
+				if err == nil || !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "HTTP") {
+					t.Errorf("not cached: %v; want an HTTP error matching ErrUnreachable", err)
+				}
+			}
+		})
+	}
+}
+
+// TestRequestDeadline: a Hub that trickles a byte at a time, never stalling long enough for
+// StallTimeout, is cut off by the request's deadline; with the revision cached, the cached
+// snapshot is used.
+func TestRequestDeadline(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	cache, snap := cachedTiny(t, hub)
+	trickle := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			w.Write([]byte(" "))
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}))
+	t.Cleanup(trickle.Close)
+	for _, c := range []struct {
+		name    string
+		cache   string
+		wantDir string
+	}{
+		{"cached", cache, snap},
+		{"not cached", t.TempDir(), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var progress bytes.Buffer
+			opts := Options{Endpoint: trickle.URL, CacheDir: c.cache, Progress: &progress,
+				StallTimeout: 10 * time.Second, RequestTimeout: 300 * time.Millisecond}
+			begin := time.Now()
+			dir, err := resolveBounded(t, "Test/tiny-qwen3", opts)
+			if took := time.Since(begin); took > 5*time.Second {
+				t.Errorf("took %v with a deadline of 0.3 s", took)
+			}
+			text := progress.String()
+			if err != nil {
+				text = err.Error()
+			}
+			if dir != c.wantDir || !strings.Contains(text, "deadline") {
+				t.Errorf("got %q, %v (progress %q); want %q and the deadline named", dir, err, progress.String(), c.wantDir)
+			}
+		})
+	}
+}
+
+// TestTimeoutFromEnvironment: OCTLM_HUB_TIMEOUT sets the request deadline; a bad value is an
+// error naming it.
+func TestTimeoutFromEnvironment(t *testing.T) {
+	clearHubEnv(t)
+	for _, c := range []struct {
+		value string
+		want  time.Duration
+	}{{"", DefaultRequestTimeout}, {"90s", 90 * time.Second}, {"5m", 5 * time.Minute}, {"2.5", 2500 * time.Millisecond}, {"soon", 0}, {"-1s", 0}, {"0", 0}} {
+		t.Setenv(EnvTimeout, c.value)
+		o, err := Options{}.withDefaults()
+		if c.want == 0 {
+			if err == nil || !strings.Contains(err.Error(), EnvTimeout) {
+				t.Errorf("%s=%q: %v, want an error naming it", EnvTimeout, c.value, err)
+			}
+			continue
+		}
+		if err != nil || o.RequestTimeout != c.want {
+			t.Errorf("%s=%q: %v, %v; want %v", EnvTimeout, c.value, o.RequestTimeout, err, c.want)
+		}
+	}
+}
+
+// TestCachedBlobChecked: a blob of the right size and the wrong content, found when its snapshot
+// link is made again, is replaced by the Hub's, not linked.
+func TestCachedBlobChecked(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	cache, snap := cachedTiny(t, hub)
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		blob := filepath.Join(cache, tinyRepoDir, "blobs", etagOf(name, hub.files[name]))
+		bad := bytes.Clone(hub.files[name])
+		bad[len(bad)/2] ^= 1
+		if err := os.WriteFile(blob, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(filepath.Join(snap, name))
+	}
+	var progress bytes.Buffer
+	opts := hub.opts(cache)
+	opts.Progress = &progress
+	if _, err := Resolve(context.Background(), "Test/tiny-qwen3", opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		if got, _ := os.ReadFile(filepath.Join(snap, name)); !bytes.Equal(got, hub.files[name]) {
+			t.Errorf("%s: the corrupt cached blob was linked", name)
+		}
+	}
+	if !strings.Contains(progress.String(), "digest") {
+		t.Errorf("no warning about the corrupt blobs: %q", progress.String())
+	}
+}
+
+// TestAnnouncedSizeChecked: a size the disk cannot hold, or a config.json of a gigabyte, is
+// refused from the HEAD answer, before any download starts or a partial file is made.
+func TestAnnouncedSizeChecked(t *testing.T) {
+	clearHubEnv(t)
+	for _, c := range []struct {
+		name string
+		size int64
+		want string
+	}{
+		{"model.safetensors", 1 << 50, "free"},
+		{"config.json", 1 << 30, "allowed"},
+		{"model.safetensors.index.json", 1 << 30, "allowed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hub := tinyHub(t)
+			hub.files[c.name] = []byte("{}")
+			hub.sizes = map[string]int64{c.name: c.size}
+			cache := t.TempDir()
+			opts := hub.opts(cache)
+			opts.Files = []string{c.name}
+			_, err := Resolve(context.Background(), "Test/tiny-qwen3", opts)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name) {
+				t.Fatalf("%v; want %s refused (%q)", err, c.name, c.want)
+			}
+			if hub.gets != 0 {
+				t.Errorf("%d downloads started", hub.gets)
+			}
+			blobs, _ := os.ReadDir(filepath.Join(cache, tinyRepoDir, "blobs"))
+			for _, b := range blobs {
+				t.Errorf("left in blobs: %s", b.Name())
+			}
+		})
+	}
+}
