@@ -53,7 +53,7 @@ type Options struct {
 	StallTimeout time.Duration
 	// RequestTimeout bounds one request and its whole answer, so that a Hub trickling a byte
 	// now and then cannot hold a run forever: default $OCTLM_HUB_TIMEOUT (a Go duration such
-	// as 90s or 5m, or seconds), else 2 minutes. A download gets one more second for every
+	// as 90s or 5m, or seconds), else 1 minute. A download gets one more second for every
 	// MinDownloadRate bytes it has to fetch.
 	RequestTimeout time.Duration
 	// MinDownloadRate is the slowest download (bytes per second) that RequestTimeout allows
@@ -69,7 +69,7 @@ const (
 	DefaultConnectTimeout  = 10 * time.Second
 	DefaultResponseTimeout = 30 * time.Second
 	DefaultStallTimeout    = 60 * time.Second
-	DefaultRequestTimeout  = 2 * time.Minute
+	DefaultRequestTimeout  = time.Minute
 	DefaultMinDownloadRate = 64 << 10
 	DefaultMaxRetryWait    = 10 * time.Second
 )
@@ -291,6 +291,11 @@ func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error
 		return "", err
 	}
 	snap := filepath.Join(repoDir, "snapshots", commit)
+	for _, d := range []string{filepath.Join(repoDir, "blobs"), snap, filepath.Join(repoDir, "refs")} {
+		if err := checkFolderInside(repoDir, d); err != nil {
+			return "", err
+		}
+	}
 	for _, name := range files {
 		if err := h.ensureFile(ctx, commit, name, snap); err != nil {
 			return "", err
@@ -426,6 +431,26 @@ func checkSnapshot(repoDir, snap string) error {
 		}
 		return fmt.Errorf("hub: %s resolves to %s, outside the cache's blobs folder: refused (remove the link; a run online downloads the file again)", p, real)
 	})
+}
+
+// checkFolderInside refuses a folder of the repository's cache (blobs, refs, a snapshot) that
+// resolves outside it, before anything is written there; a missing folder is fine.
+func checkFolderInside(repoDir, dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	realRepo, err := realPath(repoDir)
+	if err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	real, err := realPath(dir)
+	if err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	if !inside(real, realRepo) {
+		return fmt.Errorf("hub: %s resolves to %s, outside its repository's cache folder %s: refused", dir, real, realRepo)
+	}
+	return nil
 }
 
 // realPath is the absolute path of p with every symbolic link resolved.

@@ -220,3 +220,28 @@ func TestRevisionNames(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveRefusesFoldersLinkedOut: a blobs, refs or snapshot folder of the cache that links
+// outside it is refused before anything is written there.
+func TestResolveRefusesFoldersLinkedOut(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	for _, folder := range []string{"blobs", "refs", filepath.Join("snapshots", testCommit)} {
+		t.Run(folder, func(t *testing.T) {
+			cache := t.TempDir()
+			outside := t.TempDir()
+			p := filepath.Join(cache, tinyRepoDir, folder)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			mustSymlink(t, outside, p)
+			_, err := Resolve(context.Background(), "Test/tiny-qwen3", hub.opts(cache))
+			if err == nil || !strings.Contains(err.Error(), "outside") {
+				t.Errorf("%v; want %s refused as outside the cache", err, folder)
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) > 0 {
+				t.Errorf("written outside the cache: %s", entries[0].Name())
+			}
+		})
+	}
+}
