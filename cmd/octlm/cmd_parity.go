@@ -89,7 +89,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, w := range ref.Warnings {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
+		fmt.Fprintf(stderr, "warning: %s\n", printable(w))
 	}
 	// The fixtures' convention: cases.json beside the checkpoint lists the reference's prompts.
 	if *referenceFlag == "" {

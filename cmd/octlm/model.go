@@ -103,7 +103,7 @@ func loadModel(dir, label string, backend compute.Backend, info xla.Info, dtype 
 	bar := progress.New(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
 	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
 		bar.Update(done, total)
-	}, Warn: func(msg string) { fmt.Fprintf(stderr, "warning: %s\n", msg) }})
+	}, Warn: func(msg string) { fmt.Fprintf(stderr, "warning: %s\n", printable(msg)) }})
 	bar.Finish()
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", label, err)

@@ -76,3 +76,25 @@ func TestInspectCacheIsAFile(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 2, the disk's error and no offline hint", code, stderr)
 	}
 }
+
+// TestStrayFileNameEscaped: the warning about a stray .safetensors file beside a checkpoint
+// shows its name escaped, on one line.
+func TestStrayFileNameEscaped(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		b, err := os.ReadFile(testdata("tiny-qwen3", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "x\x1b]0;PWNED\x07\nFAKE.safetensors"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runOctlm(t, "", "generate", "-m", dir, "--prompt-ids", "1,2", "-n", "1", "--backend", "go")
+	if code != 0 || strings.Contains(stderr, "\x1b") || !strings.Contains(stderr, `x\x1b]0;PWNED\x07\x0aFAKE.safetensors`) {
+		t.Errorf("exit %d, stderr:\n%q\nwant exit 0 and the name escaped", code, stderr)
+	}
+}
