@@ -118,9 +118,7 @@ func (h *repoClient) send(ctx context.Context, client *http.Client, method, u st
 			return resp, nil
 		}
 		resp.Body.Close()
-		if h.opts.Progress != nil {
-			fmt.Fprintf(h.opts.Progress, "the Hub answered %s; asking again in %v\n", resp.Status, wait)
-		}
+		h.warn("the Hub answered %s; asking again in %v", resp.Status, wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

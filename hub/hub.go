@@ -277,17 +277,29 @@ func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error
 		return dir, checkSnapshot(repoDir, dir)
 	}
 	h := &repoClient{opts: opts, repo: repo, repoDir: repoDir}
+	dir, err := h.resolveOnline(ctx, rev)
+	if errors.Is(err, ErrUnreachable) {
+		// The Hub is down, stalls or fails: what the cache holds for rev stands in for it.
+		if cached, cerr := cachedSnapshot(repoDir, rev); cerr == nil && cached != dir {
+			if err := checkSnapshot(repoDir, cached); err != nil {
+				return "", err
+			}
+			h.warn("warning: %v; using the cached snapshot %s", err, cached)
+			return cached, nil
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// resolveOnline asks the Hub for the commit of rev and brings its snapshot into the cache. On
+// an error it returns the snapshot it was filling, if it got that far.
+func (h *repoClient) resolveOnline(ctx context.Context, rev string) (string, error) {
+	repoDir := h.repoDir
 	commit, files, err := h.revisionInfo(ctx, rev)
 	if err != nil {
-		if errors.Is(err, ErrUnreachable) {
-			if dir, cerr := cachedSnapshot(repoDir, rev); cerr == nil {
-				if err := checkSnapshot(repoDir, dir); err != nil {
-					return "", err
-				}
-				h.warn("warning: %v; using the cached snapshot %s", err, dir)
-				return dir, nil
-			}
-		}
 		return "", err
 	}
 	snap := filepath.Join(repoDir, "snapshots", commit)
@@ -298,7 +310,7 @@ func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error
 	}
 	for _, name := range files {
 		if err := h.ensureFile(ctx, commit, name, snap); err != nil {
-			return "", err
+			return snap, err // which snapshot failed: not one for the cache to stand in for
 		}
 	}
 	if err := os.MkdirAll(snap, 0o755); err != nil {

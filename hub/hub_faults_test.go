@@ -314,3 +314,44 @@ func TestAnnouncedSizeChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestNewCommitUnreachable: the Hub names a commit the cache lacks, then fails while its files
+// are fetched: the snapshot the cache holds for the revision stands in, with a warning.
+func TestNewCommitUnreachable(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	cache, snap := cachedTiny(t, hub)
+	older := strings.Repeat("a", 40)
+	oldSnap := filepath.Join(filepath.Dir(snap), older)
+	if err := os.Rename(snap, oldSnap); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cache, tinyRepoDir, "refs", "main"), []byte(older), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/api/") {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		hub.serve(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	var progress bytes.Buffer
+	dir, err := Resolve(context.Background(), "Test/tiny-qwen3", Options{Endpoint: srv.URL, CacheDir: cache, Progress: &progress})
+	if err != nil || dir != oldSnap || !strings.Contains(progress.String(), "using the cached snapshot") {
+		t.Errorf("got %s, %v (progress %q); want the cached %s with a warning", dir, err, progress.String(), oldSnap)
+	}
+	// The Hub failing while the cached snapshot itself is being completed: an error, not a
+	// snapshot lacking files.
+	if err := os.Rename(oldSnap, snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cache, tinyRepoDir, "refs", "main"), []byte(testCommit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(snap, "config.json"))
+	if _, err := Resolve(context.Background(), "Test/tiny-qwen3", Options{Endpoint: srv.URL, CacheDir: cache}); err == nil || !errors.Is(err, ErrUnreachable) {
+		t.Errorf("incomplete snapshot: %v, want an error matching ErrUnreachable", err)
+	}
+}
