@@ -120,6 +120,9 @@ func (o Options) withDefaults() (Options, error) {
 		o.Endpoint = "https://huggingface.co"
 	}
 	o.Endpoint = strings.TrimRight(o.Endpoint, "/")
+	if u, err := url.Parse(o.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return o, fmt.Errorf("hub: the endpoint %.100q (HF_ENDPOINT) is not an http(s)://host[:port] address", o.Endpoint)
+	}
 	if o.CacheDir == "" {
 		o.CacheDir = CacheDir()
 	}

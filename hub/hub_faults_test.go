@@ -355,3 +355,15 @@ func TestNewCommitUnreachable(t *testing.T) {
 		t.Errorf("incomplete snapshot: %v, want an error matching ErrUnreachable", err)
 	}
 }
+
+// TestBadEndpoint: an HF_ENDPOINT that is no http(s) address is a usage error naming it, not a
+// Hub that cannot be reached.
+func TestBadEndpoint(t *testing.T) {
+	clearHubEnv(t)
+	for _, e := range []string{"huggingface.co", "ftp://example.org", "http://", "://x", "http://h/?q=1"} {
+		_, err := Resolve(context.Background(), "Test/tiny-qwen3", Options{Endpoint: e, CacheDir: t.TempDir()})
+		if err == nil || errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "HF_ENDPOINT") {
+			t.Errorf("endpoint %q: %v; want a usage error naming HF_ENDPOINT", e, err)
+		}
+	}
+}

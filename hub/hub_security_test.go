@@ -245,3 +245,23 @@ func TestResolveRefusesFoldersLinkedOut(t *testing.T) {
 		})
 	}
 }
+
+// TestLockLinkNotFollowed: a symbolic link where a download's lock file goes is not opened
+// through (which would create its target outside the cache).
+func TestLockLinkNotFollowed(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	cache := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "created")
+	locks := filepath.Join(cache, ".locks", tinyRepoDir)
+	if err := os.MkdirAll(locks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, victim, filepath.Join(locks, etagOf("config.json", hub.files["config.json"])+".lock"))
+	if _, err := Resolve(context.Background(), "Test/tiny-qwen3", hub.opts(cache)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(victim); err == nil {
+		t.Errorf("the lock's link was followed: %s was created", victim)
+	}
+}
