@@ -108,6 +108,9 @@ func (h *repoClient) send(ctx context.Context, client *http.Client, method, u st
 	for attempt := 0; ; attempt++ {
 		resp, err := h.sendOnce(ctx, client, method, u, hdr, deadline)
 		if err != nil {
+			if ctx.Err() != nil { // the caller gave up (an interrupt): not the Hub's failure
+				return nil, err
+			}
 			return nil, &unreachableError{err}
 		}
 		if attempt == maxRetries || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) {

@@ -262,7 +262,7 @@ func (h *repoClient) download(ctx context.Context, commit, name string, meta fil
 			}
 		}
 		if err != nil {
-			if readFailed(resp) {
+			if readFailed(resp) && ctx.Err() == nil {
 				err = &unreachableError{err}
 			}
 			return fmt.Errorf("hub: downloading %s: %w after %d of %d bytes (run again to resume)", name, err, have, meta.size)

@@ -509,7 +509,7 @@ func (h *repoClient) revisionInfo(ctx context.Context, rev string) (string, []st
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
 		err = fmt.Errorf("hub: %s@%s: reading the Hub's answer: %w", h.repo, rev, err)
-		if readFailed(resp) {
+		if readFailed(resp) && ctx.Err() == nil {
 			return "", nil, &unreachableError{err} // a stalled Hub is an unreachable one
 		}
 		return "", nil, err

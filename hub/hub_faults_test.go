@@ -367,3 +367,27 @@ func TestBadEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledIsNotUnreachable: a cancelled Resolve (an interrupt) returns the cancellation,
+// without falling back to the cache as if the Hub had failed.
+func TestCancelledIsNotUnreachable(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	cache, _ := cachedTiny(t, hub)
+	ctx, cancel := context.WithCancel(context.Background())
+	arrived := make(chan struct{})
+	var once atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if once.CompareAndSwap(false, true) {
+			close(arrived)
+		}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	go func() { <-arrived; cancel() }()
+	var progress bytes.Buffer
+	dir, err := Resolve(ctx, "Test/tiny-qwen3", Options{Endpoint: srv.URL, CacheDir: cache, Progress: &progress})
+	if err == nil || errors.Is(err, ErrUnreachable) || !errors.Is(err, context.Canceled) {
+		t.Errorf("got %q, %v (progress %q); want the cancellation", dir, err, progress.String())
+	}
+}
