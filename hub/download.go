@@ -81,6 +81,9 @@ func (h *repoClient) ensureFile(ctx context.Context, commit, name, snap string) 
 	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
 		return fmt.Errorf("hub: %w", err)
 	}
+	if err := checkFolderInside(h.repoDir, filepath.Dir(link)); err != nil { // a subfolder linked out
+		return err
+	}
 	rel, err := filepath.Rel(filepath.Dir(link), blob)
 	if err != nil {
 		return fmt.Errorf("hub: %w", err)

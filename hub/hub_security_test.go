@@ -265,3 +265,26 @@ func TestLockLinkNotFollowed(t *testing.T) {
 		t.Errorf("the lock's link was followed: %s was created", victim)
 	}
 }
+
+// TestSubfolderLinkedOut: a snapshot subfolder that links outside the cache gets no link
+// written through it.
+func TestSubfolderLinkedOut(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	hub.files["sub/config.json"] = hub.files["config.json"]
+	cache := t.TempDir()
+	outside := t.TempDir()
+	snap := filepath.Join(cache, tinyRepoDir, "snapshots", testCommit)
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, outside, filepath.Join(snap, "sub"))
+	opts := hub.opts(cache)
+	opts.Files = []string{"sub/*.json"}
+	if _, err := Resolve(context.Background(), "Test/tiny-qwen3", opts); err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Errorf("%v; want the subfolder refused as outside the cache", err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) > 0 {
+		t.Errorf("written outside the cache: %s", entries[0].Name())
+	}
+}
