@@ -250,9 +250,17 @@ func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error
 	case err == nil && !st.IsDir():
 		return "", fmt.Errorf("hub: %s: not a folder", nameOrDir)
 	case err == nil:
-		if repoDir, ok := snapshotRepo(nameOrDir); ok {
-			if err := checkSnapshot(repoDir, nameOrDir); err != nil {
-				return "", err
+		// A folder of the cache's layout, named as such or through a link, is checked like a
+		// cached snapshot.
+		real, err := realPath(nameOrDir)
+		if err != nil {
+			return "", fmt.Errorf("hub: %w", err)
+		}
+		for _, d := range []string{nameOrDir, real} {
+			if repoDir, ok := snapshotRepo(d); ok {
+				if err := checkSnapshot(repoDir, d); err != nil {
+					return "", err
+				}
 			}
 		}
 		return nameOrDir, nil

@@ -142,6 +142,8 @@ func TestResolveRefusesSnapshotLinksOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		alias := filepath.Join(t.TempDir(), "model")
+		mustSymlink(t, snap, alias)
 		link := filepath.Join(snap, "config.json")
 		os.Remove(link)
 		mustSymlink(t, target, link)
@@ -153,6 +155,7 @@ func TestResolveRefusesSnapshotLinksOut(t *testing.T) {
 			{"online", "Test/tiny-qwen3", hub.opts(cache)},
 			{"offline", "Test/tiny-qwen3", Options{CacheDir: cache, Offline: true}},
 			{"folder", snap, Options{CacheDir: cache, Offline: true}},
+			{"folder through a link", alias, Options{CacheDir: cache, Offline: true}},
 		} {
 			_, err := Resolve(context.Background(), c.ref, c.opts)
 			if err == nil || !strings.Contains(err.Error(), "outside") || !strings.Contains(err.Error(), "config.json") {
