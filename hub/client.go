@@ -102,11 +102,13 @@ const maxRetries = 3
 // with a Retry-After of at most MaxRetryWait. Each attempt has a watchdog on top of the client's
 // own timeouts, so that even a caller's Client cannot wait forever: the response headers must
 // arrive within ConnectTimeout + ResponseTimeout of the start, then body bytes at least every
-// StallTimeout, and the whole answer, body included, within deadline. A failure to get an
-// answer matches ErrUnreachable. The returned response's Body must be closed.
-func (h *repoClient) send(ctx context.Context, client *http.Client, method, u string, hdr map[string]string, deadline time.Duration) (*http.Response, error) {
+// StallTimeout, and the whole answer, body included, within deadline; with minRate > 0, once
+// RequestTimeout has passed the body must also have come at minRate bytes per second on average
+// since then (a Hub trickling a byte at a time is cut off long before deadline). A failure to
+// get an answer matches ErrUnreachable. The returned response's Body must be closed.
+func (h *repoClient) send(ctx context.Context, client *http.Client, method, u string, hdr map[string]string, deadline time.Duration, minRate int64) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		resp, err := h.sendOnce(ctx, client, method, u, hdr, deadline)
+		resp, err := h.sendOnce(ctx, client, method, u, hdr, deadline, minRate)
 		if err != nil {
 			if ctx.Err() != nil { // the caller gave up (an interrupt): not the Hub's failure
 				return nil, err
@@ -150,7 +152,7 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-func (h *repoClient) sendOnce(ctx context.Context, client *http.Client, method, u string, hdr map[string]string, deadline time.Duration) (*http.Response, error) {
+func (h *repoClient) sendOnce(ctx context.Context, client *http.Client, method, u string, hdr map[string]string, deadline time.Duration, minRate int64) (*http.Response, error) {
 	headers := h.opts.ConnectTimeout + h.opts.ResponseTimeout
 	ctx, cancelDeadline := context.WithTimeoutCause(ctx, deadline, fmt.Errorf("no complete answer within %v (the request's deadline, OCTLM_HUB_TIMEOUT)", deadline))
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -168,7 +170,8 @@ func (h *repoClient) sendOnce(ctx context.Context, client *http.Client, method, 
 	}
 	w.timer.Stop()
 	w.timer = time.AfterFunc(h.opts.StallTimeout, func() { cancel(fmt.Errorf("no data for %v", h.opts.StallTimeout)) })
-	resp.Body = &watchedBody{ReadCloser: resp.Body, w: w, stall: h.opts.StallTimeout}
+	resp.Body = &watchedBody{ReadCloser: resp.Body, w: w, stall: h.opts.StallTimeout,
+		start: time.Now(), grace: h.opts.RequestTimeout, minRate: minRate}
 	return resp, nil
 }
 
@@ -195,11 +198,16 @@ func (w *watchdog) explain(err error) error {
 	return fmt.Errorf("%v: %w", cause, err)
 }
 
-// watchedBody restarts the stall timer whenever bytes arrive, and remembers a failed read.
+// watchedBody restarts the stall timer whenever bytes arrive, checks the average rate after
+// the grace period, and remembers a failed read.
 type watchedBody struct {
 	io.ReadCloser
 	w       *watchdog
 	stall   time.Duration
+	start   time.Time
+	grace   time.Duration
+	minRate int64 // bytes per second; 0 for no check
+	got     int64
 	readErr error // the first error other than io.EOF: the connection failed
 }
 
@@ -207,6 +215,11 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		b.w.timer.Reset(b.stall)
+		b.got += int64(n)
+		if late := time.Since(b.start) - b.grace; b.minRate > 0 && late > 0 && float64(b.got) < late.Seconds()*float64(b.minRate) && err == nil {
+			b.w.cancel(fmt.Errorf("slower than %d bytes/s on average after %v (%d bytes in %v)", b.minRate, b.grace, b.got, time.Since(b.start).Round(time.Millisecond)))
+			err = context.Canceled
+		}
 	}
 	if err != nil && err != io.EOF {
 		err = b.w.explain(err)

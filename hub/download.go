@@ -230,7 +230,7 @@ func (h *repoClient) download(ctx context.Context, commit, name string, meta fil
 			hdr["Range"] = fmt.Sprintf("bytes=%d-", have)
 		}
 		deadline := h.opts.RequestTimeout + time.Duration(float64(meta.size-have)/float64(h.opts.MinDownloadRate)*float64(time.Second))
-		resp, err := h.send(ctx, h.client(h.opts.Client, true), http.MethodGet, h.resolveURL(commit, name), hdr, deadline)
+		resp, err := h.send(ctx, h.client(h.opts.Client, true), http.MethodGet, h.resolveURL(commit, name), hdr, deadline, h.opts.MinDownloadRate)
 		if err != nil {
 			return fmt.Errorf("hub: downloading %s: %w (run again to resume)", name, err)
 		}

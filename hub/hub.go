@@ -54,10 +54,10 @@ type Options struct {
 	// RequestTimeout bounds one request and its whole answer, so that a Hub trickling a byte
 	// now and then cannot hold a run forever: default $OCTLM_HUB_TIMEOUT (a Go duration such
 	// as 90s or 5m, or seconds), else 1 minute. A download gets one more second for every
-	// MinDownloadRate bytes it has to fetch.
+	// MinDownloadRate bytes it has to fetch, and is cut off (to be resumed by the next run)
+	// when, RequestTimeout after it began, it has not averaged MinDownloadRate since.
 	RequestTimeout time.Duration
-	// MinDownloadRate is the slowest download (bytes per second) that RequestTimeout allows
-	// for; default 64 KiB/s.
+	// MinDownloadRate is the slowest download (bytes per second) accepted; default 32 KiB/s.
 	MinDownloadRate int64
 	// MaxRetryWait is the longest Retry-After (HTTP 429, 503) that is waited for before asking
 	// again, up to 3 times; a longer one is not waited for. Default 10 s.
@@ -70,7 +70,7 @@ const (
 	DefaultResponseTimeout = 30 * time.Second
 	DefaultStallTimeout    = 60 * time.Second
 	DefaultRequestTimeout  = time.Minute
-	DefaultMinDownloadRate = 64 << 10
+	DefaultMinDownloadRate = 32 << 10
 	DefaultMaxRetryWait    = 10 * time.Second
 )
 
@@ -501,7 +501,7 @@ type repoClient struct {
 // patterns of the options.
 func (h *repoClient) revisionInfo(ctx context.Context, rev string) (string, []string, error) {
 	u := h.opts.Endpoint + "/api/models/" + h.repo + "/revision/" + url.PathEscape(rev)
-	resp, err := h.send(ctx, h.client(h.opts.Client, true), http.MethodGet, u, nil, h.opts.RequestTimeout)
+	resp, err := h.send(ctx, h.client(h.opts.Client, true), http.MethodGet, u, nil, h.opts.RequestTimeout, 0)
 	if err != nil {
 		return "", nil, fmt.Errorf("hub: %s@%s: %w", h.repo, rev, err)
 	}
@@ -560,7 +560,7 @@ func (h *repoClient) head(ctx context.Context, commit, name string) (fileMeta, e
 	client := h.client(h.opts.Client, false)
 	u := h.resolveURL(commit, name)
 	for range 5 {
-		resp, err := h.send(ctx, client, http.MethodHead, u, map[string]string{"Accept-Encoding": "identity"}, h.opts.RequestTimeout)
+		resp, err := h.send(ctx, client, http.MethodHead, u, map[string]string{"Accept-Encoding": "identity"}, h.opts.RequestTimeout, 0)
 		if err != nil {
 			return fileMeta{}, fmt.Errorf("hub: %s: %s: %w", h.repo, name, err)
 		}

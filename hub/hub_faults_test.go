@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -389,5 +390,50 @@ func TestCancelledIsNotUnreachable(t *testing.T) {
 	dir, err := Resolve(ctx, "Test/tiny-qwen3", Options{Endpoint: srv.URL, CacheDir: cache, Progress: &progress})
 	if err == nil || errors.Is(err, ErrUnreachable) || !errors.Is(err, context.Canceled) {
 		t.Errorf("got %q, %v (progress %q); want the cancellation", dir, err, progress.String())
+	}
+}
+
+// TestTrickledDownload: a download trickled a byte at a time is cut off once RequestTimeout has
+// passed and its average rate is below MinDownloadRate, long before the deadline its size
+// allows; the bytes received stay for the next run to resume.
+func TestTrickledDownload(t *testing.T) {
+	clearHubEnv(t)
+	hub := tinyHub(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasPrefix(r.URL.Path, "/cdn/") {
+			hub.serve(w, r)
+			return
+		}
+		b := hub.files["model.safetensors"]
+		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+		w.WriteHeader(http.StatusOK)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := range b {
+			w.Write(b[i : i+1])
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	hub.cdnURL = srv.URL
+	cache := t.TempDir()
+	opts := Options{Endpoint: srv.URL, CacheDir: cache, Files: []string{"model.safetensors"},
+		StallTimeout: 10 * time.Second, RequestTimeout: 200 * time.Millisecond, MinDownloadRate: 1 << 10}
+	begin := time.Now()
+	_, err := resolveBounded(t, "Test/tiny-qwen3", opts)
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Errorf("took %v", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "slower than") || !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("%v; want the download cut off as too slow", err)
+	}
+	part := filepath.Join(cache, tinyRepoDir, "blobs", etagOf("model.safetensors", hub.files["model.safetensors"])+".incomplete")
+	if st, err := os.Stat(part); err != nil || st.Size() == 0 {
+		t.Errorf("partial file %v, %v: want the bytes received kept", st, err)
 	}
 }
