@@ -61,11 +61,11 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 
 	dir, label := mf.model, mf.model
 	if dir == "" {
-		tmp, err := os.MkdirTemp("", "octlm-parity-")
+		tmp, err := fileio.ScratchDir("octlm-parity")
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(tmp)
+		defer fileio.RemoveTemp(tmp)
 		if dir, err = bundled.Extract(tmp); err != nil {
 			return err
 		}
