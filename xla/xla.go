@@ -138,7 +138,21 @@ func (p Places) Open(name string) (compute.Backend, Info, error) {
 			return p.openAuto()
 		}
 	}
-	base, opts, _ := strings.Cut(name, ",")
+	base, opts, hasOpts := strings.Cut(name, ",")
+	if hasOpts {
+		var err error
+		switch {
+		case base == Go:
+			err = checkOptions(Go, opts, goOptions, false)
+		case base == ONNX:
+			err = checkOptions(ONNX, opts, onnxOptions, true)
+		default:
+			err = checkEmptyOptions(base, opts)
+		}
+		if err != nil {
+			return nil, Info{}, err
+		}
+	}
 	switch {
 	case base == Go:
 		return openGo(opts, reason)
