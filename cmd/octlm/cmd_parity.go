@@ -104,6 +104,21 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	// A reference that does not fit the model, or leaves no room for the greedy tokens of the
+	// half-precision report, is refused now, not after minutes of the gated run.
+	cfg, err := octlm.ReadQwenConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return err
+	}
+	if err := ref.Check(cfg); err != nil {
+		return err
+	}
+	if len(halfDTypes) > 0 {
+		if err := ref.CheckGreedy(cfg, parity.GreedyTokens); err != nil {
+			return fmt.Errorf("--dtypes: %w", err)
+		}
+	}
+
 	// A bf16 measurement keeps the automatic choice off ONNX Runtime, which has no bfloat16.
 	widest := "f32"
 	if slices.Contains(halfDTypes, octlm.BFloat16) {
