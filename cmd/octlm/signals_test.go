@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -35,29 +34,6 @@ func stalledHub(t *testing.T) (url string, arrived <-chan struct{}) {
 	}))
 	t.Cleanup(func() { close(release); srv.Close() })
 	return srv.URL, ch
-}
-
-// waitExit waits for cmd (bounded, so a hang fails the test) and returns its exit status.
-func waitExit(t *testing.T, cmd *exec.Cmd) int {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() { errc <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-errc:
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		t.Fatal("the command did not end within a minute of the signal")
-	}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &exit):
-		return exit.ExitCode()
-	}
-	t.Fatal(err)
-	return -1
 }
 
 // TestSignalsRemoveTemporaries: SIGTERM, SIGINT and SIGHUP end every command that writes the
