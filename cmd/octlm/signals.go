@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"sync"
 	"syscall"
 
 	"github.com/octlm/octlm/internal/fileio"
@@ -14,35 +15,65 @@ import (
 // Signals: every command ends on SIGINT (Ctrl-C), SIGTERM (kill's default, a service manager
 // stopping it) and SIGHUP (its terminal closed) the same way: the temporaries it was writing
 // are removed (fileio.RemoveLive), the targets are left as they were, and it exits with
-// 128 + the signal's number (130, 143, 129). A command that stops gracefully on a signal
-// (generate prints the tokens so far, synth cleans up and says so, chat stops the reply in
-// progress) says so in ownSignals: the first such signal is the command's to handle, and a
-// second one ends the process as above. A signal ignored when octlm started (nohup, a
-// background job of a non-interactive shell) stays ignored.
+// 128 + the signal's number (130, 143, 129). Code that stops gracefully on a signal claims it
+// while it can (interruptContext: generate prints the tokens so far, synth cleans up and says
+// so; chat's reply loop: Ctrl-C stops the reply in progress): a claim made once takes the
+// first such signal, and the next one ends the process as above; a claim made always takes
+// every one. A signal ignored when octlm started (nohup, a background job of a
+// non-interactive shell) stays ignored.
 
 // interruptSignals are the signals that end a command.
 var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
-// signalPolicy says which signals a command handles itself.
-type signalPolicy struct {
-	own []os.Signal // the first of these goes to the command alone
-	// always: every one of own goes to the command, never ending the process (chat: Ctrl-C
-	// stops the reply in progress, /bye or Ctrl-D quits).
-	always bool
+// signalClaim is code that handles a signal itself.
+type signalClaim struct {
+	always bool // every signal, not only the first
+	used   bool // the first has been taken
 }
 
-// ownSignals are the commands that stop gracefully on a signal; the others end at once.
-var ownSignals = map[string]signalPolicy{
-	"generate": {own: []os.Signal{os.Interrupt, syscall.SIGTERM}},
-	"synth":    {own: []os.Signal{os.Interrupt, syscall.SIGTERM}},
-	"bench":    {own: []os.Signal{os.Interrupt}},
-	"chat":     {own: []os.Signal{os.Interrupt}, always: true},
+var claims struct {
+	sync.Mutex
+	m map[os.Signal][]*signalClaim
+}
+
+// claimSignals makes sigs the caller's to handle (it must also be notified of them): only the
+// first of them while once, every one while always, until release is called.
+func claimSignals(always bool, sigs ...os.Signal) (release func()) {
+	c := &signalClaim{always: always}
+	claims.Lock()
+	if claims.m == nil {
+		claims.m = map[os.Signal][]*signalClaim{}
+	}
+	for _, s := range sigs {
+		claims.m[s] = append(claims.m[s], c)
+	}
+	claims.Unlock()
+	return func() {
+		claims.Lock()
+		defer claims.Unlock()
+		for _, s := range sigs {
+			claims.m[s] = slices.DeleteFunc(claims.m[s], func(x *signalClaim) bool { return x == c })
+		}
+	}
+}
+
+// takenByClaim reports whether a claim takes this delivery of s, using up a claim made once.
+func takenByClaim(s os.Signal) bool {
+	claims.Lock()
+	defer claims.Unlock()
+	taken := false
+	for _, c := range claims.m[s] {
+		if c.always || !c.used {
+			c.used = true
+			taken = true
+		}
+	}
+	return taken
 }
 
 // exitOnSignals makes the signals end the command name as described above until stop is
 // called.
 func exitOnSignals(name string) (stop func()) {
-	policy := ownSignals[name]
 	var watched []os.Signal
 	for _, s := range interruptSignals {
 		if !signal.Ignored(s) {
@@ -56,17 +87,14 @@ func exitOnSignals(name string) (stop func()) {
 	done := make(chan struct{})
 	signal.Notify(ch, watched...)
 	go func() {
-		graceful := false // the command has had its one signal
 		for {
 			select {
 			case <-done:
 				return
 			case s := <-ch:
-				if slices.Contains(policy.own, s) && (policy.always || !graceful) {
-					graceful = true
-					continue
+				if !takenByClaim(s) {
+					exitInterrupted(name, s)
 				}
-				exitInterrupted(name, s)
 			}
 		}
 	}()
@@ -116,8 +144,8 @@ func (i interruption) Error() string        { return "interrupted (" + signalNam
 func (i interruption) Is(target error) bool { return target == errInterrupted }
 
 // interruptContext is cancelled by the first SIGINT or SIGTERM, with an interruption as its
-// cause, so that a command can stop and print what it has; the next signal ends the process
-// (exitOnSignals).
+// cause, so that a command can stop and print what it has; it claims that first signal, and
+// the next one ends the process (exitOnSignals).
 func interruptContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var sigs []os.Signal
@@ -129,6 +157,7 @@ func interruptContext() (context.Context, context.CancelFunc) {
 	if len(sigs) == 0 {
 		return ctx, func() { cancel(context.Canceled) }
 	}
+	release := claimSignals(false, sigs...)
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, sigs...)
 	go func() {
@@ -139,7 +168,7 @@ func interruptContext() (context.Context, context.CancelFunc) {
 		}
 		signal.Stop(ch)
 	}()
-	return ctx, func() { cancel(context.Canceled) }
+	return ctx, func() { release(); cancel(context.Canceled) }
 }
 
 // interruptedBy is the error of a command that ctx's signal stopped: the interruption when a

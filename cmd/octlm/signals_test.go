@@ -57,6 +57,8 @@ func TestSignalsRemoveTemporaries(t *testing.T) {
 			return []string{"figures", "--model", "org/tiny", "--out", filepath.Join(out, "figs")}
 		}},
 		{"generate", func(string) []string { return []string{"generate", "--model", "org/tiny", "-p", "hi"} }},
+		// Ctrl-C in chat stops a reply, never the session: while it loads, it ends it.
+		{"chat", func(string) []string { return []string{"chat", "--model", "org/tiny"} }},
 	}
 	for _, c := range commands {
 		for _, s := range signals {
@@ -96,6 +98,29 @@ func TestSignalsRemoveTemporaries(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSignalClaims: a claim made once takes the first delivery only, a claim made always
+// takes every one, and a released claim takes none.
+func TestSignalClaims(t *testing.T) {
+	if takenByClaim(syscall.SIGUSR1) {
+		t.Fatal("an unclaimed signal was taken")
+	}
+	release := claimSignals(false, syscall.SIGUSR1)
+	if !takenByClaim(syscall.SIGUSR1) || takenByClaim(syscall.SIGUSR1) {
+		t.Error("a claim made once must take the first delivery and only it")
+	}
+	release()
+	release = claimSignals(true, syscall.SIGUSR1)
+	for i := range 3 {
+		if !takenByClaim(syscall.SIGUSR1) {
+			t.Errorf("delivery %d not taken by a claim made always", i+1)
+		}
+	}
+	release()
+	if takenByClaim(syscall.SIGUSR1) {
+		t.Error("a released claim took a signal")
 	}
 }
 

@@ -157,10 +157,10 @@ func CheckWritableDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".octlm-write-check*")
+	f, err := CreateTemp(dir+string(os.PathSeparator)+"octlm-write-check", "tmp")
 	if err != nil {
 		return fmt.Errorf("cannot write into %s: %w", dir, err)
 	}
 	f.Close()
-	return os.Remove(f.Name())
+	return RemoveTemp(f.Name())
 }
