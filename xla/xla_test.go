@@ -624,3 +624,15 @@ func TestOpenONNX(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestPreloadRefusesTruncated: a truncated NVIDIA library beside a JAX CUDA plugin is not
+// loaded (dlopen could die of SIGBUS on it); the warning says why.
+func TestPreloadRefusesTruncated(t *testing.T) {
+	lib := sharedLibrary(t)
+	site := filepath.Join(t.TempDir(), "site-packages")
+	cut := writeFile(t, filepath.Join(site, "nvidia", "cu13", "lib", "libcudart.so.13"), string(lib[:len(lib)/2]))
+	loaded, _, warnings := prepareJAXCUDA(site)
+	if len(loaded) != 0 || len(warnings) != 1 || !strings.Contains(warnings[0], cut) || !strings.Contains(warnings[0], "truncated") {
+		t.Errorf("loaded %q, warnings %q; want nothing loaded and %s named truncated", loaded, warnings, cut)
+	}
+}
