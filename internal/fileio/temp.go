@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -109,6 +110,10 @@ func CreateTemp(target, kind string) (*os.File, error) {
 // process's until Release, after removing stale temporaries in that folder.
 func MkdirTemp(target, kind string) (string, error) {
 	RemoveStale(filepath.Dir(target))
+	return mkdirTemp(target, kind)
+}
+
+func mkdirTemp(target, kind string) (string, error) {
 	for range 100 {
 		name := tempName(target, kind)
 		if !track(name) {
@@ -133,7 +138,10 @@ func MkdirTemp(target, kind string) (string, error) {
 // reused, as it is by every container's first process), or it is this process's PID but not
 // one of its temporaries. It returns the names removed; errors (an unreadable folder, a
 // temporary another user owns) leave things as they are.
-func RemoveStale(dir string) []string {
+func RemoveStale(dir string) []string { return removeStale(dir, "") }
+
+// removeStale is RemoveStale for the temporaries whose target's name starts with prefix.
+func removeStale(dir, prefix string) []string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
@@ -141,7 +149,7 @@ func RemoveStale(dir string) []string {
 	var removed []string
 	for _, e := range entries {
 		m := staleName.FindStringSubmatch(e.Name())
-		if m == nil || !tempKinds[m[2]] {
+		if m == nil || !tempKinds[m[2]] || !strings.HasPrefix(m[1], prefix) {
 			continue
 		}
 		pid, err := strconv.Atoi(m[3])
@@ -185,8 +193,16 @@ func RemoveTemp(path string) error {
 }
 
 // ScratchDir creates a private working folder for this process in the system's temporary
-// folder (named after name, with the PID), removed by RemoveTemp, by RemoveLive on a signal,
-// or by a later run should this one be killed.
+// folder (named after name, which starts with "octlm-", and the PID), removed by RemoveTemp,
+// by RemoveLive on a signal, or by a later ScratchDir should this process be killed. Only
+// octlm's own scratch folders there are looked at, not other programs' files.
 func ScratchDir(name string) (string, error) {
-	return MkdirTemp(filepath.Join(os.TempDir(), name), "tmp")
+	if !strings.HasPrefix(name, scratchPrefix) {
+		return "", fmt.Errorf("fileio: scratch folder name %q does not start with %q", name, scratchPrefix)
+	}
+	removeStale(os.TempDir(), scratchPrefix)
+	return mkdirTemp(filepath.Join(os.TempDir(), name), "tmp")
 }
+
+// scratchPrefix starts the name of every scratch folder.
+const scratchPrefix = "octlm-"

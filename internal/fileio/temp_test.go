@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -123,5 +124,40 @@ func TestRemoveLive(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Errorf("left %q, want only done.txt", names)
+	}
+}
+
+// TestScratchDir: a scratch folder lives in $TMPDIR under octlm's prefix; a later one removes
+// a dead process's scratch folders there and leaves other programs' files alone, even when
+// they are named like octlm's temporaries.
+func TestScratchDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := strconv.Itoa(deadPID(t))
+	stale := filepath.Join(tmp, ".octlm-parity.tmp-"+dead+"-1")
+	other := filepath.Join(tmp, ".editor.tmp-"+dead+"-1")
+	for _, p := range []string{stale, other} {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, err := ScratchDir("octlm-parity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(dir) != tmp || !strings.HasPrefix(filepath.Base(dir), ".octlm-parity.tmp-"+strconv.Itoa(os.Getpid())+"-") {
+		t.Errorf("scratch folder %s", dir)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("the dead process's scratch folder survived")
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another program's folder was removed: %v", err)
+	}
+	if err := RemoveTemp(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ScratchDir("figures"); err == nil {
+		t.Error("a scratch name without octlm's prefix was accepted")
 	}
 }
