@@ -67,11 +67,12 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err.Error()}
 	}
 	for _, o := range []struct {
-		v   int
-		dst *int
-	}{{*layers, &cfg.NumLayers}, {*vocab, &cfg.VocabSize}, {*hidden, &cfg.HiddenSize}, {*ff, &cfg.IntermediateSize}} {
-		if o.v < 0 {
-			return usageError{"sizes must be positive"}
+		name string
+		v    int
+		dst  *int
+	}{{"layers", *layers, &cfg.NumLayers}, {"vocab", *vocab, &cfg.VocabSize}, {"hidden", *hidden, &cfg.HiddenSize}, {"ff", *ff, &cfg.IntermediateSize}} {
+		if o.v < 0 || (o.v == 0 && flagSet(fs, o.name)) {
+			return usageError{fmt.Sprintf("--%s must be at least 1, got %d", o.name, o.v)}
 		}
 		if o.v > 0 {
 			*o.dst = o.v

@@ -32,6 +32,7 @@ func TestGenerationFlags(t *testing.T) {
 		{"zero repetition penalty", []string{"--repetition-penalty", "0"}, octlm.GenerateOptions{}, true, false},
 		{"negative repetition penalty", []string{"--repetition-penalty", "-0.5"}, octlm.GenerateOptions{}, true, false},
 		{"NaN repetition penalty", []string{"--repetition-penalty", "NaN"}, octlm.GenerateOptions{}, true, false},
+		{"infinite repetition penalty", []string{"--repetition-penalty", "+Inf"}, octlm.GenerateOptions{}, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
