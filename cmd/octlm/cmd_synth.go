@@ -115,7 +115,8 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := moveIntoPlace(tmp, dir, replace); err != nil {
+	// A signal now would leave the old checkpoint renamed aside and the new one removed.
+	if err := uninterruptible(func() error { return moveIntoPlace(tmp, dir, replace) }); err != nil {
 		return err
 	}
 	size, _ := cfg.ModelFileSize()

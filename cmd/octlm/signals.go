@@ -104,9 +104,21 @@ func exitOnSignals(name string) (stop func()) {
 	}
 }
 
+// critical is held while a step must not be cut in two (synth swapping the old checkpoint
+// for the new); a signal that ends the process waits for it.
+var critical sync.Mutex
+
+// uninterruptible runs fn with the signals that end the process held back until it returns.
+func uninterruptible(fn func() error) error {
+	critical.Lock()
+	defer critical.Unlock()
+	return fn()
+}
+
 // exitInterrupted removes this process's temporaries and ends it with 128 + the signal's
 // number.
 func exitInterrupted(name string, s os.Signal) {
+	critical.Lock() // never released: the process ends
 	removed := fileio.RemoveLive()
 	msg := fmt.Sprintf("octlm %s: interrupted (%s)", name, signalName(s))
 	if len(removed) > 0 {
