@@ -159,6 +159,8 @@ func listBackends(w io.Writer, places xla.Places, check bool) error {
 			st = "ONNX Runtime " + version + ", " + st
 		}
 		row(xla.ONNX, st, fmt.Sprintf("%s (%s)", lib.Path, lib.Source))
+	case errors.Is(onnxErr, xla.ErrONNXNotFound) && len(skipped) > 0:
+		row(xla.ONNX, fmt.Sprintf("found, unusable (note %d)", len(problems)+1), "-")
 	case errors.Is(onnxErr, xla.ErrONNXNotFound):
 		row(xla.ONNX, "not found", "-")
 	default: // $ONNXRUNTIME_SHARED_LIBRARY_PATH names something unusable

@@ -102,7 +102,8 @@ func TestUnusableONNXLibrary(t *testing.T) {
 			t.Skipf("a PJRT plugin on this machine (%s) comes before ONNX Runtime in the automatic choice", plugins[0].Path)
 		}
 		out, code := run(t, "", "backends")
-		if code != 1 || !strings.Contains(out, npmLib+" (npm onnxruntime-node) skipped: truncated") || !strings.Contains(out, "default: go") {
+		if code != 1 || !strings.Contains(out, npmLib+" (npm onnxruntime-node) skipped: truncated") || !strings.Contains(out, "default: go") ||
+			!strings.Contains(out, "onnx      found, unusable (note 1)") || !strings.Contains(out, npmLib+" (unusable: truncated") {
 			t.Errorf("octlm backends: exit %d, want 1, the truncated library named in a note and go as the default:\n%s", code, out)
 		}
 		out, code = run(t, "", generate...)
