@@ -122,8 +122,9 @@ func TestResolveStalledHub(t *testing.T) {
 	}
 }
 
-// slowHub is tinyHub whose file contents take a while to send, so that concurrent
-// downloads overlap.
+// slowHub is tinyHub that holds back file contents until two clients have asked for the
+// revision, so that two concurrent downloads overlap: an event, not a pause (bounded, so a
+// client that never comes fails the test instead of hanging it).
 func slowHub(t *testing.T) *fakeHub {
 	h := &fakeHub{t: t, repo: "Test/tiny-qwen3", files: map[string][]byte{}}
 	for _, n := range []string{"config.json", "model.safetensors"} {
@@ -133,9 +134,22 @@ func slowHub(t *testing.T) *fakeHub {
 		}
 		h.files[n] = b
 	}
+	var mu sync.Mutex
+	asked := 0
+	bothAsked := make(chan struct{})
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/") {
-			time.Sleep(200 * time.Millisecond)
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			mu.Lock()
+			if asked++; asked == 2 {
+				close(bothAsked)
+			}
+			mu.Unlock()
+		} else if r.Method == http.MethodGet {
+			select {
+			case <-bothAsked:
+			case <-time.After(time.Minute):
+				t.Error("the second client never asked for the revision")
+			}
 		}
 		h.serve(w, r)
 	}))

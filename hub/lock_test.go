@@ -25,9 +25,9 @@ func TestLockFileTakesTurns(t *testing.T) {
 	if waits != 1 {
 		t.Errorf("waiting called %d times, want 1", waits)
 	}
-	go func() { time.Sleep(100 * time.Millisecond); unlock() }()
+	// The first holder lets go once the second is waiting: an event, not a pause.
 	waits = 0
-	unlock2, err := lockFile(context.Background(), path, func() { waits++ })
+	unlock2, err := lockFile(context.Background(), path, func() { waits++; unlock() })
 	if err != nil {
 		t.Fatalf("second holder after release: %v", err)
 	}

@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
+
+	"github.com/octlm/octlm/internal/fileio"
 )
 
 // TensorSpec describes a tensor to be written: its data is supplied separately.
@@ -55,13 +56,14 @@ func WriteFile(path string, tensors []WriteTensor, metadata map[string]string) e
 // (enum order) and ascending name, header padded with spaces so the data starts at a
 // multiple of 8. fill is called once per tensor, in layout order, with the index of the spec
 // and a writer that must receive exactly the tensor's bytes. The file is written to a
-// temporary name beside path and renamed into place when complete.
+// temporary name beside path (fileio.CreateTemp: it carries the PID, so a later run removes
+// it should this process be killed) and renamed into place when complete.
 func WriteFileFunc(path string, specs []TensorSpec, metadata map[string]string, fill func(i int, w io.Writer) error) (err error) {
 	header, order, err := EncodeHeader(specs, metadata)
 	if err != nil {
 		return fmt.Errorf("loader: writing %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	tmp, err := fileio.CreateTemp(path, "tmp")
 	if err != nil {
 		return fmt.Errorf("loader: %w", err)
 	}
@@ -70,6 +72,7 @@ func WriteFileFunc(path string, specs []TensorSpec, metadata map[string]string, 
 			tmp.Close()
 			os.Remove(tmp.Name())
 		}
+		fileio.Release(tmp.Name())
 	}()
 	if err := tmp.Chmod(0o644); err != nil {
 		return fmt.Errorf("loader: %w", err)

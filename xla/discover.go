@@ -2,7 +2,9 @@ package xla
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,9 +258,11 @@ func (p Places) Searched() []string {
 		lines = append(lines, fmt.Sprintf("%s: no site-packages folder found (python3, $VIRTUAL_ENV, $CONDA_PREFIX, ~/.local, pyenv, /usr/local/lib/python3*, /usr/lib/python3*, /opt/conda)", SourcePython))
 	}
 	for _, l := range p.ONNX {
-		state := "missing"
-		if isFile(l.Path) {
-			state = "ONNX Runtime library"
+		state := "ONNX Runtime library"
+		if err := checkLibrary(l.Path); errors.Is(err, fs.ErrNotExist) {
+			state = "missing"
+		} else if err != nil {
+			state = "unusable: " + err.Error()
 		}
 		lines = append(lines, fmt.Sprintf("%s: %s (%s)", l.Source, l.Path, state))
 	}

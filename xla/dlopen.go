@@ -34,8 +34,12 @@ import (
 )
 
 // dlopen loads a shared library by full path and keeps it loaded for the life of the process
-// (RTLD_NOW|RTLD_LOCAL, as Python's ctypes does for JAX).
+// (RTLD_NOW|RTLD_LOCAL, as Python's ctypes does for JAX). A truncated file is refused first
+// (checkLibrary): loading it would end the process with SIGBUS.
 func dlopen(path string) error {
+	if err := checkLibrary(path); err != nil {
+		return err
+	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	C.dlerror()

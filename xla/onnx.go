@@ -1,7 +1,9 @@
 package xla
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -67,22 +69,38 @@ func defaultONNXLibraries(home string) []ONNXLibrary {
 	return libs
 }
 
-// FindONNX returns the first ONNX Runtime library of p.ONNX that exists.
-func (p Places) FindONNX() (ONNXLibrary, bool) {
+// ErrONNXNotFound is matched (errors.Is) by FindONNX's error when no ONNX Runtime library was
+// found.
+var ErrONNXNotFound = errors.New("ONNX Runtime library not found")
+
+// FindONNX returns the library the "onnx" backend loads: the first of p.ONNX that is a
+// loadable shared library. A file that is there but cannot be loaded (a truncated download, a
+// folder, not a library for this machine) is passed over, and skipped says so. The library
+// named by $ONNXRUNTIME_SHARED_LIBRARY_PATH is never passed over: when it cannot be used
+// (missing, a folder, truncated), that is the error. With nothing found the error matches
+// ErrONNXNotFound and says where it looked.
+func (p Places) FindONNX() (lib ONNXLibrary, skipped []string, err error) {
 	for _, l := range p.ONNX {
-		if st, err := os.Stat(l.Path); err == nil && !st.IsDir() {
-			return l, true
+		err := checkLibrary(l.Path)
+		if err == nil {
+			return l, skipped, nil
+		}
+		if l.Source == SourceONNXEnv {
+			return ONNXLibrary{}, skipped, fmt.Errorf("xla: $%s=%s cannot be used: %w (point it at libonnxruntime.so itself, or unset it to search the usual places)", SourceONNXEnv, l.Path, err)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			skipped = append(skipped, fmt.Sprintf("ONNX Runtime %s (%s) skipped: %v", l.Path, l.Source, err))
 		}
 	}
-	return ONNXLibrary{}, false
+	return ONNXLibrary{}, skipped, p.onnxNotFound(skipped)
 }
 
 // openONNX opens ONNX Runtime on the CPU with compute-onnx's options (comma-separated, e.g.
 // "intra_op_num_threads=2"; see github.com/gomlx/compute-onnx's README).
 func (p Places) openONNX(opts, reason string) (b compute.Backend, info Info, err error) {
-	lib, ok := p.FindONNX()
-	if !ok {
-		return nil, Info{}, p.onnxNotFound()
+	lib, skipped, err := p.FindONNX()
+	if err != nil {
+		return nil, Info{}, err
 	}
 	config := "cpu," + lib.Path
 	if opts != "" {
@@ -100,11 +118,11 @@ func (p Places) openONNX(opts, reason string) (b compute.Backend, info Info, err
 	if v, ok := b.(interface{ Version() string }); ok {
 		version = v.Version()
 	}
-	return b, Info{Name: ONNX, Options: opts, Plugin: lib.Path, Source: lib.Source, Reason: reason, ONNXVersion: version}, nil
+	return b, Info{Name: ONNX, Options: opts, Plugin: lib.Path, Source: lib.Source, Reason: reason, ONNXVersion: version, Warnings: skipped}, nil
 }
 
-// onnxNotFound says where ONNX Runtime was looked for and how to install it.
-func (p Places) onnxNotFound() error {
+// onnxNotFound says where ONNX Runtime was looked for, what was skipped, and how to install it.
+func (p Places) onnxNotFound(skipped []string) error {
 	var where []string
 	for _, l := range p.ONNX {
 		where = append(where, fmt.Sprintf("%s (%s)", l.Path, l.Source))
@@ -112,7 +130,11 @@ func (p Places) onnxNotFound() error {
 	if len(where) == 0 {
 		where = append(where, "nowhere")
 	}
-	return fmt.Errorf("xla: backend %q: ONNX Runtime library not found; looked at %s; install it with: %s", ONNX, strings.Join(where, ", "), ONNXInstallCommand)
+	msg := ""
+	if len(skipped) > 0 {
+		msg = "; " + strings.Join(skipped, "; ")
+	}
+	return fmt.Errorf("xla: backend %q: %w; looked at %s%s; install it with: %s", ONNX, ErrONNXNotFound, strings.Join(where, ", "), msg, ONNXInstallCommand)
 }
 
 // OpenForDType is Open for a model held in dtype ("f32", "bf16" or "f16"): the automatic choice
@@ -122,7 +144,11 @@ func OpenForDType(name, dtype string) (compute.Backend, Info, error) {
 		return Open(name)
 	}
 	p := DefaultPlaces()
-	if auto, why := p.AutoName(); auto == ONNX {
+	auto, why, err := p.AutoName()
+	if err != nil {
+		return nil, Info{}, err
+	}
+	if auto == ONNX {
 		return openGo("", why+"; passed over for bf16, which ONNX Runtime cannot run on the CPU")
 	}
 	return p.openAuto()

@@ -138,7 +138,21 @@ func (p Places) Open(name string) (compute.Backend, Info, error) {
 			return p.openAuto()
 		}
 	}
-	base, opts, _ := strings.Cut(name, ",")
+	base, opts, hasOpts := strings.Cut(name, ",")
+	if hasOpts {
+		var err error
+		switch {
+		case base == Go:
+			err = checkOptions(Go, opts, goOptions, false)
+		case base == ONNX:
+			err = checkOptions(ONNX, opts, onnxOptions, true)
+		default:
+			err = checkEmptyOptions(base, opts)
+		}
+		if err != nil {
+			return nil, Info{}, err
+		}
+	}
 	switch {
 	case base == Go:
 		return openGo(opts, reason)
@@ -170,7 +184,8 @@ func (p Places) Open(name string) (compute.Backend, Info, error) {
 
 // Auto returns the plugin automatic choice (Open("") without $GOMLX_BACKEND) would load, or nil for
 // the pure-Go backend, and why: xla:cuda if a CUDA plugin is found and an NVIDIA GPU is present, else
-// xla:cpu if a CPU plugin is found, else go.
+// xla:cpu if a CPU plugin is found, else go. A plugin found that cannot be loaded is not passed
+// over: opening it gives its error (a truncated file is refused before dlopen).
 func (p Places) Auto() (*Plugin, string) {
 	var cuda, cpu *Plugin
 	plugins := p.Discover()
@@ -199,25 +214,39 @@ func (p Places) Auto() (*Plugin, string) {
 
 // AutoName is the backend automatic choice opens and why: what Auto picks if it picks a
 // plugin, else "onnx" where its library is found (it decodes faster than "go" on the CPU, see
-// the README's performance section), else "go".
-func (p Places) AutoName() (name, why string) {
+// the README's performance section), else "go". Libraries passed over are named in why; an
+// unusable $ONNXRUNTIME_SHARED_LIBRARY_PATH is an error, not a reason to choose another.
+func (p Places) AutoName() (name, why string, err error) {
 	pl, why := p.Auto()
 	if pl != nil {
-		return pl.Backend(), why
+		return pl.Backend(), why, nil
 	}
-	if lib, ok := p.FindONNX(); ok {
-		return ONNX, fmt.Sprintf("automatic: no PJRT plugin; ONNX Runtime found (%s)", lib.Source)
+	lib, skipped, err := p.FindONNX()
+	switch {
+	case err == nil:
+		why = fmt.Sprintf("automatic: no PJRT plugin; ONNX Runtime found (%s)", lib.Source)
+		name = ONNX
+	case errors.Is(err, ErrONNXNotFound):
+		name = Go
+	default:
+		return "", "", err
 	}
-	return Go, why
+	if len(skipped) > 0 {
+		why += "; " + strings.Join(skipped, "; ")
+	}
+	return name, why, nil
 }
 
 // openAuto opens what AutoName chooses.
 func (p Places) openAuto() (compute.Backend, Info, error) {
-	pl, why := p.Auto()
-	if pl != nil {
+	name, why, err := p.AutoName()
+	if err != nil {
+		return nil, Info{}, err
+	}
+	if pl, _ := p.Auto(); pl != nil {
 		return openPlugin(*pl, "", why)
 	}
-	if name, why := p.AutoName(); name == ONNX {
+	if name == ONNX {
 		return p.openONNX("", why)
 	}
 	return openGo("", why)
@@ -297,6 +326,9 @@ func openPlugin(pl Plugin, opts, reason string) (compute.Backend, Info, error) {
 			return fail(fmt.Errorf("set NVIDIA_TF32_OVERRIDE: %w", err))
 		}
 		info.Env = append(info.Env, "NVIDIA_TF32_OVERRIDE=0")
+	}
+	if err := checkLibrary(pl.Path); err != nil { // a truncated file would end in SIGBUS
+		return fail(err)
 	}
 	major, minor, err := probePlugin(pl.Path)
 	if err != nil {

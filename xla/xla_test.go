@@ -189,8 +189,27 @@ func TestOpenGoOptions(t *testing.T) {
 	}{
 		{"go,parallelism=1", ""},
 		{"go,parallelism=2,ops_sequential", ""},
-		{"go,tf32", `unknown configuration option "tf32"`},
-		{"go,parallelism=x", "needs an int"},
+		{"go,tf32", `unknown option "tf32"`},
+		{"go,parallelism=x", "parallelism must be a whole number from 1 to 1024"},
+		{"go,parallelism=-1", "parallelism must be a whole number from 1 to 1024"},
+		{"go,parallelism=0", "parallelism must be a whole number from 1 to 1024"},
+		{"go,parallelism=1025", "parallelism must be a whole number from 1 to 1024"},
+		{"go,parallelism", `option "parallelism" needs a value`},
+		{"go,num_executors=99999999999999999999", "num_executors must be a whole number from 1 to 1024"},
+		{"go,ops_sequential=1", "takes no value"},
+		{"go,no_ops", "not allowed"},
+		{"go,,,,", "option 1 of \",,,\" is empty"},
+		{"go,", "is empty"},
+		{"go,parallelism=1,", "option 2 of"},
+		{"onnx,intra_op_num_threads=999999999999", "intra_op_num_threads must be a whole number from 0 to 1024"},
+		{"onnx,inter_op_num_threads=-1", "inter_op_num_threads must be a whole number from 0 to 1024"},
+		{"onnx,session_clones=0", "session_clones must be a whole number from 1 to 64"},
+		{"onnx,execution_mode=fast", "execution_mode must be one of parallel, sequential"},
+		{"onnx,cuda", "ONNX Runtime on the CPU"},
+		{"onnx,/tmp/libonnxruntime.so", "ONNXRUNTIME_SHARED_LIBRARY_PATH"},
+		{"onnx,threads=2", `unknown option "threads"`},
+		{"onnx,,", "is empty"},
+		{"xla:cpu,,", "is empty"},
 	}
 	for _, tt := range tests {
 		b, info, err := emptyPlaces(t).Open(tt.name)
@@ -501,33 +520,88 @@ func TestInstallOffline(t *testing.T) {
 	}
 }
 
-// TestFindONNX takes the first ONNX Runtime library that exists, in the order given, and the
-// automatic choice picks it only without a PJRT plugin.
-func TestFindONNX(t *testing.T) {
-	dir := t.TempDir()
-	npm := writeFile(t, filepath.Join(dir, "npm", "libonnxruntime.so.1"), "fake")
-	own := writeFile(t, filepath.Join(dir, "own", "libonnxruntime.so"), "fake")
-	p := emptyPlaces(t)
-	p.ONNX = []ONNXLibrary{{filepath.Join(dir, "missing.so"), SourceONNXEnv}, {dir, SourceNPM}, {npm, SourceNPM}, {own, SourceONNXOwn}}
-	lib, ok := p.FindONNX()
-	if !ok || lib.Path != npm || lib.Source != SourceNPM {
-		t.Fatalf("FindONNX() = %+v, %v; want %s (a folder and a missing file skipped)", lib, ok, npm)
+// sharedLibrary returns a real shared library of this machine (libm) to stand in for ONNX
+// Runtime or a plugin, or skips the test.
+func sharedLibrary(t *testing.T) []byte {
+	t.Helper()
+	for _, c := range []string{"/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6", "/lib/aarch64-linux-gnu/libm.so.6"} {
+		if data, err := os.ReadFile(c); err == nil {
+			return data
+		}
 	}
-	if name, why := p.AutoName(); name != ONNX || !strings.Contains(why, SourceNPM) {
-		t.Errorf("AutoName() = %q, %q; want onnx from npm", name, why)
+	t.Skip("no libm.so.6 to stand in for a shared library")
+	return nil
+}
+
+// TestFindONNX takes the first ONNX Runtime library that is a loadable file, in the order
+// given, passing over (and naming) one that is truncated; the automatic choice picks it only
+// without a PJRT plugin. $ONNXRUNTIME_SHARED_LIBRARY_PATH is never passed over: missing, a
+// folder or truncated, it is the error.
+func TestFindONNX(t *testing.T) {
+	lib := sharedLibrary(t)
+	dir := t.TempDir()
+	npm := writeFile(t, filepath.Join(dir, "npm", "libonnxruntime.so.1"), string(lib))
+	own := writeFile(t, filepath.Join(dir, "own", "libonnxruntime.so"), string(lib))
+	truncated := writeFile(t, filepath.Join(dir, "cut", "libonnxruntime.so.1"), string(lib[:len(lib)/2]))
+	p := emptyPlaces(t)
+	p.ONNX = []ONNXLibrary{{filepath.Join(dir, "missing.so"), SourceNPM}, {dir, SourceNPM}, {truncated, SourceNPM}, {npm, SourceNPM}, {own, SourceONNXOwn}}
+	got, skipped, err := p.FindONNX()
+	if err != nil || got.Path != npm || got.Source != SourceNPM {
+		t.Fatalf("FindONNX() = %+v, %v; want %s (a missing file, a folder and a truncated library passed over)", got, err, npm)
+	}
+	if len(skipped) != 2 || !strings.Contains(strings.Join(skipped, "\n"), truncated) || !strings.Contains(skipped[1], "truncated") {
+		t.Errorf("skipped %q, want the folder and the truncated library named", skipped)
+	}
+	if name, why, err := p.AutoName(); err != nil || name != ONNX || !strings.Contains(why, SourceNPM) || !strings.Contains(why, truncated) {
+		t.Errorf("AutoName() = %q, %q, %v; want onnx from npm, naming the truncated library", name, why, err)
 	}
 	p.PluginPath = []string{writeFile(t, filepath.Join(dir, "pjrt_c_api_cpu_plugin.so"), "fake")}
-	if name, _ := p.AutoName(); name != CPU {
+	if name, _, _ := p.AutoName(); name != CPU {
 		t.Errorf("AutoName() with a CPU plugin = %q, want %q", name, CPU)
 	}
-	p.ONNX = p.ONNX[:2]
+	p.ONNX = p.ONNX[:3]
 	p.PluginPath = nil
-	if name, _ := p.AutoName(); name != Go {
-		t.Errorf("AutoName() with nothing found = %q, want go", name)
+	if name, why, err := p.AutoName(); err != nil || name != Go || !strings.Contains(why, truncated) {
+		t.Errorf("AutoName() with nothing usable = %q, %q, %v; want go, naming the truncated library", name, why, err)
 	}
-	_, _, err := p.Open(ONNX)
-	if err == nil || !strings.Contains(err.Error(), "not found") || !strings.Contains(err.Error(), ONNXInstallCommand) {
-		t.Errorf("Open(onnx) without a library: %v, want not found with the install command", err)
+	_, _, err = p.Open(ONNX)
+	if !errors.Is(err, ErrONNXNotFound) || !strings.Contains(err.Error(), ONNXInstallCommand) || !strings.Contains(err.Error(), truncated) {
+		t.Errorf("Open(onnx) without a library: %v, want not found with the install command and the truncated file", err)
+	}
+	for name, path := range map[string]string{"missing": filepath.Join(dir, "missing.so"), "folder": dir, "truncated": truncated} {
+		p.ONNX = []ONNXLibrary{{path, SourceONNXEnv}, {npm, SourceNPM}}
+		for what, err := range map[string]error{
+			"FindONNX": func() error { _, _, err := p.FindONNX(); return err }(),
+			"AutoName": func() error { _, _, err := p.AutoName(); return err }(),
+			"Open":     func() error { _, _, err := p.Open(ONNX); return err }(),
+		} {
+			if err == nil || errors.Is(err, ErrONNXNotFound) || !strings.Contains(err.Error(), SourceONNXEnv) || !strings.Contains(err.Error(), path) {
+				t.Errorf("$%s %s: %s gave %v, want an error naming the variable and %s", SourceONNXEnv, name, what, err, path)
+			}
+		}
+	}
+}
+
+// TestCheckELF: a shared library cut anywhere inside its program headers or loaded segments
+// is refused before dlopen (which would die of SIGBUS touching the missing pages); the whole
+// library passes.
+func TestCheckELF(t *testing.T) {
+	lib := sharedLibrary(t)
+	if err := checkELF(bytes.NewReader(lib), int64(len(lib))); err != nil {
+		t.Fatalf("the whole library: %v", err)
+	}
+	for _, n := range []int{0, 4, 63, 64, 100, 1000, 4096, len(lib) / 4, len(lib) / 2, len(lib) * 3 / 4} {
+		if err := checkELF(bytes.NewReader(lib[:n]), int64(n)); err == nil {
+			t.Errorf("cut to %d of %d bytes: accepted", n, len(lib))
+		}
+	}
+	notSO := append([]byte{}, lib...)
+	notSO[16] = 2 // e_type ET_EXEC
+	if err := checkELF(bytes.NewReader(notSO), int64(len(notSO))); err == nil || !strings.Contains(err.Error(), "not a shared library") {
+		t.Errorf("an executable: %v", err)
+	}
+	if err := checkELF(strings.NewReader(strings.Repeat("MZ not ELF ", 20)), 220); err == nil || !strings.Contains(err.Error(), "invalid ELF header") {
+		t.Errorf("not ELF: %v", err)
 	}
 }
 
@@ -535,7 +609,7 @@ func TestFindONNX(t *testing.T) {
 // checks a float32 matmul on it.
 func TestOpenONNX(t *testing.T) {
 	p := DefaultPlaces()
-	if _, ok := p.FindONNX(); !ok {
+	if _, _, err := p.FindONNX(); err != nil {
 		t.Skip("no ONNX Runtime library found; install it with: " + ONNXInstallCommand)
 	}
 	b, info, err := p.Open(ONNX + ",intra_op_num_threads=1")
@@ -548,5 +622,17 @@ func TestOpenONNX(t *testing.T) {
 	}
 	if err := Check(b); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestPreloadRefusesTruncated: a truncated NVIDIA library beside a JAX CUDA plugin is not
+// loaded (dlopen could die of SIGBUS on it); the warning says why.
+func TestPreloadRefusesTruncated(t *testing.T) {
+	lib := sharedLibrary(t)
+	site := filepath.Join(t.TempDir(), "site-packages")
+	cut := writeFile(t, filepath.Join(site, "nvidia", "cu13", "lib", "libcudart.so.13"), string(lib[:len(lib)/2]))
+	loaded, _, warnings := prepareJAXCUDA(site)
+	if len(loaded) != 0 || len(warnings) != 1 || !strings.Contains(warnings[0], cut) || !strings.Contains(warnings[0], "truncated") {
+		t.Errorf("loaded %q, warnings %q; want nothing loaded and %s named truncated", loaded, warnings, cut)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -145,7 +146,9 @@ func listBackends(w io.Writer, places xla.Places, check bool) error {
 			row(pl.Backend(), "found; not used by octlm", fmt.Sprintf("%s (%s)", pl.Path, pl.Source))
 		}
 	}
-	if lib, ok := places.FindONNX(); ok {
+	lib, skipped, onnxErr := places.FindONNX()
+	switch {
+	case onnxErr == nil:
 		var version string
 		st := status(xla.ONNX, func() (compute.Backend, xla.Info, error) {
 			b, info, err := places.Open(xla.ONNX)
@@ -156,14 +159,23 @@ func listBackends(w io.Writer, places xla.Places, check bool) error {
 			st = "ONNX Runtime " + version + ", " + st
 		}
 		row(xla.ONNX, st, fmt.Sprintf("%s (%s)", lib.Path, lib.Source))
-	} else {
+	case errors.Is(onnxErr, xla.ErrONNXNotFound) && len(skipped) > 0:
+		row(xla.ONNX, fmt.Sprintf("found, unusable (note %d)", len(problems)+1), "-")
+	case errors.Is(onnxErr, xla.ErrONNXNotFound):
 		row(xla.ONNX, "not found", "-")
+	default: // $ONNXRUNTIME_SHARED_LIBRARY_PATH names something unusable
+		problems = append(problems, onnxErr.Error())
+		row(xla.ONNX, fmt.Sprintf("unusable (note %d)", len(problems)), "$"+xla.SourceONNXEnv)
 	}
+	problems = append(problems, skipped...)
 	for i, p := range problems {
-		fmt.Fprintf(w, "\nnote %d: %s\n", i+1, p)
+		fmt.Fprintf(w, "\nnote %d: %s\n", i+1, printableText(p))
 	}
-	choice, why := places.AutoName()
-	fmt.Fprintf(w, "\ndefault: %s (%s)\n", choice, why)
+	choice, why, autoErr := places.AutoName()
+	if autoErr != nil {
+		choice, why = "none", "the automatic choice fails: see the notes"
+	}
+	fmt.Fprintf(w, "\ndefault: %s (%s)\n", choice, printableText(why))
 	if env := os.Getenv(xla.EnvBackend); strings.TrimSpace(env) != "" {
 		fmt.Fprintf(w, "         overridden by $%s=%s\n", xla.EnvBackend, env)
 	}
@@ -173,6 +185,9 @@ func listBackends(w io.Writer, places xla.Places, check bool) error {
 	}
 	fmt.Fprintln(w, "\nget a plugin: octlm backends --install cpu|cuda|cuda12|cuda13, pip install \"jax[cuda13]\", or set PJRT_PLUGIN_LIBRARY_PATH")
 	fmt.Fprintf(w, "get ONNX Runtime: %s, or set %s\n", xla.ONNXInstallCommand, xla.SourceONNXEnv)
+	if onnxErr != nil && !errors.Is(onnxErr, xla.ErrONNXNotFound) {
+		return onnxErr // an explicit library path that cannot be used: bad input (exit status 2)
+	}
 	if check && len(problems) > 0 {
 		return fmt.Errorf("%w: %d backend(s) found but not usable", errCheckFailed, len(problems))
 	}

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/signal"
 
 	"github.com/octlm/octlm/bench"
 	"github.com/octlm/octlm/internal/progress"
@@ -79,7 +77,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Sprintf("--kv-dtype must be f32 or bf16, got %q", *kvDType)}
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interruptContext()
 	defer stop()
 	dir, err := resolveCheckpoint(ctx, mf.model)
 	if err != nil {
@@ -108,6 +106,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		},
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %v", interruptedBy(ctx), err) // exit status 130 or 143
+		}
 		return err
 	}
 	if res.LoadAverage > float64(res.GOMAXPROCS) {

@@ -163,6 +163,7 @@ func chatTokenizer(dir string) (*tokenizer.Tokenizer, []int, error) {
 func (s *chatSession) catchInterrupts(interactive bool) (restore func()) {
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)
+	release := claimSignals(true, os.Interrupt) // Ctrl-C never ends the session (signals.go)
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -179,6 +180,7 @@ func (s *chatSession) catchInterrupts(interactive bool) (restore func()) {
 	return func() {
 		close(done)
 		signal.Stop(interrupts)
+		release()
 	}
 }
 

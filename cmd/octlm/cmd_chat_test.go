@@ -119,7 +119,6 @@ func TestChatInterrupt(t *testing.T) {
 	if _, err := out.Peek(1); err != nil {
 		t.Fatalf("no reply: %v\n%s", err, stderr.String())
 	}
-	time.Sleep(200 * time.Millisecond)
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

@@ -58,11 +58,11 @@ func figuresCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	defer src.Close()
 	fmt.Fprintf(stderr, "figures of %s on %s\n", src.Label, src.Info.Name)
-	tmp, err := os.MkdirTemp("", "octlm-figures-")
+	tmp, err := fileio.ScratchDir("octlm-figures")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer fileio.RemoveTemp(tmp)
 	set, err := figures.All(src, tmp, func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) })
 	if set != nil {
 		if !*force {

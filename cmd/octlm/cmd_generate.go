@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,19 +22,12 @@ func init() {
 	register("generate", "continue a prompt with the decoder, streaming text as tokens arrive", func(args []string) error {
 		ctx, stop := interruptContext()
 		defer stop()
-		return runGenerateIO(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+		err := runGenerateIO(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return interruptedBy(ctx) // stopped while loading (a Hub download)
+		}
+		return err
 	})
-}
-
-// interruptContext is cancelled by the first Ctrl-C (SIGINT), so that a command can stop and
-// print what it has; a second Ctrl-C kills the process as usual.
-func interruptContext() (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	go func() {
-		<-ctx.Done()
-		stop() // restores the default: the next Ctrl-C ends the process
-	}()
-	return ctx, stop
 }
 
 // generationResult is what --json prints.
@@ -130,7 +122,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		fmt.Fprintln(stderr, generationSummary(g, opts.Sampling))
 	}
 	if g.StopReason == octlm.StopInterrupted {
-		return errInterrupted
+		return interruptedBy(ctx)
 	}
 	return nil
 }

@@ -152,6 +152,8 @@ func TestSynthUsage(t *testing.T) {
 		{},                                       // no --out
 		{"--out", t.TempDir(), "--like", "gpt2"}, // unknown shape
 		{"--out", t.TempDir(), "--layers", "-1"},
+		{"--out", t.TempDir(), "--layers", "0"}, // 0 given is not "no override"
+		{"--out", t.TempDir(), "--vocab", "0"},
 		{"--out", t.TempDir(), "extra"},
 		{"--bogus"},
 	} {

@@ -61,11 +61,11 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 
 	dir, label := mf.model, mf.model
 	if dir == "" {
-		tmp, err := os.MkdirTemp("", "octlm-parity-")
+		tmp, err := fileio.ScratchDir("octlm-parity")
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(tmp)
+		defer fileio.RemoveTemp(tmp)
 		if dir, err = bundled.Extract(tmp); err != nil {
 			return err
 		}
@@ -101,6 +101,21 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 			if err := ref.CheckCases(cases); err != nil {
 				return err
 			}
+		}
+	}
+
+	// A reference that does not fit the model, or leaves no room for the greedy tokens of the
+	// half-precision report, is refused now, not after minutes of the gated run.
+	cfg, err := octlm.ReadQwenConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return err
+	}
+	if err := ref.Check(cfg); err != nil {
+		return err
+	}
+	if len(halfDTypes) > 0 {
+		if err := ref.CheckGreedy(cfg, parity.GreedyTokens); err != nil {
+			return fmt.Errorf("--dtypes: %w", err)
 		}
 	}
 

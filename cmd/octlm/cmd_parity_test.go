@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -117,7 +118,7 @@ func TestParityExitCodes(t *testing.T) {
 // TestParityONNX runs parity on ONNX Runtime for both fixtures (its graph differs: RMSNorm
 // divides by Sqrt, the embedding is sliced per token) where the library is found; CI installs it.
 func TestParityONNX(t *testing.T) {
-	if _, ok := xla.DefaultPlaces().FindONNX(); !ok {
+	if _, _, err := xla.DefaultPlaces().FindONNX(); err != nil {
 		t.Skip("no ONNX Runtime library found; install it with: " + xla.ONNXInstallCommand)
 	}
 	tests := []struct {
@@ -255,4 +256,29 @@ func numberAfter(out, key string) (float64, bool) {
 		return v, err == nil
 	}
 	return 0, false
+}
+
+// TestParityHalfNoRoom: --dtypes on a reference whose case fills the context (the long-context
+// fixture: 40960 of 40960 positions) leaves no room for the half-precision report's greedy
+// tokens. It used to run the whole gated float32 run first (9 minutes) and then fail; it is
+// refused before any backend is opened or model loaded, saying why, and --out is left alone.
+func TestParityHalfNoRoom(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "p.jsonl")
+	var stderr bytes.Buffer
+	err := runParity([]string{"--backend", "go", "--model", testdata("tiny-qwen3-long"), "--dtypes", "bf16,f16", "--out", out}, io.Discard, &stderr)
+	if err == nil || errors.Is(err, errCheckFailed) {
+		t.Fatalf("got %v, want bad input (exit status 2)", err)
+	}
+	for _, want := range []string{"--dtypes", "40960 positions", "32 greedy tokens", "at most 40928 positions"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(stderr.String(), "backend:") || strings.Contains(stderr.String(), "loading") {
+		t.Errorf("work began before the refusal:\n%s", stderr.String())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left %v in the --out folder", entries)
+	}
 }

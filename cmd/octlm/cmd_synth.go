@@ -8,11 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/synth"
 )
@@ -27,7 +26,7 @@ func init() {
 // renamed into place when complete; on an error or an interrupt (SIGINT, SIGTERM) the hidden
 // folder is removed and --out is left as it was.
 func runSynth(args []string, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	return withOutputCheck(stdout, func(stdout io.Writer) error { return synthCmd(ctx, args, stdout, stderr) })
 }
@@ -68,11 +67,12 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err.Error()}
 	}
 	for _, o := range []struct {
-		v   int
-		dst *int
-	}{{*layers, &cfg.NumLayers}, {*vocab, &cfg.VocabSize}, {*hidden, &cfg.HiddenSize}, {*ff, &cfg.IntermediateSize}} {
-		if o.v < 0 {
-			return usageError{"sizes must be positive"}
+		name string
+		v    int
+		dst  *int
+	}{{"layers", *layers, &cfg.NumLayers}, {"vocab", *vocab, &cfg.VocabSize}, {"hidden", *hidden, &cfg.HiddenSize}, {"ff", *ff, &cfg.IntermediateSize}} {
+		if o.v < 0 || (o.v == 0 && flagSet(fs, o.name)) {
+			return usageError{fmt.Sprintf("--%s must be at least 1, got %d", o.name, o.v)}
 		}
 		if o.v > 0 {
 			*o.dst = o.v
@@ -82,6 +82,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err.Error()}
 	}
 	dir := filepath.Clean(*out)
+	fileio.RemoveStale(filepath.Dir(dir)) // what killed runs left beside it
 	replace, err := checkSynthTarget(dir, *force)
 	if err != nil {
 		return err
@@ -96,23 +97,26 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Sprintf("the checkpoint needs about %s and %s has %s free (sizes: %d layers, vocabulary %d, hidden %d, MLP %d)",
 			humanFloatBytes(need), parent, loader.HumanBytes(free), cfg.NumLayers, cfg.VocabSize, cfg.HiddenSize, cfg.IntermediateSize)}
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".synth-*")
+	// The hidden folder carries this process's PID: should it be killed outright (SIGKILL),
+	// the next run that writes beside it removes what it left.
+	tmp, err := fileio.MkdirTemp(dir, "synth")
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	defer os.RemoveAll(tmp) // gone once renamed; else the partial checkpoint
+	defer fileio.RemoveTemp(tmp) // gone once renamed; else the partial checkpoint
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
 	begin := time.Now()
 	err = synth.WriteWith(tmp, cfg, synth.Options{Seed: *seed, Progress: stderr, NoTokenizer: *noTok, TokenizerDir: *tokDir, Manifest: *manifest, Context: ctx})
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w; %s left as it was", errInterrupted, dir) // exit status 130
+		return fmt.Errorf("%w; %s left as it was", interruptedBy(ctx), dir) // exit status 130 or 143
 	}
 	if err != nil {
 		return err
 	}
-	if err := moveIntoPlace(tmp, dir, replace); err != nil {
+	// A signal now would leave the old checkpoint renamed aside and the new one removed.
+	if err := uninterruptible(func() error { return moveIntoPlace(tmp, dir, replace) }); err != nil {
 		return err
 	}
 	size, _ := cfg.ModelFileSize()

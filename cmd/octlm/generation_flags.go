@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"math"
 
 	"github.com/octlm/octlm/octlm"
 )
@@ -40,6 +41,11 @@ func (f *generationFlags) options(fs *flag.FlagSet) (octlm.GenerateOptions, erro
 	s := f.s
 	if !flagSet(fs, "seed") {
 		s.Seed = randomSeed()
+	}
+	// The library reads a zero penalty as none (its zero value); given on the command line, 0
+	// would divide by zero, so it is refused as transformers refuses it.
+	if !(s.RepetitionPenalty > 0) || math.IsInf(s.RepetitionPenalty, 0) {
+		return octlm.GenerateOptions{}, usageError{fmt.Sprintf("--repetition-penalty must be a finite number greater than 0 (1 is none), got %v", s.RepetitionPenalty)}
 	}
 	if err := s.Validate(); err != nil {
 		return octlm.GenerateOptions{}, usageError{err.Error()}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/octlm/octlm/octlm"
@@ -28,6 +29,10 @@ func TestGenerationFlags(t *testing.T) {
 		{"no new tokens", []string{"--max-new-tokens", "0"}, octlm.GenerateOptions{}, true, false},
 		{"top-p past 1", []string{"--top-p", "1.5"}, octlm.GenerateOptions{}, true, false},
 		{"negative temperature", []string{"--temperature", "-1"}, octlm.GenerateOptions{}, true, false},
+		{"zero repetition penalty", []string{"--repetition-penalty", "0"}, octlm.GenerateOptions{}, true, false},
+		{"negative repetition penalty", []string{"--repetition-penalty", "-0.5"}, octlm.GenerateOptions{}, true, false},
+		{"NaN repetition penalty", []string{"--repetition-penalty", "NaN"}, octlm.GenerateOptions{}, true, false},
+		{"infinite repetition penalty", []string{"--repetition-penalty", "+Inf"}, octlm.GenerateOptions{}, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,6 +48,9 @@ func TestGenerationFlags(t *testing.T) {
 			if tt.wantUsage {
 				if !errors.As(err, &u) {
 					t.Fatalf("err = %v, want a usage error", err)
+				}
+				if flag := tt.args[0]; !strings.Contains(err.Error(), flag) && !strings.Contains(err.Error(), strings.TrimPrefix(flag, "--")) {
+					t.Errorf("error %q does not name %s", err, flag)
 				}
 				return
 			}

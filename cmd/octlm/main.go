@@ -2,7 +2,8 @@
 // inspection, benchmarks and checkpoint tools. Flags in, library calls, exit codes out.
 //
 // Exit codes: 0 success, 1 a check failed (parity, non-finite logits), 2 bad input, usage or
-// another error, 130 interrupted (Ctrl-C) after printing what was done.
+// another error, 128 + the signal's number when a signal ended it (130 for Ctrl-C, 143 for
+// SIGTERM, 129 for SIGHUP), its unfinished outputs removed (signals.go).
 package main
 
 import (
@@ -37,7 +38,7 @@ var errCheckFailed = errors.New("check failed")
 var errHelp = errors.New("help shown")
 
 // errInterrupted ends a command stopped by Ctrl-C after it printed what it had (exit status 130,
-// the shell's code for SIGINT).
+// the shell's code for SIGINT; an interruption carries the signal and its own code).
 var errInterrupted = errors.New("interrupted")
 
 // checkFailure is a check that ran and failed (a generation step, the parity gate): its message
@@ -118,10 +119,15 @@ func run(args []string) int {
 		return 2
 	}
 	warnWithoutSIMD()
+	stopSignals := exitOnSignals(args[0])
+	defer stopSignals()
 	if err := cmd.run(args[1:]); err != nil && !errors.Is(err, errHelp) {
 		// Errors can quote what a file holds: escape what would drive the terminal.
 		fmt.Fprintf(os.Stderr, "octlm %s: %s\n", args[0], printableText(err.Error()))
+		var sig interruption
 		switch {
+		case errors.As(err, &sig):
+			return signalExitCode(sig.sig)
 		case errors.Is(err, errInterrupted):
 			return 130
 		case errors.Is(err, errCheckFailed):

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/octlm/octlm/octlm/synth"
 	"github.com/octlm/octlm/xla"
@@ -54,6 +55,29 @@ func runOctlm(t *testing.T, stdin string, args ...string) (stdout, stderr string
 		t.Fatalf("running octlm %v: %v", args, err)
 	}
 	return out.String(), errOut.String(), code
+}
+
+// waitExit waits for cmd (bounded, so a hang fails the test) and returns its exit status.
+func waitExit(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatal("the command did not end within a minute of the signal")
+	}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.ExitCode()
+	}
+	t.Fatal(err)
+	return -1
 }
 
 var (

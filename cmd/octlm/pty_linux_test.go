@@ -42,20 +42,26 @@ func openPTY(t *testing.T) (controller, terminal *os.File) {
 	return c, term
 }
 
-// screen collects what the command writes to the terminal.
+// screen collects what the command writes to the terminal; changed is closed and replaced
+// whenever more arrives, so that waitFor waits on output, not on a clock.
 type screen struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{}
+	closed  bool
 }
 
 func watch(r io.Reader) *screen {
-	s := &screen{}
+	s := &screen{changed: make(chan struct{})}
 	go func() {
 		b := make([]byte, 4096)
 		for {
 			n, err := r.Read(b)
 			s.mu.Lock()
 			s.buf.Write(b[:n])
+			close(s.changed)
+			s.changed = make(chan struct{})
+			s.closed = err != nil
 			s.mu.Unlock()
 			if err != nil {
 				return
@@ -71,15 +77,32 @@ func (s *screen) text() string {
 	return s.buf.String()
 }
 
-// waitFor waits until the screen shows want at least n times.
+// waitFor waits until the screen shows want at least n times (bounded, so that a hang fails
+// the test rather than the whole run).
 func (s *screen) waitFor(t *testing.T, want string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(s.text(), want) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the terminal never showed %q %d times:\n%q", want, n, s.text())
+	s.waitUntil(t, fmt.Sprintf("%q %d times", want, n), func(text string) bool { return strings.Count(text, want) >= n })
+}
+
+// waitUntil waits until ok holds for what the screen shows.
+func (s *screen) waitUntil(t *testing.T, what string, ok func(string) bool) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		s.mu.Lock()
+		text, changed, closed := s.buf.String(), s.changed, s.closed
+		s.mu.Unlock()
+		if ok(text) {
+			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		if closed {
+			t.Fatalf("the terminal closed without showing %s:\n%q", what, text)
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the terminal never showed %s:\n%q", what, text)
+		}
 	}
 }
 
@@ -103,7 +126,12 @@ func TestChatTerminal(t *testing.T) {
 		t.Errorf("no greeting on a terminal:\n%q", s.text())
 	}
 	io.WriteString(controller, "Tell me a long story\n")
-	time.Sleep(500 * time.Millisecond) // the reply streams
+	// The reply streams (this random model's greedy reply is blank lines): wait for its first
+	// bytes after the echoed line, then press Ctrl-C.
+	s.waitUntil(t, "a reply", func(text string) bool {
+		_, reply, ok := strings.Cut(text, "Tell me a long story\r\n")
+		return ok && reply != ""
+	})
 	io.WriteString(controller, "\x03") // Ctrl-C
 	s.waitFor(t, "[interrupted]", 1)
 	s.waitFor(t, ">>> ", 2)

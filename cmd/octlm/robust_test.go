@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -471,20 +472,13 @@ func TestSynthInterrupted(t *testing.T) {
 					syscall.Kill(os.Getpid(), syscall.SIGINT)
 				}
 			}
-			go func() { // interrupt once the temporary folder exists
-				for ctx.Err() == nil {
-					if len(hiddenLeft(t, root)) > 0 {
-						interrupt()
-						return
-					}
-					time.Sleep(time.Millisecond)
-				}
-			}()
+			// Interrupt once the weights are being written: synth's first progress line.
+			progress := &onWrite{want: "synth: model.safetensors", do: interrupt}
 			var err error
 			if how == "context" {
-				err = within(t, func() error { return synthCmd(ctx, args, io.Discard, io.Discard) })
+				err = within(t, func() error { return synthCmd(ctx, args, io.Discard, progress) })
 			} else {
-				err = within(t, func() error { return runSynth(args, io.Discard, io.Discard) })
+				err = within(t, func() error { return runSynth(args, io.Discard, progress) })
 			}
 			cancel()
 			if !errors.Is(err, errInterrupted) {
@@ -498,6 +492,26 @@ func TestSynthInterrupted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// onWrite calls do once, the first time what is written contains want.
+type onWrite struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	want string
+	do   func()
+	done bool
+}
+
+func (w *onWrite) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.done && strings.Contains(w.buf.String(), w.want) {
+		w.done = true
+		w.do()
+	}
+	return len(p), nil
 }
 
 // TestFiguresOutSafe: an --out that cannot be written fails before any figure is computed;

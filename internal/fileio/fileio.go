@@ -1,7 +1,8 @@
 // Package fileio reads and writes files so that bad input cannot hang or exhaust the process
 // and no output is ever left half-written: small files are read only when they are regular
 // files within a size limit (never a FIFO that blocks or /dev/zero that never ends), and
-// outputs are written beside their target and renamed into place when complete.
+// outputs are written beside their target and renamed into place when complete. Temporaries
+// carry the writer's PID, so that those of a killed process are removed by a later run.
 //
 // It knows nothing of what the files hold.
 package fileio
@@ -12,7 +13,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // ErrTooLarge is matched (errors.Is) by the error ReadFile returns for a file above its limit.
@@ -81,13 +81,14 @@ func Create(path string) (*Output, error) {
 		}
 		return &Output{File: f, target: path, direct: true}, nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	f, err := CreateTemp(path, "tmp")
 	if err != nil {
 		return nil, fmt.Errorf("cannot write beside %s: %w", path, err)
 	}
 	if err := f.Chmod(0o644); err != nil {
 		f.Close()
 		os.Remove(f.Name())
+		Release(f.Name())
 		return nil, err
 	}
 	return &Output{File: f, target: path}, nil
@@ -114,6 +115,9 @@ func (o *Output) Commit() error {
 	}
 	if err != nil {
 		os.Remove(o.File.Name())
+	}
+	Release(o.File.Name())
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", o.target, err)
 	}
 	return nil
@@ -129,6 +133,7 @@ func (o *Output) Abort() {
 	o.File.Close()
 	if !o.direct {
 		os.Remove(o.File.Name())
+		Release(o.File.Name())
 	}
 }
 
@@ -152,10 +157,10 @@ func CheckWritableDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".octlm-write-check*")
+	f, err := CreateTemp(dir+string(os.PathSeparator)+"octlm-write-check", "tmp")
 	if err != nil {
 		return fmt.Errorf("cannot write into %s: %w", dir, err)
 	}
 	f.Close()
-	return os.Remove(f.Name())
+	return RemoveTemp(f.Name())
 }

@@ -12,6 +12,7 @@ import (
 
 	bundled "github.com/octlm/octlm"
 	"github.com/octlm/octlm/hub"
+	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/synth"
@@ -61,7 +62,7 @@ func Open(opts Options) (s *Source, err error) {
 		}
 	}()
 	if opts.Model == "" {
-		if s.tmp, err = os.MkdirTemp("", "octlm-figures-"); err != nil {
+		if s.tmp, err = fileio.ScratchDir("octlm-figures"); err != nil {
 			return nil, fmt.Errorf("figures: %w", err)
 		}
 		if s.Dir, err = bundled.Extract(s.tmp); err != nil {
@@ -92,7 +93,7 @@ func (s *Source) Close() error {
 		s.Backend = nil
 	}
 	if s.tmp != "" {
-		err := os.RemoveAll(s.tmp)
+		err := fileio.RemoveTemp(s.tmp)
 		s.tmp = ""
 		return err
 	}
@@ -178,7 +179,7 @@ func (s *Source) Tokenizer() (*tokenizer.Tokenizer, string, error) {
 	}
 	if s.tmp == "" {
 		var err error
-		if s.tmp, err = os.MkdirTemp("", "octlm-figures-"); err != nil {
+		if s.tmp, err = fileio.ScratchDir("octlm-figures"); err != nil {
 			return nil, "", fmt.Errorf("figures: %w", err)
 		}
 	}
