@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/gomlx/compute"
@@ -76,6 +77,12 @@ func (f *modelFlags) resolve(ctx context.Context) (string, error) {
 // progress on stderr, after checking that the weights and a KV cache of positions positions fit
 // in memory.
 func (f *modelFlags) openDir(dir string, positions int, stderr io.Writer) (*loadedModel, error) {
+	return f.openDirVerbose(dir, positions, stderr, false)
+}
+
+// openDirVerbose is openDir with the backend line in full (its library's path and why it was
+// chosen) when verbose, else one short line.
+func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer, verbose bool) (*loadedModel, error) {
 	dtype, err := octlm.ParseDType(f.dtype)
 	if err != nil {
 		return nil, usageError{err.Error()}
@@ -84,7 +91,11 @@ func (f *modelFlags) openDir(dir string, positions int, stderr io.Writer) (*load
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "backend: %s\n", info)
+	if verbose {
+		fmt.Fprintf(stderr, "backend: %s\n", info)
+	} else {
+		fmt.Fprintf(stderr, "backend: %s\n", shortBackend(info))
+	}
 	warnHalfOnGo(stderr, info, dtype)
 	begin := time.Now()
 	m, err := loadModel(dir, dir, backend, info, dtype, positions, stderr)
@@ -151,4 +162,24 @@ func warnHalfOnGo(stderr io.Writer, info xla.Info, dtype octlm.DType) {
 	if note, ok := halfOnGo[dtype]; ok && info.Name == xla.Go {
 		fmt.Fprintf(stderr, "note: on the pure-Go backend %s (measured on Qwen3-0.6B, 2-core AMD Zen 5)\n", note)
 	}
+}
+
+// shortBackend names a backend in a few words: name, options, ONNX Runtime's version and the
+// first clause of why it was chosen, without the library's path (--verbose shows it).
+func shortBackend(i xla.Info) string {
+	s := i.Name
+	if i.Options != "" {
+		s += "," + i.Options
+	}
+	if i.ONNXVersion != "" {
+		s += " " + i.ONNXVersion
+	}
+	why, _, _ := strings.Cut(i.Reason, ";")
+	if why = strings.TrimSpace(why); why != "" {
+		if r := []rune(why); len(r) > 48 {
+			why = string(r[:47]) + "…"
+		}
+		s += " (" + why + ")"
+	}
+	return s
 }
