@@ -184,8 +184,11 @@ func RepoCacheDir(cacheDir, repo string) string {
 // files are downloaded into blobs/ (resuming <etag>.incomplete partial files), checked against
 // their ETag (SHA-256 for LFS files, git blob SHA-1 for the others) and linked into the
 // snapshot. If the Hub cannot be reached but the cache holds the revision, the cached snapshot
-// is used and a warning is written to Progress.
+// is used and a warning is written to Progress. A name that is no folder but reads as a local
+// path (it starts with ".", "/" or "~", or the folder it would sit in exists) is refused as a
+// missing folder without asking the Hub; a leading "~/" is the home folder.
 func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error) {
+	nameOrDir = expandHome(nameOrDir)
 	st, err := os.Stat(nameOrDir)
 	switch {
 	case err == nil && !st.IsDir():
@@ -195,6 +198,9 @@ func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error
 	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
 		// A symlink loop or a folder that cannot be read: say so, with the path.
 		return "", fmt.Errorf("hub: %w", err)
+	}
+	if looksLocal(nameOrDir) {
+		return "", fmt.Errorf("hub: %s: no such folder (a local path, so the Hub was not asked; a Hub name is Org/Name)", nameOrDir)
 	}
 	repo, rev, err := ParseRepoRef(nameOrDir)
 	if err != nil {

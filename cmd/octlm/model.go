@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -131,6 +133,9 @@ func resolveCheckpoint(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", withOfflineHint(err)
 	}
+	if err := checkIsCheckpoint(dir); err != nil {
+		return "", err
+	}
 	if _, err := loader.VerifySnapshot(dir, os.Stderr); err != nil && !errors.Is(err, loader.ErrNoManifest) {
 		return "", err
 	}
@@ -182,4 +187,17 @@ func shortBackend(i xla.Info) string {
 		s += " (" + why + ")"
 	}
 	return s
+}
+
+// checkIsCheckpoint refuses a folder without config.json (-m /tmp) before anything else is
+// read from it, naming what is missing.
+func checkIsCheckpoint(dir string) error {
+	_, err := os.Stat(filepath.Join(dir, "config.json"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usageError{fmt.Sprintf("%s is not a checkpoint: it has no config.json (a checkpoint folder holds config.json and model.safetensors; 'octlm synth --like tiny --out DIR' writes one)", dir)}
+	case err != nil:
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	return nil
 }

@@ -55,9 +55,10 @@ func OpenEnv() (*Source, error) {
 // Hub name through the Hugging Face cache) and opens the backend. Close removes what it extracted.
 func Open(opts Options) (s *Source, err error) {
 	s = &Source{Label: opts.Model}
+	opened := s // s is nil on the error returns
 	defer func() {
 		if err != nil {
-			s.Close()
+			opened.Close()
 		}
 	}()
 	if opts.Model == "" {
