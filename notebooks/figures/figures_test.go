@@ -651,6 +651,15 @@ func TestTokenHTML(t *testing.T) {
 	if !strings.Contains(sn.HTML, "↵") {
 		t.Error("the newline is not shown")
 	}
+	// Glyphs that depend on the viewer's fonts carry their bytes beside them, and the page says so.
+	for _, want := range []string{`京<small class="token-bytes" style="color:#555;font-size:70%">\xe4\xba\xac</small>`, ` 🚀<small class="token-bytes" style="color:#555;font-size:70%">\x20\xf0\x9f\x9a\x80</small>`, "depend on the fonts"} {
+		if !strings.Contains(sn.HTML, want) {
+			t.Errorf("the token strip lacks %q:\n%s", want, sn.HTML)
+		}
+	}
+	if strings.Contains(sn.HTML, `RoPE<small`) {
+		t.Error("ASCII tokens got their bytes drawn")
+	}
 
 	prompt, pids, err := ChatPrompt(tok, "Hi", false)
 	if err != nil {

@@ -71,9 +71,39 @@ func spansHTML(sp []tokenSpan) string {
 		}
 		text := html.EscapeString(s.text)
 		text = strings.ReplaceAll(text, "\n", "↵\n")
+		if needsFont(s.text) {
+			text += `<small class="token-bytes" style="color:#555;font-size:70%">` + escapedBytes(s.text) + `</small>`
+		}
 		fmt.Fprintf(&b, `<span class="token" title="id %s" style="%s">%s</span>`, strings.Join(ids, "+"), style, text)
 	}
 	b.WriteString("</div>")
+	for _, s := range sp {
+		if needsFont(s.text) {
+			b.WriteString(`<p style="font-size:smaller;color:#555">CJK and emoji glyphs depend on the fonts of the browser that shows this page; ` +
+				`the bytes beside each (UTF-8, as the token holds them) do not.</p>`)
+			break
+		}
+	}
+	return b.String()
+}
+
+// needsFont reports whether text holds a character that common monospace fonts lack: CJK,
+// Hangul, emoji and the other scripts and symbols from U+2E80 on.
+func needsFont(text string) bool {
+	for _, r := range text {
+		if r >= 0x2E80 && r != utf8.RuneError {
+			return true
+		}
+	}
+	return false
+}
+
+// escapedBytes writes text's UTF-8 bytes as \xNN.
+func escapedBytes(text string) string {
+	var b strings.Builder
+	for i := 0; i < len(text); i++ {
+		fmt.Fprintf(&b, `\x%02x`, text[i])
+	}
 	return b.String()
 }
 
