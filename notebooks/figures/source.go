@@ -42,7 +42,7 @@ type Source struct {
 	Reference string // the reference folder; "" when there is none
 	Backend   compute.Backend
 	Info      xla.Info
-	tmp       string // temporary folder of extracted files, removed by Close
+	tmp       string          // temporary folder of extracted files, removed by Close
 	half      compute.Backend // the pure-Go backend half-precision loads run on when Backend is ONNX Runtime
 }
 
