@@ -150,3 +150,32 @@ func TestChatLineEditing(t *testing.T) {
 		t.Errorf("--stats=false still shows the reply line:\n%q", s.text())
 	}
 }
+
+// TestParityProgressTerminal: on a terminal, the 40,960-position case of tiny-qwen3-long shows
+// positions done of total, the rate and the time left while it runs (the test stops it there),
+// and stdout, a pipe, gets none of it.
+func TestParityProgressTerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of a 40,960-position case")
+	}
+	controller, terminal := openPTY(t)
+	cmd := octlmCommand(t, "parity", "--backend", "go", "--model", testdata("tiny-qwen3-long"))
+	var stdout strings.Builder
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, &stdout, terminal
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	terminal.Close()
+	s := watch(controller)
+	s.waitFor(t, " / 40,960 positions, ", 1)
+	s.waitFor(t, " left", 1)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if strings.Contains(stdout.String(), "positions") {
+		t.Errorf("progress on stdout: %q", stdout.String())
+	}
+	if !strings.Contains(s.text(), "case 0, full path: ") {
+		t.Errorf("the line does not say which case and path:\n%q", s.text())
+	}
+}
