@@ -361,6 +361,8 @@ func (s *chatSession) reply(text string) error {
 	s.messages = append(s.messages, chat.Message{Role: "user", Content: text}, showReply(s.out, replyText.String()))
 	if s.verbose {
 		fmt.Fprintf(s.stderr, "%s; %d prompt tokens reused from the cache\n", generationSummary(g, opts.Sampling), g.Reused)
+	} else if s.speed && os.Getenv("NO_COLOR") != "" {
+		fmt.Fprintf(s.stderr, "%s\n", replySpeed(g))
 	} else if s.speed {
 		fmt.Fprintf(s.stderr, "%s%s%s\n", ansiFaint, replySpeed(g), ansiReset)
 	}
