@@ -130,16 +130,19 @@ func TestChatLineEditing(t *testing.T) {
 		t.Errorf("history lacks the edited line:\n%s", data)
 	}
 
-	// A second chat, without the reply line: Up recalls "/save FILE", then "of two lines"""
-	// and so on back to "hello".
+	// A second chat, without the reply line: Ctrl-C drops a half-typed line; Up recalls
+	// "/save FILE", then "of two lines""" and so on back to "hello".
 	second := filepath.Join(t.TempDir(), "second.json")
 	controller, s, quit = chatOnPTY(t, state, "-n", "3", "--stats=false")
 	s.waitFor(t, ">>> ", 1)
-	io.WriteString(controller, strings.Repeat("\x1b[A", 7)+"\r") // Up x7: "hello"
+	io.WriteString(controller, "half a thought\x03") // Ctrl-C at the prompt drops the line, not the chat
+	s.waitFor(t, "(/bye or Ctrl-D quits)", 1)
 	s.waitFor(t, ">>> ", 2)
+	io.WriteString(controller, strings.Repeat("\x1b[A", 7)+"\r") // Up x7: "hello"
+	s.waitFor(t, ">>> ", 3)
 	io.WriteString(controller, "/save "+second+"\r")
 	s.waitFor(t, "saved 2 messages", 1)
-	s.waitFor(t, ">>> ", 3)
+	s.waitFor(t, ">>> ", 4)
 	if err := quit(); err != nil {
 		t.Fatalf("second chat ended with %v:\n%q", err, s.text())
 	}
