@@ -37,8 +37,8 @@ const chatHelp = `commands:
   /save FILE          write the conversation as JSON (messages, as 'octlm template' reads them);
                       a new file gets mode 0600, an existing one keeps its mode, a symbolic
                       link is written through to its file
-  """ ... """         a message of several lines (or end a line with \ to go on); on a
-                      terminal, arrows edit and Up/Down/Ctrl-R recall earlier lines
+  """ ... """         on a terminal: a message of several lines (or end a line with \ to
+                      go on); arrows edit the line, Up/Down and Ctrl-R recall earlier ones
   /bye                quit (also /exit, Ctrl-D)
 Ctrl-C stops a reply; the conversation goes on.`
 
@@ -115,7 +115,7 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	defer s.catchInterrupts(interactive)()
 	in := openChatInput(stdin, stdout, stderr, a.history)
 	defer in.close()
-	if err := s.run(in, interactive); err != nil {
+	if err := s.run(in); err != nil {
 		return err
 	}
 	if s.refused > 0 && !interactive {
@@ -205,7 +205,7 @@ func (s *chatSession) catchInterrupts(interactive bool) (restore func()) {
 
 // run reads the input turn by turn, each a command or a user turn, until /bye, the end of the
 // input or an error. A refused line (too long) is said on stderr and the chat goes on.
-func (s *chatSession) run(in chatInput, interactive bool) error {
+func (s *chatSession) run(in chatInput) error {
 	for {
 		line, err := in.next()
 		var long lineTooLongError
