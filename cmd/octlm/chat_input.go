@@ -217,13 +217,17 @@ func chatHistoryFile() string {
 }
 
 // openChatInput chooses how chat reads: the line editor when stdin and stdout are a terminal
-// that can take it, plain lines with a ">>> " prompt when only stdin is one, plain lines and no
-// prompt otherwise.
+// that can take it (not TERM=dumb; see prepareTerminal), plain lines with a ">>> " prompt when
+// only stdin is one, plain lines and no prompt otherwise.
 func openChatInput(stdin io.Reader, stdout, stderr io.Writer, history bool) chatInput {
 	if !isTerminal(stdin) {
 		return newPlainLines(stdin, nil)
 	}
-	if stdin != os.Stdin || stdout != os.Stdout || !isTerminal(stdout) || !liner.TerminalSupported() {
+	if stdin != os.Stdin || stdout != os.Stdout || !isTerminal(stdout) {
+		return newPlainLines(stdin, stdout)
+	}
+	prepareTerminal(os.Stdout)
+	if !liner.TerminalSupported() { // TERM=dumb
 		return newPlainLines(stdin, stdout)
 	}
 	file := ""

@@ -21,12 +21,30 @@ import (
 // that types Ctrl-D and waits for the exit status.
 func chatOnPTY(t *testing.T, state string, args ...string) (controller *os.File, s *screen, quit func() error) {
 	t.Helper()
+	return chatOnTerminal(t, true, state, args...)
+}
+
+// chatOnTerminal is chatOnPTY; with sized false, the terminal is as bare as a fresh
+// pseudo-terminal: no size (0x0) and no TERM.
+func chatOnTerminal(t *testing.T, sized bool, state string, args ...string) (controller *os.File, s *screen, quit func() error) {
+	t.Helper()
 	controller, terminal := openPTY(t)
-	if err := unix.IoctlSetWinsize(int(terminal.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 100}); err != nil {
-		t.Skipf("setting the terminal size: %v", err)
+	if sized {
+		if err := unix.IoctlSetWinsize(int(terminal.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 100}); err != nil {
+			t.Skipf("setting the terminal size: %v", err)
+		}
 	}
 	cmd := octlmCommand(t, append([]string{"chat", "-m", tokenizerModel(t), "--temperature", "0", "--think=false"}, args...)...)
-	cmd.Env = append(cmd.Env, "TERM=xterm", "XDG_STATE_HOME="+state, "NO_COLOR=")
+	var env []string
+	for _, e := range cmd.Env {
+		if !strings.HasPrefix(e, "TERM=") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = append(env, "XDG_STATE_HOME="+state, "NO_COLOR=")
+	if sized {
+		cmd.Env = append(cmd.Env, "TERM=xterm")
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
@@ -180,5 +198,24 @@ func TestParityProgressTerminal(t *testing.T) {
 	}
 	if !strings.Contains(s.text(), "case 0, full path: ") {
 		t.Errorf("the line does not say which case and path:\n%q", s.text())
+	}
+}
+
+// TestChatLineEditingBareTerminal: on a pseudo-terminal that reports no size and with no TERM
+// (as a test harness makes one), the arrows still edit the line.
+func TestChatLineEditingBareTerminal(t *testing.T) {
+	saved := filepath.Join(t.TempDir(), "bare.json")
+	controller, s, quit := chatOnTerminal(t, false, t.TempDir(), "-n", "2")
+	s.waitFor(t, ">>> ", 1)
+	io.WriteString(controller, "helo\x1b[D\x1b[Dl\r")
+	s.waitFor(t, ">>> ", 2)
+	io.WriteString(controller, "/save "+saved+"\r")
+	s.waitFor(t, "saved 2 messages", 1)
+	s.waitFor(t, ">>> ", 3)
+	if err := quit(); err != nil {
+		t.Fatalf("chat ended with %v:\n%q", err, s.text())
+	}
+	if got := readTranscript(t, saved); len(got) != 1 || got[0] != "hello" {
+		t.Errorf("sent %q, want \"hello\"", got)
 	}
 }
