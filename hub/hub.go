@@ -244,7 +244,11 @@ func RepoCacheDir(cacheDir, repo string) string {
 // is not rewritten, so that a read-only shared cache that holds the snapshot works online.
 // Before a download, the announced size is checked against the free disk space and, for files
 // other than weights, against a cap (see maxFileBytes).
+// A name that is no folder but reads as a local path (it starts with ".", "/" or "~", or the
+// folder it would sit in exists) is refused as a missing folder without asking the Hub; a leading
+// "~/" is the home folder.
 func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error) {
+	nameOrDir = expandHome(nameOrDir)
 	st, err := os.Stat(nameOrDir)
 	switch {
 	case err == nil && !st.IsDir():
@@ -267,6 +271,9 @@ func Resolve(ctx context.Context, nameOrDir string, opts Options) (string, error
 	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
 		// A symlink loop or a folder that cannot be read: say so, with the path.
 		return "", fmt.Errorf("hub: %w", err)
+	}
+	if looksLocal(nameOrDir) {
+		return "", fmt.Errorf("hub: %s: no such folder (a local path, so the Hub was not asked; a Hub name is Org/Name)", nameOrDir)
 	}
 	repo, rev, err := ParseRepoRef(nameOrDir)
 	if err != nil {

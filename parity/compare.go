@@ -136,6 +136,9 @@ func dtypeWord(d octlm.DType) string {
 type Options struct {
 	// Log, when set, receives one line per step (which case, which model).
 	Log func(format string, args ...any)
+	// Progress, when set, is told the positions done of a case's path as it runs: the paths
+	// then run in slices of ProgressStep positions (the same logits; see ProgressStep).
+	Progress func(c Case, path string, done, total int)
 }
 
 func (o Options) logf(format string, args ...any) {
@@ -183,10 +186,17 @@ func bothPaths(m *octlm.Model, ref *Reference, opts Options, row func(c Case, pa
 		}
 		opts.logf("%s case %d (%s): full and cached paths", m.DType, c.Index, plural(c.Positions(), "position"))
 		for _, p := range []struct {
-			name string
-			run  func(*octlm.Model, []int) (octlm.Logits, error)
-		}{{PathFull, FullPath}, {PathCached, CachedPath}} {
-			got, err := p.run(m, c.IDs)
+			name     string
+			run      func(*octlm.Model, []int) (octlm.Logits, error)
+			progress func(*octlm.Model, []int, func(done, total int)) (octlm.Logits, error)
+		}{{PathFull, FullPath, fullPathProgress}, {PathCached, CachedPath, cachedPathProgress}} {
+			var got octlm.Logits
+			var err error
+			if opts.Progress != nil {
+				got, err = p.progress(m, c.IDs, func(done, total int) { opts.Progress(c, p.name, done, total) })
+			} else {
+				got, err = p.run(m, c.IDs)
+			}
 			if err != nil {
 				err = fmt.Errorf("parity: case %d, %s path: %w", c.Index, p.name, err)
 				if errors.Is(err, octlm.ErrBadInput) {

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,7 +34,11 @@ const chatHelp = `commands:
   /system TEXT        set the system prompt and clear the conversation
   /clear              forget the conversation (the system prompt stays)
   /stats              speed of the last reply and the context used
-  /save FILE          write the conversation as JSON (messages, as 'octlm template' reads them)
+  /save FILE          write the conversation as JSON (messages, as 'octlm template' reads them);
+                      a new file gets mode 0600, an existing one keeps its mode, a symbolic
+                      link is written through to its file
+  """ ... """         on a terminal: a message of several lines (or end a line with \ to
+                      go on); arrows edit the line, Up/Down and Ctrl-R recall earlier ones
   /bye                quit (also /exit, Ctrl-D)
 Ctrl-C stops a reply; the conversation goes on.`
 
@@ -56,6 +60,8 @@ type chatSession struct {
 	stderr   io.Writer
 	faint    bool // dim the thinking part (ANSI faint): stdout is a terminal
 	verbose  bool // a statistics line on stderr after each reply
+	speed    bool // a short dim line with tokens and tokens/s on stderr after each reply
+	refused  int  // input lines refused (too long); with piped stdin the exit status is then 2
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // stops the reply in progress; nil between replies
@@ -68,6 +74,8 @@ type chatArgs struct {
 	system  string
 	think   bool
 	verbose bool
+	stats   bool
+	history bool
 }
 
 // runChatIO holds a chat on stdin and stdout. Once the model is loaded (before, Ctrl-C ends the
@@ -85,7 +93,7 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := a.model.openDir(dir, a.opts.MaxNewTokens, stderr) // one reply's worth; the conversation grows past it
+	m, err := a.model.openDirVerbose(dir, a.opts.MaxNewTokens, stderr, a.verbose) // one reply's worth; the conversation grows past it
 	if err != nil {
 		return err
 	}
@@ -102,11 +110,20 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	s.text = modelText(s.out, isTerminal(stdout))
 	s.opts.StopIDs = stops
 	interactive := isTerminal(stdin)
+	s.speed = a.stats && interactive && isTerminal(stderr)
 	if interactive {
 		fmt.Fprintf(stderr, "chatting with %s (thinking %s); /help for commands, /bye or Ctrl-D to quit\n", dir, onOff(s.think))
 	}
 	defer s.catchInterrupts(interactive)()
-	return s.run(stdin, interactive)
+	in := openChatInput(stdin, stdout, stderr, a.history)
+	defer in.close()
+	if err := s.run(in); err != nil {
+		return err
+	}
+	if s.refused > 0 && !interactive {
+		return usageError{fmt.Sprintf("%d input line(s) refused (see above)", s.refused)}
+	}
+	return nil
 }
 
 // parseChatArgs reads chat's flags.
@@ -119,7 +136,9 @@ func parseChatArgs(args []string, stderr io.Writer) (chatArgs, error) {
 	fs.BoolVar(&a.think, "think", true, "let Qwen3 reason in a <think> block before answering (/think, /no_think switch it)")
 	var gf generationFlags
 	gf.register(fs, 2048, "most tokens in one reply", "shown by /stats")
-	fs.BoolVar(&a.verbose, "verbose", false, "print a line of statistics to stderr after each reply")
+	fs.BoolVar(&a.verbose, "verbose", false, "print a line of statistics to stderr after each reply, and the backend's library path")
+	fs.BoolVar(&a.stats, "stats", true, "on a terminal, a short dim line with the reply's tokens and tokens/s after each reply (--stats=false: none)")
+	fs.BoolVar(&a.history, "history", true, "on a terminal, keep the lines typed in $XDG_STATE_HOME/octlm/chat_history (default ~/.local/state/octlm; mode 0600) for Up/Down and Ctrl-R, across runs")
 	alias(fs, "m", "model")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: octlm chat -m DIR|Org/Name [--system TEXT] [--think=false] [flags]\n\n"+
@@ -127,7 +146,8 @@ func parseChatArgs(args []string, stderr io.Writer) (chatArgs, error) {
 			"is a user turn; the reply streams as it is generated (on a terminal, the thinking part is\n"+
 			"dimmed; otherwise it stays between <think> and </think>). With stdin not a terminal, each\n"+
 			"line is a turn and nothing but the replies is printed, one after the other, each ending in\n"+
-			"a newline. Ctrl-C stops a reply, not the chat.\n\n"+chatHelp+"\n\nflags:")
+			"a newline. Ctrl-C stops a reply, not the chat. A line over 16 MiB is refused and the chat\n"+
+			"goes on (piped, the exit status is then 2).\n\n"+chatHelp+"\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -149,6 +169,9 @@ func chatTokenizer(dir string) (*tokenizer.Tokenizer, []int, error) {
 		return nil, nil, usageError{fmt.Sprintf("%s has no tokenizer.json: chat needs one ('octlm generate --prompt-ids' runs without)", dir)}
 	}
 	if err := chat.CheckModelDir(dir); err != nil {
+		return nil, nil, err
+	}
+	if err := checkVocabHoldsTokenizer(dir, tok); err != nil {
 		return nil, nil, err
 	}
 	stops, err := stopIDs(dir, tok)
@@ -184,22 +207,25 @@ func (s *chatSession) catchInterrupts(interactive bool) (restore func()) {
 	}
 }
 
-// run reads stdin line by line, each a command or a user turn (with a prompt when interactive),
-// until /bye, the end of stdin or an error.
-func (s *chatSession) run(stdin io.Reader, interactive bool) error {
-	lines := bufio.NewScanner(stdin)
-	lines.Buffer(make([]byte, 0, 64<<10), 16<<20)
+// run reads the input turn by turn, each a command or a user turn, until /bye, the end of the
+// input or an error. A refused line (too long) is said on stderr and the chat goes on.
+func (s *chatSession) run(in chatInput) error {
 	for {
-		if interactive {
-			fmt.Fprint(s.out, ">>> ")
+		line, err := in.next()
+		var long lineTooLongError
+		switch {
+		case err == io.EOF:
+			return s.out.Err
+		case errors.As(err, &long):
+			s.refused++
+			fmt.Fprintf(s.stderr, "%v\n", long)
+			continue
+		case errors.Is(err, errPromptAborted):
+			fmt.Fprintln(s.stderr, "(/bye or Ctrl-D quits)")
+			continue
+		case err != nil:
+			return fmt.Errorf("reading stdin: %w", err)
 		}
-		if !lines.Scan() {
-			if interactive {
-				fmt.Fprintln(s.out)
-			}
-			break
-		}
-		line := strings.TrimRight(lines.Text(), "\r")
 		quit, err := s.handle(line)
 		if err != nil {
 			return err
@@ -211,10 +237,6 @@ func (s *chatSession) run(stdin io.Reader, interactive bool) error {
 			return nil
 		}
 	}
-	if err := lines.Err(); err != nil {
-		return fmt.Errorf("reading stdin: %w", err)
-	}
-	return s.out.Err
 }
 
 // handle runs one line: a command or a user turn. It reports whether the chat ends; errors that
@@ -288,8 +310,8 @@ func (s *chatSession) reply(text string) error {
 		return nil
 	}
 	ids := s.tok.Encode(rendered)
-	if n, limit := len(ids), s.m.Config.ContextLength; n >= limit {
-		fmt.Fprintf(s.stderr, "the conversation is %d tokens, the context holds %d: /clear to start again\n", n, limit)
+	if n, limit := len(ids), s.m.Config.ContextLength; n+s.opts.MaxNewTokens > limit {
+		fmt.Fprintf(s.stderr, "%s\n", pastContextMessage(n, s.opts.MaxNewTokens, limit))
 		return nil
 	}
 
@@ -343,6 +365,10 @@ func (s *chatSession) reply(text string) error {
 	s.messages = append(s.messages, chat.Message{Role: "user", Content: text}, showReply(s.text, replyText.String()))
 	if s.verbose {
 		fmt.Fprintf(s.stderr, "%s; %d prompt tokens reused from the cache\n", generationSummary(g, opts.Sampling), g.Reused)
+	} else if s.speed && os.Getenv("NO_COLOR") != "" {
+		fmt.Fprintf(s.stderr, "%s\n", replySpeed(g))
+	} else if s.speed {
+		fmt.Fprintf(s.stderr, "%s%s%s\n", ansiFaint, replySpeed(g), ansiReset)
 	}
 	if s.opts.Sampling.Temperature > 0 {
 		s.opts.Sampling.Seed++ // the next reply draws other numbers
@@ -398,27 +424,60 @@ type chatTranscript struct {
 }
 
 // save writes the transcript to path through a temporary file beside it, renamed on success,
-// so that a failed save leaves no half-written file.
+// so that a failed save leaves no half-written file. A new file is made with mode 0600 (a
+// conversation is private); an existing one keeps its mode; a symbolic link is written through
+// (the file it points at is replaced, the link stays), and a link to nothing is refused.
 func (s *chatSession) save(path string) error {
 	data, err := json.MarshalIndent(chatTranscript{Model: s.m.Dir, Messages: s.conversation(), EnableThinking: s.think}, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	target, mode, err := saveTarget(path)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp*")
 	if err != nil {
 		return err
 	}
 	_, err = tmp.Write(append(data, '\n'))
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		err = os.Rename(tmp.Name(), target)
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// saveTarget is the file /save replaces for path (the end of its links) and the mode to give it.
+func saveTarget(path string) (string, fs.FileMode, error) {
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return path, 0o600, nil
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	target := path
+	if st.Mode()&fs.ModeSymlink != 0 {
+		if target, err = filepath.EvalSymlinks(path); err != nil {
+			return "", 0, fmt.Errorf("%s is a symbolic link to nothing that exists; not followed", path)
+		}
+		if st, err = os.Stat(target); err != nil {
+			return "", 0, err
+		}
+	}
+	if !st.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("%s is not a regular file", target)
+	}
+	return target, st.Mode().Perm(), nil
 }
 
 // replyView writes a reply as it streams, dimming the think block on a terminal (ANSI faint).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/octlm/octlm/internal/fileio"
@@ -52,6 +53,11 @@ func figuresCmd(args []string, stdout, stderr io.Writer) error {
 	if err := fileio.CheckWritableDir(*outFlag); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
+	if !*force {
+		if taken := existingFigures(*outFlag); len(taken) > 0 {
+			return usageError{fmt.Sprintf("--out %s already holds figures (%s); give --force to replace them, or another --out", *outFlag, strings.Join(taken, ", "))}
+		}
+	}
 	src, err := figures.Open(figures.Options{Model: mf.model, Reference: *referenceFlag, Backend: mf.backend, Progress: stderr})
 	if err != nil {
 		return err
@@ -85,4 +91,23 @@ func figuresCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// figureName is how the files figures writes are named: 01-header.svg, 04-parity.md.
+var figureName = regexp.MustCompile(`^[0-9][0-9]-[a-z0-9-]+\.(svg|md|html)$`)
+
+// existingFigures lists the files in dir named as figures writes them, so that a folder holding
+// figures is refused before anything is computed.
+func existingFigures(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		if figureName.MatchString(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	if len(names) > 4 {
+		names = append(names[:4], fmt.Sprintf("and %d more", len(names)-4))
+	}
+	return names
 }

@@ -109,3 +109,30 @@ func TestFiguresCommandUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestFiguresOutChecksFirst: a --out folder that holds figures is refused before anything is
+// computed (the model named is never opened: it does not exist), unless --force; other files
+// in the folder do not count.
+func TestFiguresOutChecksFirst(t *testing.T) {
+	out := t.TempDir()
+	missing := filepath.Join(t.TempDir(), "no-model")
+	if err := os.WriteFile(filepath.Join(out, "notes.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := runFigures([]string{"--model", missing, "--out", out}, io.Discard, io.Discard)
+	if err == nil || strings.Contains(err.Error(), "already holds") || !strings.Contains(err.Error(), "no-model") {
+		t.Errorf("a folder without figures: err %v, want the missing model", err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "01-header.svg"), []byte("<svg/>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = runFigures([]string{"--model", missing, "--out", out}, io.Discard, io.Discard)
+	var u usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "already holds figures (01-header.svg)") {
+		t.Errorf("a folder with figures: err %v, want it refused before the model is opened", err)
+	}
+	err = runFigures([]string{"--model", missing, "--out", out, "--force"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "no-model") {
+		t.Errorf("--force: err %v, want the missing model", err)
+	}
+}

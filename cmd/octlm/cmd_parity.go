@@ -154,6 +154,9 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	opts := parity.Options{Log: logf}
+	if isTerminal(stderr) {
+		opts.Progress = newPositionsLine(stderr).update // positions done of a long case, redrawn in place
+	}
 	report.Rows, err = parity.Run(m, ref, opts)
 	if err != nil && !errors.Is(err, parity.ErrFailed) {
 		m.Close()

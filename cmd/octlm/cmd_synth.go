@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/octlm/octlm/internal/fileio"
@@ -34,7 +35,8 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	like := fs.String("like", "qwen3-0.6b", "shape to copy: qwen3-0.6b (1.4 GiB), qwen3-1.7b (3.8 GiB), qwen3-4b (8.2 GiB), qwen3-8b (15.3 GiB) or tiny")
+	like := fs.String("like", "qwen3-0.6b", "shape to copy: qwen3-0.6b (1.4 GiB), qwen3-1.7b (3.8 GiB), qwen3-4b (8.2 GiB), qwen3-8b (15.3 GiB), "+
+		"tiny (Qwen3's whole vocabulary, hidden 16, 2 layers: 10 MB that speak random text; with --no-tokenizer, tiny-fixture) or tiny-fixture (testdata/tiny-qwen3's shape, vocabulary 320)")
 	out := fs.String("out", "", "output `DIR` (created; an existing checkpoint there is replaced only with --force)")
 	force := fs.Bool("force", false, "replace the checkpoint already in --out")
 	seed := fs.Int64("seed", 0, "random seed; the same seed writes the same bytes")
@@ -46,7 +48,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tokDir := fs.String("tokenizer-dir", "", "copy the tokenizer files from this folder instead of the built-in Qwen3 ones")
 	manifest := fs.Bool("manifest", false, "also write "+loader.ManifestFileName)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm synth [--like qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|tiny] --out DIR [--force] [--seed N] [--layers N] ...\n\n"+
+		fmt.Fprintln(stderr, "usage: octlm synth [--like qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|tiny|tiny-fixture] --out DIR [--force] [--seed N] [--layers N] ...\n\n"+
 			"Writes config.json, generation_config.json, BF16 weights with every Qwen3 tensor under\n"+
 			"the Hub's names (lm_head.weight: a copy of the embedding where tied, its own in Qwen3-8B),\n"+
 			"sharded as the Hub's are (model.safetensors up to 4 GB, else model-0000N-of-0000M shards\n"+
@@ -65,6 +67,9 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg, err := synth.Like(*like)
 	if err != nil {
 		return usageError{err.Error()}
+	}
+	if *noTok && strings.EqualFold(*like, "tiny") {
+		cfg = synth.Tiny() // no text in or out: the fixture's small vocabulary will do
 	}
 	for _, o := range []struct {
 		name string

@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gomlx/compute"
@@ -75,6 +78,12 @@ func (f *modelFlags) resolve(ctx context.Context) (string, error) {
 // progress on stderr, after checking that the weights and a KV cache of positions positions fit
 // in memory.
 func (f *modelFlags) openDir(dir string, positions int, stderr io.Writer) (*loadedModel, error) {
+	return f.openDirVerbose(dir, positions, stderr, false)
+}
+
+// openDirVerbose is openDir with the backend line in full (its library's path and why it was
+// chosen) when verbose, else one short line.
+func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer, verbose bool) (*loadedModel, error) {
 	dtype, err := octlm.ParseDType(f.dtype)
 	if err != nil {
 		return nil, usageError{err.Error()}
@@ -83,7 +92,11 @@ func (f *modelFlags) openDir(dir string, positions int, stderr io.Writer) (*load
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "backend: %s\n", info)
+	if verbose {
+		fmt.Fprintf(stderr, "backend: %s\n", info)
+	} else {
+		fmt.Fprintf(stderr, "backend: %s\n", shortBackend(info))
+	}
 	warnHalfOnGo(stderr, info, dtype)
 	begin := time.Now()
 	m, err := loadModel(dir, dir, backend, info, dtype, positions, stderr)
@@ -119,6 +132,9 @@ func resolveCheckpoint(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", withOfflineHint(err)
 	}
+	if err := checkIsCheckpoint(dir); err != nil {
+		return "", err
+	}
 	if _, err := loader.VerifySnapshot(dir, os.Stderr); err != nil && !errors.Is(err, loader.ErrNoManifest) {
 		return "", err
 	}
@@ -151,4 +167,37 @@ func warnHalfOnGo(stderr io.Writer, info xla.Info, dtype octlm.DType) {
 	if note, ok := halfOnGo[dtype]; ok && info.Name == xla.Go {
 		fmt.Fprintf(stderr, "note: on the pure-Go backend %s (measured on Qwen3-0.6B, 2-core AMD Zen 5)\n", note)
 	}
+}
+
+// shortBackend names a backend in a few words: name, options, ONNX Runtime's version and the
+// first clause of why it was chosen, without the library's path (--verbose shows it).
+func shortBackend(i xla.Info) string {
+	s := i.Name
+	if i.Options != "" {
+		s += "," + i.Options
+	}
+	if i.ONNXVersion != "" {
+		s += " " + i.ONNXVersion
+	}
+	why, _, _ := strings.Cut(i.Reason, ";")
+	if why = strings.TrimSpace(why); why != "" {
+		if r := []rune(why); len(r) > 48 {
+			why = string(r[:47]) + "…"
+		}
+		s += " (" + why + ")"
+	}
+	return s
+}
+
+// checkIsCheckpoint refuses a folder without config.json (-m /tmp) before anything else is
+// read from it, naming what is missing.
+func checkIsCheckpoint(dir string) error {
+	_, err := os.Stat(filepath.Join(dir, "config.json"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usageError{fmt.Sprintf("%s is not a checkpoint: it has no config.json (a checkpoint folder holds config.json and model.safetensors; 'octlm synth --like tiny --out DIR' writes one)", dir)}
+	case err != nil:
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	return nil
 }

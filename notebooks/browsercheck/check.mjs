@@ -15,10 +15,19 @@
 //
 // Usage: node check.mjs [--out DIR] PAGE.html...
 // Exit status: 0 all good, 1 a check failed, 2 bad usage or no browser.
-import { chromium } from "playwright-core";
 import { existsSync, mkdirSync } from "node:fs";
 import { basename, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+
+// playwright-core is loaded here rather than imported, so that a fresh clone without it says how
+// to install it instead of dying with ERR_MODULE_NOT_FOUND.
+const { chromium } = await import("playwright-core").catch((err) => {
+  if (err?.code !== "ERR_MODULE_NOT_FOUND") throw err;
+  console.error("browsercheck: playwright-core is not installed. Install it (and Debian's chromium) first:\n" +
+    "  bash docker/install.sh --browser\n" +
+    "or only the driver: npm ci --ignore-scripts --prefix notebooks/browsercheck");
+  process.exit(2);
+});
 
 const args = process.argv.slice(2);
 let out = "browsercheck-shots";

@@ -43,3 +43,14 @@ for (const c of cases) {
     for (const re of c.says) assert.match(r.stderr, re);
   });
 }
+
+test("without playwright-core (a fresh clone), it says to run the install step", () => {
+  const dir = mkdtempSync(join(tmpdir(), "browsercheck-fresh-"));
+  for (const name of ["check.mjs", "live.mjs"]) {
+    writeFileSync(join(dir, name), readFileSync(join(here, name)));
+    const r = spawnSync(process.execPath, [join(dir, name), "page.html"], { encoding: "utf8", cwd: dir });
+    assert.equal(r.status, 2, `${name}: ${r.stderr}`);
+    assert.match(r.stderr, /bash docker\/install\.sh --browser/, name);
+    assert.doesNotMatch(r.stderr, /ERR_MODULE_NOT_FOUND/, name);
+  }
+});

@@ -7,8 +7,17 @@
 //
 // Usage: node live.mjs URL OUT_DIR
 //   URL      e.g. http://127.0.0.1:8899/notebooks/02-rope.ipynb
-import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
+
+// playwright-core is loaded here rather than imported, so that a fresh clone without it says how
+// to install it instead of dying with ERR_MODULE_NOT_FOUND.
+const { chromium } = await import("playwright-core").catch((err) => {
+  if (err?.code !== "ERR_MODULE_NOT_FOUND") throw err;
+  console.error("browsercheck: playwright-core is not installed. Install it (and Debian's chromium) first:\n" +
+    "  bash docker/install.sh --browser\n" +
+    "or only the driver: npm ci --ignore-scripts --prefix notebooks/browsercheck");
+  process.exit(2);
+});
 
 const [url, out = "live-shots"] = process.argv.slice(2);
 if (!url) {

@@ -651,6 +651,15 @@ func TestTokenHTML(t *testing.T) {
 	if !strings.Contains(sn.HTML, "↵") {
 		t.Error("the newline is not shown")
 	}
+	// Glyphs that depend on the viewer's fonts carry their bytes beside them, and the page says so.
+	for _, want := range []string{`京<small class="token-bytes" style="color:#555;font-size:70%">\xe4\xba\xac</small>`, ` 🚀<small class="token-bytes" style="color:#555;font-size:70%">\x20\xf0\x9f\x9a\x80</small>`, "depend on the fonts"} {
+		if !strings.Contains(sn.HTML, want) {
+			t.Errorf("the token strip lacks %q:\n%s", want, sn.HTML)
+		}
+	}
+	if strings.Contains(sn.HTML, `RoPE<small`) {
+		t.Error("ASCII tokens got their bytes drawn")
+	}
 
 	prompt, pids, err := ChatPrompt(tok, "Hi", false)
 	if err != nil {
@@ -716,8 +725,30 @@ func TestGenerationAndHalf(t *testing.T) {
 			t.Errorf("%s: %d tokens, %d step times", r.Mode, len(r.Gen.GeneratedIDs), len(r.Steps))
 		}
 	}
-	if got := parseSVG(t, LatencyFigure(runs, "tiny").SVG).labels("series"); !slices.Equal(got, []string{"greedy", "sampled, seed 1", "sampled, seed 2"}) {
+	wantSeries := []string{"greedy, fastest to slowest", "greedy", "sampled, seed 1, fastest to slowest", "sampled, seed 1", "sampled, seed 2, fastest to slowest", "sampled, seed 2"}
+	latency := LatencyFigure(runs, "tiny").SVG
+	if got := parseSVG(t, latency).labels("series"); !slices.Equal(got, wantSeries) {
 		t.Errorf("latency series %q", got)
+	}
+	// Repeated runs: each token's median lies within its fastest and slowest, and the figure says
+	// how many runs and what the machine was doing.
+	for _, r := range runs {
+		if r.Repeats != LatencyRepeats || len(r.Rates) != LatencyRepeats || len(r.Fastest) != len(r.Steps) || len(r.Slowest) != len(r.Steps) {
+			t.Fatalf("%s: %d repeats, %d rates, %d/%d/%d step times", r.Mode, r.Repeats, len(r.Rates), len(r.Fastest), len(r.Steps), len(r.Slowest))
+		}
+		for i := range r.Steps {
+			if r.Fastest[i] > r.Steps[i] || r.Steps[i] > r.Slowest[i] {
+				t.Errorf("%s token %d: median %v outside %v..%v", r.Mode, i, r.Steps[i], r.Fastest[i], r.Slowest[i])
+			}
+		}
+		if !slices.Contains(r.Rates, r.Gen.TokensPerSecond()) {
+			t.Errorf("%s: the shown generation is none of the repeats", r.Mode)
+		}
+	}
+	for _, w := range []string{fmt.Sprintf("line: median of %d runs", LatencyRepeats), "machine meanwhile: ", " CPUs", `class="range"`} {
+		if !strings.Contains(string(latency), w) {
+			t.Errorf("the latency figure lacks %q", w)
+		}
 	}
 	if tab := GenerationTable(runs, "tiny"); len(tab.Rows) != 3 || tab.Rows[0][2] != "8" || tab.Rows[0][6] != strings.TrimSuffix(fmt.Sprint(runs[0].Gen.GeneratedIDs[:5]), "]")+" …]" {
 		t.Errorf("generation table %q", tab.Rows)
@@ -929,5 +960,29 @@ func TestTensorBytes(t *testing.T) {
 	}
 	if _, err := TensorBytes("none", nil); err == nil || !strings.Contains(err.Error(), "none has no tensors") {
 		t.Errorf("no tensors: error %v", err)
+	}
+}
+
+// TestTokenSpread: per token, the median (the lower one of an even count), the least and the
+// most over the repeats, cut to the shortest repeat; medianIndex points at the median value.
+func TestTokenSpread(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	med, lo, hi := tokenSpread([][]time.Duration{ms(5, 1, 9), ms(3, 40, 2), ms(4, 2)})
+	if !slices.Equal(med, ms(4, 2)) || !slices.Equal(lo, ms(3, 1)) || !slices.Equal(hi, ms(5, 40)) {
+		t.Errorf("median %v, least %v, most %v", med, lo, hi)
+	}
+	for _, c := range []struct {
+		xs   []float64
+		want int
+	}{{[]float64{360, 1138, 400}, 2}, {[]float64{3, 1, 2, 4}, 2}, {[]float64{7}, 0}} {
+		if got := medianIndex(c.xs); got != c.want {
+			t.Errorf("medianIndex(%v) = %d, want %d", c.xs, got, c.want)
+		}
 	}
 }

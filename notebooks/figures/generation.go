@@ -1,17 +1,21 @@
 package figures
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"html"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
@@ -71,9 +75,39 @@ func spansHTML(sp []tokenSpan) string {
 		}
 		text := html.EscapeString(s.text)
 		text = strings.ReplaceAll(text, "\n", "↵\n")
+		if needsFont(s.text) {
+			text += `<small class="token-bytes" style="color:#555;font-size:70%">` + escapedBytes(s.text) + `</small>`
+		}
 		fmt.Fprintf(&b, `<span class="token" title="id %s" style="%s">%s</span>`, strings.Join(ids, "+"), style, text)
 	}
 	b.WriteString("</div>")
+	for _, s := range sp {
+		if needsFont(s.text) {
+			b.WriteString(`<p style="font-size:smaller;color:#555">CJK and emoji glyphs depend on the fonts of the browser that shows this page; ` +
+				`the bytes beside each (UTF-8, as the token holds them) do not.</p>`)
+			break
+		}
+	}
+	return b.String()
+}
+
+// needsFont reports whether text holds a character that common monospace fonts lack: CJK,
+// Hangul, emoji and the other scripts and symbols from U+2E80 on.
+func needsFont(text string) bool {
+	for _, r := range text {
+		if r >= 0x2E80 && r != utf8.RuneError {
+			return true
+		}
+	}
+	return false
+}
+
+// escapedBytes writes text's UTF-8 bytes as \xNN.
+func escapedBytes(text string) string {
+	var b strings.Builder
+	for i := 0; i < len(text); i++ {
+		fmt.Fprintf(&b, `\x%02x`, text[i])
+	}
 	return b.String()
 }
 
@@ -230,17 +264,28 @@ func escapeInvalidUTF8(b []byte) string {
 	return out.String()
 }
 
-// GenRun is one generation with its per-token timing.
+// GenRun is one mode of generation (greedy, or sampled with a seed) run Repeats times, with
+// its per-token timing over the repeats.
 type GenRun struct {
 	Mode     string
 	Sampling octlm.Sampling
-	Gen      octlm.Generation
+	Gen      octlm.Generation // the repeat of median decode speed (every repeat gives the same tokens)
 	Text     string
-	Steps    []time.Duration // time from the previous token (the first: from the start) to each token
+	// Steps is, for each token, the median over the repeats of the time from the previous token
+	// (the first: from the start); Fastest and Slowest are the least and the most.
+	Steps, Fastest, Slowest []time.Duration
+	Rates                   []float64 // decode tokens/s of each repeat
+	Repeats                 int
+	Machine                 string // what the machine was doing meanwhile: CPUs and load average
 }
 
+// LatencyRepeats is how many times Generate runs each mode: one run's timing is mostly what
+// else the machine did meanwhile, the median of several is the model's.
+const LatencyRepeats = 5
+
 // Generate continues prompt n tokens greedily and with Qwen3's sampling defaults under two seeds,
-// after one untimed greedy run that compiles the graphs.
+// after one untimed greedy run that compiles the graphs. Each mode runs LatencyRepeats times, the
+// modes taking turns, so that a busy moment of the machine falls on all of them alike.
 func Generate(m *octlm.Model, tok *tokenizer.Tokenizer, prompt []int, n int) ([]GenRun, error) {
 	var stop []int
 	for _, id := range octlm.QwenStopIDs {
@@ -253,22 +298,76 @@ func Generate(m *octlm.Model, tok *tokenizer.Tokenizer, prompt []int, n int) ([]
 	}
 	seeded := func(seed uint64) octlm.Sampling { s := octlm.QwenDefaults(); s.Seed = seed; return s }
 	runs := []GenRun{{Mode: "greedy", Sampling: octlm.Greedy()}, {Mode: "sampled, seed 1", Sampling: seeded(1)}, {Mode: "sampled, seed 2", Sampling: seeded(2)}}
+	loadBefore := sysinfo.LoadAverage()
+	gens := make([][]octlm.Generation, len(runs))
+	steps := make([][][]time.Duration, len(runs))
+	for rep := 0; rep < LatencyRepeats; rep++ {
+		for i := range runs {
+			r := &runs[i]
+			var st []time.Duration
+			last := time.Now()
+			g, err := m.Generate(prompt, octlm.GenerateOptions{MaxNewTokens: n, Sampling: r.Sampling, StopIDs: stop, OnToken: func(int) bool {
+				now := time.Now()
+				st = append(st, now.Sub(last))
+				last = now
+				return true
+			}})
+			if err != nil {
+				return nil, fmt.Errorf("figures: %s generation: %w", r.Mode, err)
+			}
+			if rep > 0 && !slices.Equal(g.GeneratedIDs, gens[i][0].GeneratedIDs) {
+				return nil, fmt.Errorf("figures: %s generation gave other tokens on repeat %d", r.Mode, rep+1)
+			}
+			gens[i] = append(gens[i], g)
+			steps[i] = append(steps[i], st)
+		}
+	}
+	loadAfter := sysinfo.LoadAverage()
+	machine := fmt.Sprintf("%d CPUs", runtime.NumCPU())
+	if loadBefore > 0 || loadAfter > 0 {
+		machine += fmt.Sprintf(", load average %.2f before and %.2f after (1 min)", loadBefore, loadAfter)
+	}
 	for i := range runs {
 		r := &runs[i]
-		last := time.Now()
-		var err error
-		r.Gen, err = m.Generate(prompt, octlm.GenerateOptions{MaxNewTokens: n, Sampling: r.Sampling, StopIDs: stop, OnToken: func(int) bool {
-			now := time.Now()
-			r.Steps = append(r.Steps, now.Sub(last))
-			last = now
-			return true
-		}})
-		if err != nil {
-			return nil, fmt.Errorf("figures: %s generation: %w", r.Mode, err)
+		r.Repeats, r.Machine = LatencyRepeats, machine
+		for _, g := range gens[i] {
+			r.Rates = append(r.Rates, g.TokensPerSecond())
 		}
+		r.Gen = gens[i][medianIndex(r.Rates)]
+		r.Steps, r.Fastest, r.Slowest = tokenSpread(steps[i])
 		r.Text = decodeIDs(tok, r.Gen.GeneratedIDs)
 	}
 	return runs, nil
+}
+
+// medianIndex is the index of the median of xs (the lower one of an even count).
+func medianIndex(xs []float64) int {
+	order := make([]int, len(xs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(xs[a], xs[b]) })
+	return order[(len(order)-1)/2]
+}
+
+// tokenSpread takes the step times of several repeats and returns, for each token, the median,
+// the least and the most (the lower median of an even count).
+func tokenSpread(reps [][]time.Duration) (median, fastest, slowest []time.Duration) {
+	n := len(reps[0])
+	for _, r := range reps {
+		n = min(n, len(r))
+	}
+	for j := 0; j < n; j++ {
+		col := make([]time.Duration, len(reps))
+		for i, r := range reps {
+			col[i] = r[j]
+		}
+		slices.Sort(col)
+		median = append(median, col[(len(col)-1)/2])
+		fastest = append(fastest, col[0])
+		slowest = append(slowest, col[len(col)-1])
+	}
+	return median, fastest, slowest
 }
 
 // samplingText describes sampling settings.
@@ -282,7 +381,10 @@ func samplingText(s octlm.Sampling) string {
 // GenerationTable tabulates generation runs: settings, tokens, stop reason, speed and text.
 func GenerationTable(runs []GenRun, label string) Table {
 	t := Table{Name: "03-generation", Caption: "greedy and sampled generation, " + label,
-		Header: []string{"mode", "sampling", "tokens", "stop", "prefill", "decode tokens/s", "first IDs", "text"}}
+		Header: []string{"mode", "sampling", "tokens", "stop", "prefill", "decode tokens/s (median, least–most)", "first IDs", "text"}}
+	if len(runs) > 0 && runs[0].Repeats > 1 {
+		t.Caption += fmt.Sprintf(", %d runs of each mode taking turns (prefill: the median run's); %s", runs[0].Repeats, runs[0].Machine)
+	}
 	for _, r := range runs {
 		ids := r.Gen.GeneratedIDs
 		first := fmt.Sprint(ids[:min(5, len(ids))])
@@ -290,28 +392,55 @@ func GenerationTable(runs []GenRun, label string) Table {
 			first = strings.TrimSuffix(first, "]") + " …]"
 		}
 		t.Rows = append(t.Rows, []string{r.Mode, samplingText(r.Sampling), strconv.Itoa(len(ids)), r.Gen.StopReason,
-			r.Gen.Prefill.Round(10 * time.Microsecond).String(), fmt.Sprintf("%.1f", r.Gen.TokensPerSecond()), first, shorten(r.Text, 120)})
+			r.Gen.Prefill.Round(10 * time.Microsecond).String(), rateText(r), first, shorten(r.Text, 120)})
 	}
 	return t
 }
 
-// LatencyFigure draws the time each generated token took.
+// rateText is a run's decode speed: the median over its repeats and their range.
+func rateText(r GenRun) string {
+	if len(r.Rates) < 2 {
+		return fmt.Sprintf("%.1f", r.Gen.TokensPerSecond())
+	}
+	return fmt.Sprintf("%.1f (%.1f–%.1f)", r.Gen.TokensPerSecond(), slices.Min(r.Rates), slices.Max(r.Rates))
+}
+
+// LatencyFigure draws the time each generated token took: the median over the repeats as a
+// line, the fastest to the slowest repeat as a bar at each token, and what the machine was doing.
 func LatencyFigure(runs []GenRun, label string) Figure {
 	var all []series
-	for _, r := range runs {
-		s := series{Label: r.Mode, Kind: lineSeries}
+	var legend []int
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for k, r := range runs {
+		color := palette[k%len(palette)]
+		med := series{Label: r.Mode, Kind: lineSeries, Color: color}
+		spread := series{Label: r.Mode + ", fastest to slowest", Kind: rangeSeries, Color: color}
 		for i, d := range r.Steps {
 			if i == 0 {
 				continue // the prefill, in the table
 			}
-			s.X = append(s.X, float64(i))
-			s.Y = append(s.Y, float64(d)/float64(time.Millisecond))
+			med.X = append(med.X, float64(i))
+			med.Y = append(med.Y, ms(d))
+			if i < len(r.Fastest) && i < len(r.Slowest) {
+				spread.X = append(spread.X, float64(i))
+				spread.Lo = append(spread.Lo, ms(r.Fastest[i]))
+				spread.Y = append(spread.Y, ms(r.Slowest[i]))
+			}
 		}
-		all = append(all, s)
+		if len(spread.X) > 0 {
+			all = append(all, spread)
+		}
+		legend = append(legend, len(all))
+		all = append(all, med)
 	}
 	title := "Time per generated token: " + label
-	c := chart{Title: title, Width: 760, Series: all, X: axis{Label: "generated token", Tight: true}, Y: axis{Label: "ms since the previous token"},
-		Note: "after a warm-up run that compiled the graphs; the first token (the prompt's forward pass) is left out"}
+	note := "after a warm-up run that compiled the graphs; the first token (the prompt's forward pass) is left out"
+	if len(runs) > 0 && runs[0].Repeats > 1 {
+		note = fmt.Sprintf("line: median of %d runs per mode (taking turns), bar: fastest to slowest run; after a warm-up run; first token left out\nmachine meanwhile: %s",
+			runs[0].Repeats, runs[0].Machine)
+	}
+	c := chart{Title: title, Width: 760, Series: all, Legend: legend, X: axis{Label: "generated token", Tight: true}, Y: axis{Label: "ms since the previous token (log scale)", Log: true},
+		Note: note}
 	return Figure{Name: "03-token-latency", Title: title, SVG: c.render()}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gomlx/compute"
 
@@ -42,7 +43,8 @@ type Source struct {
 	Reference string // the reference folder; "" when there is none
 	Backend   compute.Backend
 	Info      xla.Info
-	tmp       string // temporary folder of extracted files, removed by Close
+	tmp       string          // temporary folder of extracted files, removed by Close
+	half      compute.Backend // the pure-Go backend half-precision loads run on when Backend is ONNX Runtime
 }
 
 // OpenEnv opens the source the notebooks use: OCTLM_MODEL (else the bundled checkpoint),
@@ -56,9 +58,10 @@ func OpenEnv() (*Source, error) {
 // Hub name through the Hugging Face cache) and opens the backend. Close removes what it extracted.
 func Open(opts Options) (s *Source, err error) {
 	s = &Source{Label: opts.Model}
+	opened := s // s is nil on the error returns
 	defer func() {
 		if err != nil {
-			s.Close()
+			opened.Close()
 		}
 	}()
 	if opts.Model == "" {
@@ -78,16 +81,34 @@ func Open(opts Options) (s *Source, err error) {
 			s.Reference = filepath.Join(s.Dir, "reference")
 		}
 	}
-	// The notebooks load bfloat16 models too: the automatic choice passes over ONNX Runtime,
-	// which cannot run them.
-	if s.Backend, s.Info, err = xla.OpenForDType(opts.Backend, "bf16"); err != nil {
+	if s.Backend, s.Info, err = openBackend(opts.Backend); err != nil {
 		return nil, fmt.Errorf("figures: %w", err)
 	}
 	return s, nil
 }
 
+// openBackend opens the backend named (or $GOMLX_BACKEND). The automatic choice never takes
+// ONNX Runtime here: it compiles each graph first, which costs the notebooks' small models more
+// than it saves, so the pure-Go backend runs them, saying why. Asked for, ONNX Runtime runs the
+// float32 figures and the pure-Go backend the half-precision ones (see load).
+func openBackend(name string) (compute.Backend, xla.Info, error) {
+	if strings.TrimSpace(name) != "" || strings.TrimSpace(os.Getenv(xla.EnvBackend)) != "" {
+		return xla.Open(name)
+	}
+	if auto, _, _ := xla.DefaultPlaces().AutoName(); auto != xla.ONNX {
+		return xla.Open("")
+	}
+	b, info, err := xla.Open(xla.Go)
+	info.Reason = "automatic: ONNX Runtime found, but the pure-Go backend runs the notebooks' small graphs sooner (" + xla.EnvBackend + "=onnx to use it)"
+	return b, info, err
+}
+
 // Close finalizes the backend and removes extracted files.
 func (s *Source) Close() error {
+	if s.half != nil {
+		s.half.Finalize()
+		s.half = nil
+	}
 	if s.Backend != nil {
 		s.Backend.Finalize()
 		s.Backend = nil
@@ -127,6 +148,16 @@ func (s *Source) Load(dtype octlm.DType, mutate func(*octlm.Config)) (*octlm.Mod
 
 func (s *Source) load(opts octlm.LoadOptions, mutate func(*octlm.Config)) (*octlm.Model, error) {
 	opts.Backend = s.Backend
+	if opts.DType != octlm.Float32 && s.Info.Name == xla.ONNX {
+		if s.half == nil {
+			b, _, err := xla.Open(xla.Go)
+			if err != nil {
+				return nil, fmt.Errorf("figures: the pure-Go backend for %s (ONNX Runtime's CPU kernels cannot run it): %w", opts.DType, err)
+			}
+			s.half = b
+		}
+		opts.Backend = s.half
+	}
 	m, err := octlm.Load(s.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("figures: loading %s: %w", s.Label, err)

@@ -24,6 +24,7 @@ const (
 	binSeries                      // histogram: bar i spans X[i]..X[i+1] with height Y[i]
 	stepSeries                     // a line without markers (dense data)
 	labelledBars                   // barSeries with the value printed above each bar
+	rangeSeries                    // a faint vertical bar at each X from Lo to Y (a spread)
 )
 
 // series is one set of values of a chart.
@@ -36,6 +37,8 @@ type series struct {
 	Format func(float64) string
 	// Marker is the radius of a point's marker; 0 is 2.5.
 	Marker float64
+	// Lo are the low ends of a range series' bars (Y the high ends).
+	Lo []float64
 }
 
 // refLine is a horizontal (Y) or vertical (X) reference line with a label, e.g. the tolerance.
@@ -67,7 +70,7 @@ type chart struct {
 	Legend     []int    // the series the legend lists, in order (indices into Series); nil: all in order
 	Series     []series
 	Lines      []refLine
-	Note       string // a line of small text under the plot
+	Note       string // small text under the plot, a line per "\n"
 }
 
 // plot area margins
@@ -288,12 +291,13 @@ func (c chart) layout() plotArea {
 	}
 	p.bottom = p.h - marginBottom
 	if c.Note != "" {
-		p.bottom -= 14
+		p.bottom -= 14 * float64(strings.Count(c.Note, "\n")+1)
 	}
 	var xs, ys []float64
 	for _, s := range c.Series {
 		xs = append(xs, s.X...)
 		ys = append(ys, s.Y...)
+		ys = append(ys, s.Lo...)
 	}
 	for _, l := range c.Lines {
 		if l.Vertical {
@@ -338,7 +342,10 @@ func (c chart) writeAxes(b *strings.Builder, p plotArea) {
 	fmt.Fprintf(b, `<text class="axis-label x" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, (marginLeft+p.right)/2, p.bottom+36, esc(c.X.Label))
 	fmt.Fprintf(b, `<text class="axis-label y" transform="translate(16 %.1f) rotate(-90)" text-anchor="middle">%s</text>`, (marginTop+p.bottom)/2, esc(c.Y.Label))
 	if c.Note != "" {
-		fmt.Fprintf(b, `<text class="note" x="%d" y="%.1f" font-size="10" fill="#555">%s</text>`, marginLeft, p.h-8, esc(c.Note))
+		lines := strings.Split(c.Note, "\n")
+		for i, l := range lines {
+			fmt.Fprintf(b, `<text class="note" x="%d" y="%.1f" font-size="10" fill="#555">%s</text>`, marginLeft, p.h-8-14*float64(len(lines)-1-i), esc(l))
+		}
 	}
 }
 
@@ -371,6 +378,8 @@ func (c chart) writeSeries(b *strings.Builder, p plotArea) {
 			bar++
 		case binSeries:
 			writeBins(b, p, s)
+		case rangeSeries:
+			writeRanges(b, p, s)
 		}
 		b.WriteString("</g>")
 	}
@@ -398,6 +407,18 @@ func writeLine(b *strings.Builder, p plotArea, s series) {
 			}
 			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="%g" stroke="none"/>`, x, y, r)
 		}
+	}
+}
+
+// writeRanges draws a range series: a faint bar from Lo to Y at each X.
+func writeRanges(b *strings.Builder, p plotArea, s series) {
+	for j := range s.X {
+		if j >= len(s.Lo) || math.IsNaN(s.Lo[j]) || math.IsNaN(s.Y[j]) {
+			continue
+		}
+		x := p.x.at(s.X[j])
+		fmt.Fprintf(b, `<line class="range" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke-width="5" stroke-opacity="0.3" stroke-linecap="round"/>`,
+			x, p.y.at(s.Lo[j]), x, p.y.at(s.Y[j]))
 	}
 }
 

@@ -168,15 +168,18 @@ func runOne(path, outDir string, cellTimeout, timeout time.Duration) (outputStat
 	defer cancel()
 	// --allow-errors: a failing cell does not stop nbconvert from writing the executed notebook, so
 	// every failing cell is reported below with its output, and the copy can be opened in Jupyter.
+	// At DEBUG level nbconvert logs each cell as it starts: cellProgress says so on stderr.
+	cells := newCellProgress(logFile, os.Stderr, name, codeCells(nb))
 	cmd := exec.CommandContext(ctx, "jupyter", "nbconvert", "--to", "notebook", "--execute", "--allow-errors",
-		"--ExecutePreprocessor.kernel_name=gonb",
+		"--ExecutePreprocessor.kernel_name=gonb", "--log-level=DEBUG",
 		fmt.Sprintf("--ExecutePreprocessor.timeout=%d", int(cellTimeout.Seconds())),
 		"--output-dir", outDir, "--output", name+".ipynb", path)
 	cmd.Stdout = logFile
-	cmd.Stderr = logFile
+	cmd.Stderr = cells
 	killGroup(cmd) // the kernel and the cell programs go too
 	cmd.WaitDelay = 10 * time.Second
 	err = cmd.Run()
+	cells.Close()
 	if ctx.Err() != nil {
 		return outputStats{}, fmt.Errorf("%w: %s: still running after %s (-timeout); log: %s\n%s", errFailed, path, timeout, logPath, logExcerpt(logPath))
 	}

@@ -95,11 +95,21 @@ func Tiny() QwenLike {
 	}
 }
 
+// TinyText is the smallest shape that speaks text: Qwen3's whole vocabulary (151,936 rows, so
+// every token of the real tokenizer, chat template included, has an embedding) with hidden size
+// 16 and 2 layers: about 10 MB of BF16 weights, most of them the embedding and its stored copy.
+// Random weights give random text, fast.
+func TinyText() QwenLike {
+	c := Qwen3_0_6B()
+	c.HiddenSize, c.NumLayers, c.NumHeads, c.NumKVHeads, c.HeadDim, c.IntermediateSize = 16, 2, 2, 1, 16, 48
+	return c
+}
+
 // LikeNames are the names Like knows, smallest first.
-var LikeNames = []string{"tiny", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"}
+var LikeNames = []string{"tiny", "tiny-fixture", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"}
 
 // Like returns a named configuration: one of LikeNames, or the Hub name of a Qwen3 model
-// ("Qwen/Qwen3-8B").
+// ("Qwen/Qwen3-8B"). "tiny" is TinyText; "tiny-fixture" is Tiny, the testdata/tiny-qwen3 shape.
 func Like(name string) (QwenLike, error) {
 	switch strings.ToLower(strings.TrimPrefix(name, "Qwen/")) {
 	case "qwen3-0.6b":
@@ -111,6 +121,8 @@ func Like(name string) (QwenLike, error) {
 	case "qwen3-8b":
 		return Qwen3_8B(), nil
 	case "tiny":
+		return TinyText(), nil
+	case "tiny-fixture":
 		return Tiny(), nil
 	}
 	return QwenLike{}, fmt.Errorf("synth: unknown model %q (want one of %s)", name, strings.Join(LikeNames, ", "))
