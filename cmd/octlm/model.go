@@ -16,6 +16,7 @@ import (
 
 	"github.com/octlm/octlm/hub"
 	"github.com/octlm/octlm/internal/progress"
+	"github.com/octlm/octlm/internal/termsafe"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/xla"
@@ -185,6 +186,14 @@ func shortBackend(i xla.Info) string {
 			why = string(r[:47]) + "…"
 		}
 		s += " (" + why + ")"
+	}
+	// A library or plugin the automatic choice passed over (truncated, no GPU) is a warning the
+	// user must see even on the short line: one note line each.
+	parts := strings.Split(i.Reason, ";")
+	for _, part := range parts[1:] {
+		if part = strings.TrimSpace(part); strings.Contains(part, "skipped") {
+			s += "\n  note: " + termsafe.Name(part)
+		}
 	}
 	return s
 }
