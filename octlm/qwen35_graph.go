@@ -337,8 +337,8 @@ func chunkGatedDeltaRule(q, k, v, beta, g, state *Node, chunk int) (o, final *No
 	}
 	kkT := DotGeneral(kBeta, []int{3}, []int{0, 1}, k, []int{3}, []int{0, 1}) // [H, n, C, C]
 	attnA := Where(BroadcastToDims(Reshape(strict, 1, 1, chunk, chunk), heads, n, chunk, chunk), Mul(kkT, pairwise), ZerosLike(kkT))
-	inv := unitLowerInverse(attnA, chunk)                          // (I + A)⁻¹
-	newValues := batchDot(inv, vBeta)                              // [H, n, C, dv]
+	inv := unitLowerInverse(attnA, chunk)                            // (I + A)⁻¹
+	newValues := batchDot(inv, vBeta)                                // [H, n, C, dv]
 	kCumDecay := batchDot(inv, Mul(kBeta, InsertAxes(Exp(cum), -1))) // [H, n, C, dk]
 	intra := Mul(DotGeneral(q, []int{3}, []int{0, 1}, k, []int{3}, []int{0, 1}), pairwise)
 
