@@ -61,6 +61,11 @@ func readEOSTokenIDs(path string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseEOSTokenIDs(data, path)
+}
+
+// parseEOSTokenIDs reads eos_token_id from a JSON object; nil when the field is absent.
+func parseEOSTokenIDs(data []byte, path string) ([]int, error) {
 	var gc struct {
 		EOS json.RawMessage `json:"eos_token_id"`
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/octlm/octlm/hub"
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm"
 )
 
 func init() {
@@ -39,6 +40,12 @@ type inspectReport struct {
 	Tied         []string        `json:"tied,omitempty"`
 	DTypes       map[string]int  `json:"dtypes"`
 	Config       json.RawMessage `json:"config,omitempty"` // the folder's config.json
+	// Qwen3.5 folders (see inspectQwen35): the architecture, its layer types, the decoder's
+	// shape and the vision and MTP tensors the text decoder skips.
+	Architecture   string                 `json:"architecture,omitempty"`
+	LayerTypes     []string               `json:"layer_types,omitempty"`
+	DecoderSummary string                 `json:"decoder,omitempty"`
+	Skipped        []octlm.SkippedTensors `json:"skipped,omitempty"`
 }
 
 type inspectTensor struct {
@@ -159,6 +166,9 @@ func inspectPath(ctx context.Context, path string, offline bool, progress io.Wri
 			r.Tied = append(r.Tied, pair[0]+" = "+pair[1])
 		}
 	}
+	if r.Config != nil && octlm.IsQwen35Config(r.Config) {
+		inspectQwen35(r)
+	}
 	return r, nil
 }
 
@@ -212,6 +222,7 @@ func printSummary(w io.Writer, r *inspectReport) error {
 	if line := configSummary(r.Config); line != "" {
 		fmt.Fprintf(w, "config.json:    %s\n", printable(line))
 	}
+	printQwen35Summary(w, r)
 	_, err := fmt.Fprintln(w, "(--tensors lists every tensor)")
 	return err
 }
