@@ -35,7 +35,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	like := fs.String("like", "qwen3-0.6b", "shape to copy: qwen3-0.6b (1.4 GiB), qwen3-1.7b (3.8 GiB), qwen3-4b (8.2 GiB), qwen3-8b (15.3 GiB) or tiny")
+	like := fs.String("like", "qwen3-0.6b", "shape to copy: qwen3-0.6b (1.4 GiB), qwen3-1.7b (3.8 GiB), qwen3-4b (8.2 GiB), qwen3-8b (15.3 GiB), tiny, or Qwen3.5's qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b (multimodal layout, text weights random, token IDs only)")
 	out := fs.String("out", "", "output `DIR` (created; an existing checkpoint there is replaced only with --force)")
 	force := fs.Bool("force", false, "replace the checkpoint already in --out")
 	seed := fs.Int64("seed", 0, "random seed; the same seed writes the same bytes")
@@ -62,6 +62,26 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *out == "" {
 		return usageError{"--out DIR is required"}
+	}
+	if q, ok := synth.Qwen35LikeNamed(*like); ok {
+		for _, o := range []struct {
+			v   int
+			dst *int
+		}{{*layers, &q.NumLayers}, {*vocab, &q.VocabSize}, {*hidden, &q.HiddenSize}, {*ff, &q.IntermediateSize}} {
+			if o.v < 0 {
+				return usageError{"sizes must be positive"}
+			}
+			if o.v > 0 {
+				*o.dst = o.v
+			}
+		}
+		if q.EOSTokenID >= q.VocabSize {
+			q.EOSTokenID = q.VocabSize - 1
+		}
+		if err := q.Validate(); err != nil {
+			return usageError{err.Error()}
+		}
+		return synthQwen35(ctx, q, filepath.Clean(*out), *force, *seed, *manifest, stdout, stderr)
 	}
 	cfg, err := synth.Like(*like)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/octlm/synth"
 	"github.com/octlm/octlm/parity"
 	"github.com/octlm/octlm/xla"
 )
@@ -345,4 +347,59 @@ func printQwen35Summary(w io.Writer, r *inspectReport) {
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "skipped:        %s* %d tensors, %s (%s): not read by the text decoder\n", printable(s.Prefix), s.Count, commas(s.Bytes), loader.HumanBytes(s.Bytes))
 	}
+}
+
+// synthQwen35 is `octlm synth --like qwen3.5-…`: the checkpoint is built beside dir and moved
+// into place when complete, as for Qwen3.
+func synthQwen35(ctx context.Context, q synth.Qwen35Like, dir string, force bool, seed int64, manifest bool, stdout, stderr io.Writer) error {
+	replace, err := checkSynthTarget(dir, force)
+	if err != nil {
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	var need int64
+	for _, t := range q.Tensors() {
+		need += t.Bytes()
+	}
+	if free := freeDiskBytes(parent); free >= 0 && need > free {
+		return usageError{fmt.Sprintf("the checkpoint needs about %s and %s has %s free", loader.HumanBytes(need), parent, loader.HumanBytes(free))}
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".synth-*")
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	begin := time.Now()
+	err = synth.WriteQwen35(tmp, q, synth.Options{Seed: seed, Progress: stderr, Manifest: manifest, Context: ctx})
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w; %s left as it was", errInterrupted, dir)
+	}
+	if err != nil {
+		return err
+	}
+	if err := moveIntoPlace(tmp, dir, replace); err != nil {
+		return err
+	}
+	files := loader.SingleFileName
+	if n := len(q.Shards(0)); n > 1 {
+		files = fmt.Sprintf("%d shards", n)
+	}
+	_, err = fmt.Fprintf(stdout, "wrote %s: Qwen3.5 (%d layers: %s), %d entries, %s of %s tensor bytes (%s) in %.1fs; no tokenizer: run it with token IDs\n",
+		dir, q.NumLayers, strings.Join(layerTypeCountsOf(q.LayerTypes()), ", "), len(q.Tensors()), files, commas(need), loader.HumanBytes(need), time.Since(begin).Seconds())
+	return err
+}
+
+func layerTypeCountsOf(types []string) []string {
+	counts := map[string]int{}
+	for _, t := range types {
+		counts[t]++
+	}
+	return []string{fmt.Sprintf("%d %s", counts[octlm.LinearAttention], octlm.LinearAttention),
+		fmt.Sprintf("%d %s", counts[octlm.FullAttention], octlm.FullAttention)}
 }
