@@ -77,8 +77,13 @@ func (m *Qwen35Model) q35StepGraph(g *Graph, inputs []*Node, trace bool) []*Node
 	cos, sin := rotaryTables(positions, c.RotaryDim, c.RopeTheta)
 	causal := LessOrEqual(InsertAxes(keyPos, 0), InsertAxes(positions, -1)) // [S, Lb]
 
-	// embed_tokens: rows of [vocab, hidden].
-	hidden := Gather(w.embed, InsertAxes(ids, -1)) // [S, hidden]
+	// embed_tokens, stored as columns [hidden, vocab] or rows [vocab, hidden].
+	table, head := w.embed, w.lmHead
+	if !m.embedColumns {
+		table = Reshape(table, 1, c.VocabSize, c.Hidden)
+		head = Reshape(head, 1, c.VocabSize, c.Hidden)
+	}
+	hidden := embed(table, ids, m.embedSlices) // [S, hidden]
 	var traced []*Node
 	if trace {
 		traced = append(traced, ConvertDType(hidden, dtypes.Float32))
@@ -107,21 +112,27 @@ func (m *Qwen35Model) q35StepGraph(g *Graph, inputs []*Node, trace bool) []*Node
 
 	hidden = Gather(hidden, InsertAxes(logitRows, -1)) // [P, hidden]
 	hidden = zeroCenteredRMSNorm(hidden, w.norm, c.NormEps)
-	logits := ConvertDType(dotLastAxes(hidden, w.lmHead, 0), dtypes.Float32) // [P, vocab]
+	logits := ConvertDType(lmHead(hidden, head, c.VocabSize), dtypes.Float32) // [P, vocab]
 	out := append([]*Node{logits}, newStates...)
 	return append(out, traced...)
 }
 
-// linear is nn.Linear without bias: x [..., in] · weightᵀ with weight [out, in] as stored.
+// linear is nn.Linear without bias on x [..., in], the weight stored transposed [in, out]:
+// a plain x·W, its rows padded so that the pure-Go backend spreads the product over the cores
+// (see padRows).
 func linear(x, weight *Node) *Node {
 	lead := x.Shape().Dimensions[:x.Rank()-1]
-	in := x.Shape().Dimensions[x.Rank()-1]
+	in, out := weight.Shape().Dimensions[0], weight.Shape().Dimensions[1]
 	rows := 1
 	for _, d := range lead {
 		rows *= d
 	}
-	out := dotLastAxes(Reshape(x, rows, in), weight, 0)
-	return Reshape(out, append(append([]int{}, lead...), weight.Shape().Dimensions[0])...)
+	x2 := padRows(Reshape(x, rows, in), 0, weight.Shape().Size())
+	y := DotGeneral(x2, []int{1}, nil, weight, []int{0}, nil)
+	if y.Shape().Dimensions[0] != rows {
+		y = SliceAxis(y, 0, AxisRange(0, rows))
+	}
+	return Reshape(y, append(append([]int{}, lead...), out)...)
 }
 
 // zeroCenteredRMSNorm is Qwen3_5RMSNorm: x · rsqrt(mean(x²) + eps) · (1 + w), in float32, the

@@ -28,6 +28,7 @@ type q35Spec struct {
 	Name    string
 	Shape   []int
 	Float32 bool
+	Kind    weightKind // vectorWeight (as stored), columnWeight (Linear) or embeddingWeight
 }
 
 // Qwen35SkippedPrefixes are the tensors a text decoder does not use: the vision tower and the
@@ -39,10 +40,15 @@ func qwen35WeightSpecs(c Qwen35Config) []q35Spec {
 	p := c.WeightPrefix()
 	d := c.Hidden
 	vec := func(name string, n int) q35Spec { return q35Spec{Name: name, Shape: []int{n}, Float32: true} }
-	lin := func(name string, out, in int) q35Spec { return q35Spec{Name: name, Shape: []int{out, in}} }
-	specs := []q35Spec{lin(p+"embed_tokens.weight", c.VocabSize, d), vec(p+"norm.weight", d)}
+	lin := func(name string, out, in int) q35Spec {
+		return q35Spec{Name: name, Shape: []int{out, in}, Kind: columnWeight}
+	}
+	table := func(name string) q35Spec {
+		return q35Spec{Name: name, Shape: []int{c.VocabSize, d}, Kind: embeddingWeight}
+	}
+	specs := []q35Spec{table(p + "embed_tokens.weight"), vec(p+"norm.weight", d)}
 	if !c.Tied {
-		specs = append(specs, lin(TiedHeadName, c.VocabSize, d))
+		specs = append(specs, table(TiedHeadName))
 	}
 	for i, t := range c.LayerTypes {
 		l := fmt.Sprintf("%slayers.%d.", p, i)
@@ -85,6 +91,10 @@ type Qwen35Model struct {
 
 	specs   []q35Spec
 	weights []*tensors.Tensor
+	// embedColumns stores embed_tokens (and an untied lm_head) as columns [hidden, vocab] (the
+	// pure-Go backend's layout, see layoutFor), else as rows [vocab, hidden]; embedSlices looks
+	// the rows up one slice per token (ONNX Runtime; see embed in graph.go).
+	embedColumns, embedSlices bool
 
 	mu       sync.Mutex
 	execs    [2]*graph.Exec // the step, without and with the hidden-state trace
@@ -206,6 +216,8 @@ func LoadQwen35Checkpoint(cfg Qwen35Config, ckpt *loader.Checkpoint, opts LoadOp
 		dtype = Float32
 	}
 	m = &Qwen35Model{Config: cfg, DType: dtype, Backend: opts.Backend, Skipped: skipped, specs: qwen35WeightSpecs(cfg)}
+	lay := layoutFor(opts.Backend)
+	m.embedColumns, m.embedSlices = lay.headRows == headColumns, lay.embedSlices
 	defer func() {
 		if err != nil {
 			m.Close()
@@ -220,19 +232,13 @@ func LoadQwen35Checkpoint(cfg Qwen35Config, ckpt *loader.Checkpoint, opts LoadOp
 	var scratch []float32
 	for _, s := range m.specs {
 		e, _ := ckpt.Lookup(s.Name)
-		n := e.Info.NumElements()
-		if cap(scratch) < n {
-			scratch = make([]float32, n)
-		}
-		values := scratch[:n]
-		if err := e.File.ReadFloat32(e.Info, values); err != nil {
-			return nil, fmt.Errorf("octlm: reading %s: %w", s.Name, err)
-		}
 		wd := dtype
 		if s.Float32 {
 			wd = Float32
 		}
-		t, err := q35Resident(opts.Backend, values, s.Shape, wd)
+		// Linear weights are stored transposed, [in, out], for a plain x·W (see layoutFor).
+		transpose := s.Kind == columnWeight || s.Kind == embeddingWeight && m.embedColumns
+		t, err := q35Resident(opts.Backend, e, s.Shape, wd, transpose, &scratch)
 		if err != nil {
 			return nil, fmt.Errorf("octlm: loading %s: %w", s.Name, err)
 		}
@@ -245,28 +251,65 @@ func LoadQwen35Checkpoint(cfg Qwen35Config, ckpt *loader.Checkpoint, opts LoadOp
 	return m, nil
 }
 
-// q35Resident puts values on the backend as a tensor of the given shape and dtype.
-func q35Resident(backend compute.Backend, values []float32, dims []int, dtype DType) (*tensors.Tensor, error) {
-	var flat any
-	switch dtype {
-	case BFloat16:
-		out := make([]bfloat16.BFloat16, len(values))
-		for i, v := range values {
-			out[i] = bfloat16.FromFloat32(v)
-		}
-		flat = out
-	case Float16:
-		out := make([]float16.Float16, len(values))
-		for i, v := range values {
-			out[i] = float16.FromFloat32(v)
-		}
-		flat = out
-	default:
-		flat = append([]float32(nil), values...)
+// q35Resident reads the checkpoint tensor e into a resident tensor of the given shape and
+// dtype: straight into the backend's buffer where it shares host memory (float32), else
+// through scratch.
+func q35Resident(backend compute.Backend, e loader.Entry, dims []int, dtype DType, transpose bool, scratch *[]float32) (*tensors.Tensor, error) {
+	shape := shapes.Make(dtype.gomlx(), dims...)
+	if transpose {
+		shape = shapes.Make(dtype.gomlx(), dims[1], dims[0])
 	}
-	buffer, err := backend.BufferFromFlatData(0, flat, shapes.Make(dtype.gomlx(), dims...))
-	if err != nil {
+	var buffer compute.Buffer
+	var flat any
+	var err error
+	if backend.HasSharedBuffers() {
+		if buffer, flat, err = backend.NewSharedBuffer(0, shape); err != nil {
+			return nil, fmt.Errorf("allocating %s: %w", shape, err)
+		}
+	} else {
+		flat = dtypes.MakeAnySlice(shape.DType, shape.Size())
+	}
+	fail := func(err error) (*tensors.Tensor, error) {
+		if buffer != nil {
+			_ = buffer.Finalize()
+		}
 		return nil, err
+	}
+	n := e.Info.NumElements()
+	if transpose {
+		// fillColumns turns a [rows, cols] tensor into [cols, rows], a bounded block at a time.
+		if err := fillColumns(flat, weightSpec{Name: e.Info.Name, HubShape: dims}, e, scratch); err != nil {
+			return fail(err)
+		}
+	} else if dst, ok := flat.([]float32); ok {
+		if err := e.File.ReadFloat32(e.Info, dst); err != nil {
+			return fail(err)
+		}
+	} else {
+		if cap(*scratch) < n {
+			*scratch = make([]float32, n)
+		}
+		values := (*scratch)[:n]
+		if err := e.File.ReadFloat32(e.Info, values); err != nil {
+			return fail(err)
+		}
+		switch dst := flat.(type) {
+		case []bfloat16.BFloat16:
+			for i, v := range values {
+				dst[i] = bfloat16.FromFloat32(v)
+			}
+		case []float16.Float16:
+			for i, v := range values {
+				dst[i] = float16.FromFloat32(v)
+			}
+		default:
+			return fail(fmt.Errorf("unexpected resident dtype %s", shape.DType))
+		}
+	}
+	if buffer == nil {
+		if buffer, err = backend.BufferFromFlatData(0, flat, shape); err != nil {
+			return nil, fmt.Errorf("moving %s to the device: %w", shape, err)
+		}
 	}
 	t, err := tensors.FromBuffer(buffer)
 	if err != nil {

@@ -1,0 +1,131 @@
+package parity
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm"
+)
+
+func loadQwen35(t testing.TB, name string) *octlm.Qwen35Model {
+	t.Helper()
+	m, err := octlm.LoadQwen35(fixtureDir(name), octlm.LoadOptions{Backend: goBackend(t)})
+	if err != nil {
+		t.Fatalf("loading %s: %v", name, err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// TestRunQwen35 runs the gated protocol on tiny-qwen35: three paths per case (decode only
+// where the case has a second half), all within the gate.
+func TestRunQwen35(t *testing.T) {
+	m := loadQwen35(t, "tiny-qwen35")
+	ref := readRef(t, filepath.Join(fixtureDir("tiny-qwen35"), "reference"))
+	rows, err := RunQwen35(m, ref, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, c := range ref.Cases {
+		want += 2
+		if c.Positions() > 1 {
+			want++
+		}
+	}
+	if len(rows) != want {
+		t.Fatalf("%d rows, want %d", len(rows), want)
+	}
+	for _, r := range rows {
+		t.Logf("case %d %-6s %4d positions: max abs error %.3g, argmax %d/%d", r.Case, r.Path, r.Stats.Positions,
+			r.Stats.MaxAbsoluteError, r.Stats.ArgmaxMatches, r.Stats.Positions)
+		if r.Failed() || r.Stats.ArgmaxMatches != r.Stats.Positions {
+			t.Errorf("case %d %s: %+v", r.Case, r.Path, r.Stats)
+		}
+	}
+}
+
+// writeActivations writes a reference-activations file in the reference script's format.
+func writeActivations(t *testing.T, path string, ids []int, hidden [][]float32, positions, width int) {
+	t.Helper()
+	idBytes := make([]byte, 8*len(ids))
+	for i, id := range ids {
+		binary.LittleEndian.PutUint64(idBytes[8*i:], uint64(id))
+	}
+	var h []byte
+	for _, layer := range hidden {
+		for _, v := range layer {
+			h = binary.LittleEndian.AppendUint32(h, math.Float32bits(v))
+		}
+	}
+	err := loader.WriteFile(path, []loader.WriteTensor{
+		{Name: IDsTensor, DType: loader.I64, Shape: []int{len(ids)}, Data: idBytes},
+		{Name: "hidden", DType: loader.F32, Shape: []int{len(hidden), positions, width}, Data: h},
+	}, map[string]string{"format": "octlm parity activations"})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTraceQwen35 builds activation dumps from the model's own hidden states, one exact and
+// one with a single value moved after layer 2 at position 5: the first agrees everywhere, the
+// second parts at layer 2, position 5, and not before.
+func TestTraceQwen35(t *testing.T) {
+	m := loadQwen35(t, "tiny-qwen35")
+	src := filepath.Join(fixtureDir("tiny-qwen35"), "reference")
+	dir := t.TempDir()
+	for _, n := range []int{1, 2} {
+		data, err := os.ReadFile(filepath.Join(src, ReferenceFileName(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ReferenceFileName(n-1)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref := readRef(t, dir)
+
+	if _, err := TraceQwen35(m, ref, TraceTolerance, Options{}); !errors.Is(err, ErrBadInput) {
+		t.Fatalf("no activation files: error %v, want ErrBadInput", err)
+	}
+	width := m.Config.Hidden
+	for i, c := range ref.Cases {
+		_, hidden, err := m.Trace(c.IDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hidden) != m.Config.NLayers+1 || len(hidden[0]) != len(c.IDs)*width {
+			t.Fatalf("trace shape: %d states of %d values", len(hidden), len(hidden[0]))
+		}
+		if i == 1 {
+			hidden[3][5*width+7] += 0.5 // after layer 2, position 5
+		}
+		writeActivations(t, filepath.Join(dir, ActivationsFileName(i)), c.IDs, hidden, len(c.IDs), width)
+	}
+	traces, err := TraceQwen35(m, ref, TraceTolerance, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(traces) != 2 {
+		t.Fatalf("%d traces, want 2", len(traces))
+	}
+	if traces[0].Parted != -1 {
+		t.Errorf("exact dump: parted at %d, want nowhere", traces[0].Parted)
+	}
+	ct := traces[1]
+	if ct.Parted < 0 {
+		t.Fatal("perturbed dump: no parting found")
+	}
+	lt := ct.Layers[ct.Parted]
+	if lt.Layer != 2 || lt.FirstParted != 5 || lt.Type != octlm.LinearAttention {
+		t.Errorf("perturbed dump: parted after layer %d (%s) at position %d, want layer 2 (linear_attention) at 5", lt.Layer, lt.Type, lt.FirstParted)
+	}
+	if math.Abs(lt.MaxAbsoluteError-0.5) > 1e-3 || lt.MaxPosition != 5 {
+		t.Errorf("perturbed dump: max error %g at %d, want 0.5 at 5", lt.MaxAbsoluteError, lt.MaxPosition)
+	}
+}
