@@ -8,8 +8,10 @@ import (
 	"testing"
 )
 
-// qwen35Fixtures are the Qwen3.5 checkpoints in testdata/ with float64 references.
-var qwen35Fixtures = []string{"tiny-qwen35"}
+// qwen35Fixtures are the Qwen3.5 checkpoints in testdata/ with float64 references: the shared
+// one, an untied one in three shards, and one with three value heads per key head whose
+// layer_types differ from full_attention_interval.
+var qwen35Fixtures = []string{"tiny-qwen35", "tiny-qwen35-sharded", "tiny-qwen35-wide"}
 
 // qwen35Gate is the seed's parity gate; the fixture README puts an independent float32 engine
 // at 2–6e-4 on this architecture (the reference's own float32 run is 4.2e-4 from float64).

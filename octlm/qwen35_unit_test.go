@@ -317,3 +317,54 @@ func TestQwen35Checkpoint(t *testing.T) {
 		t.Errorf("layer_types naming layer 0 full attention: error %v, want one naming a layers.0 tensor", err)
 	}
 }
+
+// TestUnitLowerInverse: for strictly lower triangular A, (I + A)·unitLowerInverse(A) is the
+// identity, for every chunk length the decoder and the test above use.
+func TestUnitLowerInverse(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, c := range []int{1, 2, 4, 16, 64} {
+		a := make([]float32, 3*c*c)
+		for b := range 3 {
+			for i := range c {
+				for j := range i {
+					a[b*c*c+i*c+j] = float32(0.6 * (2*r.Float64() - 1))
+				}
+			}
+		}
+		exec, err := graph.NewExec(goBackend(t), func(g *graph.Graph, in []*graph.Node) []*graph.Node {
+			return []*graph.Node{unitLowerInverse(in[0], c)}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs, err := exec.Call(tensors.FromFlatDataAndDimensions(a, 3, c, c))
+		exec.Finalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := tensors.CopyFlatData[float32](outs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst := 0.0
+		for b := range 3 {
+			for i := range c {
+				for j := range c {
+					sum := float64(inv[b*c*c+i*c+j]) // the I of I + A
+					for k := range i {
+						sum += float64(a[b*c*c+i*c+k]) * float64(inv[b*c*c+k*c+j])
+					}
+					want := 0.0
+					if i == j {
+						want = 1
+					}
+					worst = max(worst, math.Abs(sum-want))
+				}
+			}
+		}
+		t.Logf("C=%d: max |(I+A)·inv − I| = %.2g", c, worst)
+		if worst > 1e-4 {
+			t.Errorf("C=%d: (I+A)·inverse differs from I by %.3g", c, worst)
+		}
+	}
+}

@@ -22,11 +22,17 @@ func loadQwen35(t testing.TB, name string) *octlm.Qwen35Model {
 	return m
 }
 
-// TestRunQwen35 runs the gated protocol on tiny-qwen35: three paths per case (decode only
+// TestRunQwen35 runs the gated protocol on the Qwen3.5 fixtures: three paths per case (decode only
 // where the case has a second half), all within the gate.
 func TestRunQwen35(t *testing.T) {
-	m := loadQwen35(t, "tiny-qwen35")
-	ref := readRef(t, filepath.Join(fixtureDir("tiny-qwen35"), "reference"))
+	for _, name := range []string{"tiny-qwen35", "tiny-qwen35-sharded", "tiny-qwen35-wide"} {
+		t.Run(name, func(t *testing.T) { runQwen35Fixture(t, name) })
+	}
+}
+
+func runQwen35Fixture(t *testing.T, name string) {
+	m := loadQwen35(t, name)
+	ref := readRef(t, filepath.Join(fixtureDir(name), "reference"))
 	rows, err := RunQwen35(m, ref, Options{})
 	if err != nil {
 		t.Fatal(err)

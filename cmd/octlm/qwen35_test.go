@@ -14,6 +14,7 @@ import (
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/parity"
+	"github.com/octlm/octlm/xla"
 )
 
 // qwen35TraceReference writes a reference folder holding tiny-qwen35's case 1 and an activation
@@ -70,6 +71,20 @@ func qwen35TraceReference(t *testing.T) string {
 	return dir
 }
 
+// qwen35LogitsOnly is a reference folder with tiny-qwen35's case 0 logits and no activations.
+func qwen35LogitsOnly(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := os.ReadFile(testdata("tiny-qwen35", "reference", parity.ReferenceFileName(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, parity.ReferenceFileName(0)), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestQwen35Commands runs the commands on Qwen3.5 checkpoints: the fixture, and a small one
 // synth writes in the Hub's multimodal layout at qwen3.5-0.8b's head geometry.
 func TestQwen35Commands(t *testing.T) {
@@ -85,7 +100,9 @@ func TestQwen35Commands(t *testing.T) {
 		notInOut []string
 	}{
 		{"parity", []string{"parity", "--model", fixture}, 0, []string{"PASS: all 14 comparisons", "decode"}, nil, nil},
-		{"parity trace without dumps", []string{"parity", "--model", fixture, "--trace"}, 2, nil, []string{"reference-activations-0.safetensors"}, nil},
+		{"parity sharded, untied, trace", []string{"parity", "--model", testdata("tiny-qwen35-sharded"), "--trace"}, 0,
+			[]string{"PASS: all 11 comparisons", "case 3: every hidden state agrees"}, nil, nil},
+		{"parity trace without dumps", []string{"parity", "--model", fixture, "--reference", qwen35LogitsOnly(t), "--trace"}, 2, nil, []string{"reference-activations-0.safetensors"}, nil},
 		{"parity trace", []string{"parity", "--model", fixture, "--reference", traceRef, "--trace"}, 0,
 			[]string{"part first after layer 1 (linear_attention), at position 3", "embedding"}, nil, nil},
 		{"parity half dtypes", []string{"parity", "--model", fixture, "--dtypes", "bf16"}, 2, nil, []string{"float32 only"}, nil},
@@ -115,6 +132,31 @@ func TestQwen35Commands(t *testing.T) {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr)
 				}
+			}
+		})
+	}
+}
+
+// TestQwen35ONNX runs parity and greedy generation on ONNX Runtime, where it is installed.
+func TestQwen35ONNX(t *testing.T) {
+	if _, ok := xla.DefaultPlaces().FindONNX(); !ok {
+		t.Skip("no ONNX Runtime library found; install it with: " + xla.ONNXInstallCommand)
+	}
+	fixture := testdata("tiny-qwen35")
+	tests := []struct {
+		name   string
+		args   []string
+		stdout string
+	}{
+		{"parity", []string{"parity", "--backend", "onnx", "--model", fixture}, "PASS: all 14 comparisons"},
+		{"generate", []string{"generate", "--backend", "onnx", "-m", fixture, "--prompt-ids", "7", "--temperature", "0", "--max-new-tokens", "24"},
+			"381 381 341 426 156 290 102 479 466 268 501 501 501 469 470 490 388 216 59 135 87 311 397 36"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout, stderr, code := runOctlm(t, "", tt.args...)
+			if code != 0 || !strings.Contains(stdout, tt.stdout) {
+				t.Errorf("octlm %q: exit %d, stdout lacks %q\nstdout:\n%s\nstderr:\n%s", tt.args, code, tt.stdout, stdout, stderr)
 			}
 		})
 	}
