@@ -48,11 +48,14 @@ type Qwen35Config struct {
 	Multimodal bool
 }
 
-// KeyDim, ValueDim and ConvDim are the DeltaNet widths: all key heads, all value heads, and the
-// convolution's channels (q | k | v).
-func (c Qwen35Config) KeyDim() int   { return c.LinKeyHeads * c.LinKeyDim }
+// KeyDim is the DeltaNet's key width over all key heads.
+func (c Qwen35Config) KeyDim() int { return c.LinKeyHeads * c.LinKeyDim }
+
+// ValueDim is the DeltaNet's value width over all value heads.
 func (c Qwen35Config) ValueDim() int { return c.LinValueHeads * c.LinValueDim }
-func (c Qwen35Config) ConvDim() int  { return 2*c.KeyDim() + c.ValueDim() }
+
+// ConvDim is the convolution's channels: q | k | v.
+func (c Qwen35Config) ConvDim() int { return 2*c.KeyDim() + c.ValueDim() }
 
 // CountLayers returns how many layers are of type kind.
 func (c Qwen35Config) CountLayers(kind string) int {

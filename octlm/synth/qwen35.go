@@ -44,7 +44,8 @@ func qwen35Base() Qwen35Like {
 	}
 }
 
-// Qwen3.5 presets: the text_config shapes of the Hub's small Qwen3.5 models.
+// Qwen35_0_8B is Qwen3.5-0.8B's text decoder (the presets are the text_config shapes of the
+// Hub's small Qwen3.5 models, QWEN35.md's table).
 func Qwen35_0_8B() Qwen35Like {
 	c := qwen35Base()
 	c.HiddenSize, c.IntermediateSize = 1024, 3584
