@@ -126,6 +126,9 @@ func (m *Model) generate(cache *Cache, prompt []int, opts GenerateOptions) (Gene
 	}
 	// At least the prompt's last token runs, to give the first logits.
 	keep := min(commonPrefix(cache.IDs(), prompt), len(prompt)-1)
+	if keep != cache.Len() && !cache.CanTruncate() {
+		keep = 0 // a recurrent state cannot go back: run the whole prompt again
+	}
 	if err := cache.Truncate(keep); err != nil {
 		return Generation{}, err
 	}
