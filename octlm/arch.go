@@ -23,6 +23,10 @@ type architecture interface {
 	// prefill's attention budget) and DModel. An architecture with more settings keeps them
 	// itself.
 	config() Config
+	// sizeNames are the checkpoint names the config's sizes are checked against before the
+	// weight table is built: the embedding's (and its stored copies'), [vocab, d], and the prefix
+	// of the numbered layers ("model.layers."), NLayers of them.
+	sizeNames() (embedding []string, layers string)
 	// weights is the named weight table, in the order the graph takes them: every checkpoint
 	// tensor the model needs, declared once (name, stored shape, kind).
 	weights() []weightSpec

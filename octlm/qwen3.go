@@ -40,6 +40,10 @@ func (q qwen3) config() Config { return q.c }
 
 func (q qwen3) skip(string) bool { return false }
 
+func (q qwen3) sizeNames() ([]string, string) {
+	return []string{EmbeddingName, TiedHeadName}, "model.layers."
+}
+
 // weights is Qwen3ForCausalLM's state dict, in graph order.
 func (q qwen3) weights() []weightSpec {
 	c := q.c

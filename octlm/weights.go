@@ -89,7 +89,8 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	if opts.Backend == nil {
 		return nil, fmt.Errorf("octlm: load: no backend given")
 	}
-	if err := checkSizes(cfg, ckpt); err != nil {
+	embedding, layers := arch.sizeNames()
+	if err := checkSizes(cfg, ckpt, embedding, layers); err != nil {
 		return nil, err
 	}
 	dtype := opts.DType
