@@ -3,18 +3,23 @@ package octlm
 // The architecture seam: what one model family brings (its config, its named weight table, what
 // its cache holds per layer, and its graph), behind one small interface. Everything else in the
 // package (loading, chunked prefill, the cache's buckets, generation, parity) runs any
-// architecture without knowing which. Qwen3 (qwen3.go) is the first; see
-// /docs/decoder.md for how a second one plugs in.
+// architecture without knowing which. Qwen3 (qwen3.go) is the first; docs/decoder.md says how a
+// second one plugs in.
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/gomlx/compute"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+
+	"github.com/octlm/octlm/internal/fileio"
+	"github.com/octlm/octlm/xla"
 )
 
 // architecture is one model family's decoder.
@@ -182,4 +187,51 @@ func knownTypes() string {
 	}
 	slices.Sort(names)
 	return strings.Join(names, ", ")
+}
+
+// readArchitecture reads a config.json file (a regular file of at most MaxConfigBytes) and
+// builds its architecture.
+func readArchitecture(path string) (architecture, error) {
+	data, err := fileio.ReadFile(path, MaxConfigBytes)
+	if err != nil {
+		return nil, fmt.Errorf("octlm: %w", err)
+	}
+	arch, err := architectureFor(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return arch, nil
+}
+
+// ReadConfig reads the config.json of any architecture Load accepts and returns the shape the
+// shared machinery reads (vocabulary, context length, widths); for Qwen3 it is the whole Config.
+func ReadConfig(path string) (Config, error) {
+	arch, err := readArchitecture(path)
+	if err != nil {
+		return Config{}, err
+	}
+	return arch.config(), nil
+}
+
+// MemoryNeededDir is MemoryNeeded for the checkpoint folder dir, whatever its architecture.
+func MemoryNeededDir(dir string, dtype DType, backend compute.Backend, positions int) (Memory, error) {
+	arch, err := readArchitecture(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return Memory{}, err
+	}
+	return memoryNeeded(arch, LayoutFor(xla.EngineOf(backend)), dtype, positions), nil
+}
+
+// Parameters is the number of parameters in the model's weight table (a tied head, stored as a
+// copy of the embedding, counted once).
+func (m *Model) Parameters() int64 {
+	var n int64
+	for _, s := range m.specs {
+		p := int64(1)
+		for _, d := range s.Shape {
+			p *= int64(d)
+		}
+		n += p
+	}
+	return n
 }

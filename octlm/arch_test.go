@@ -99,6 +99,9 @@ func TestSecondArchitecture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	if m.Parameters() != cfg.Parameters() {
+		t.Errorf("the weight table holds %d parameters, the config counts %d", m.Parameters(), cfg.Parameters())
+	}
 	cases := readReference(t, "tiny-qwen3")
 	ref := cases[len(cases)-1] // more than 64 positions: the cache grows
 	if len(ref.ids) <= minCacheCapacity {

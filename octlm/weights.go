@@ -16,7 +16,6 @@ import (
 	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/tensors"
 
-	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/xla"
 )
@@ -48,14 +47,9 @@ type LoadOptions struct {
 // Load reads a Hugging Face checkpoint folder (config.json and model.safetensors, or a sharded
 // index) of a registered architecture (config.json's model_type: "qwen3") into a model.
 func Load(dir string, opts LoadOptions) (*Model, error) {
-	path := filepath.Join(dir, "config.json")
-	data, err := fileio.ReadFile(path, MaxConfigBytes)
+	arch, err := readArchitecture(filepath.Join(dir, "config.json"))
 	if err != nil {
-		return nil, fmt.Errorf("octlm: %w", err)
-	}
-	arch, err := architectureFor(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	ckpt, err := loader.OpenCheckpoint(dir)
 	if err != nil {
