@@ -387,7 +387,7 @@ func (c Qwen35Config) Validate() error {
 	return nil
 }
 
-// Parameters counts the text decoder's unique parameters (a tied head counted once).
+// Parameters counts the text decoder's parameters (a tied head counted once).
 func (c Qwen35Config) Parameters() int64 {
 	var n int64
 	for _, s := range qwen35WeightSpecs(c) {

@@ -13,135 +13,70 @@ package octlm
 // and decay nothing, and the convolution state is cut at the last real row.
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gomlx/compute/dtypes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 )
 
-// q35Layer is one layer's weights inside a graph; the fields of the other layer type are nil.
-type q35Layer struct {
-	full                                   bool
-	inputLayernorm, postAttentionLayernorm *Node
-	gateProj, upProj, downProj             *Node
-	// self_attn
-	qProj, kProj, vProj, oProj, qNorm, kNorm *Node
-	// linear_attn
-	inProjQKV, inProjZ, inProjB, inProjA, conv1d, aLog, dtBias, norm, outProj *Node
+// forward is Qwen3_5TextModel.forward: embed_tokens, then the decoder layers. It returns the
+// hidden state before the final norm and the new cache state.
+func (q qwen35) forward(s *step, w weightSet, state []*Node) (*Node, []*Node) {
+	hiddens, newState := q.layers(s, w, state)
+	return hiddens[len(hiddens)-1], newState
 }
 
-type q35Weights struct {
-	embed, norm, lmHead *Node
-	layers              []q35Layer
-}
-
-// unflatten names the weight inputs in qwen35WeightSpecs' order.
-func (m *Qwen35Model) unflatten(nodes []*Node) q35Weights {
-	i := 0
-	next := func() *Node { i++; return nodes[i-1] }
-	w := q35Weights{embed: next(), norm: next()}
-	w.lmHead = w.embed
-	if !m.Config.Tied {
-		w.lmHead = next()
-	}
-	for _, t := range m.Config.LayerTypes {
-		l := q35Layer{full: t == FullAttention}
-		l.inputLayernorm, l.postAttentionLayernorm = next(), next()
-		l.gateProj, l.upProj, l.downProj = next(), next(), next()
-		if l.full {
-			l.qProj, l.kProj, l.vProj, l.oProj, l.qNorm, l.kNorm = next(), next(), next(), next(), next(), next()
-		} else {
-			l.inProjQKV, l.inProjZ, l.inProjB, l.inProjA = next(), next(), next(), next()
-			l.conv1d, l.aLog, l.dtBias, l.norm, l.outProj = next(), next(), next(), next(), next()
-		}
-		w.layers = append(w.layers, l)
-	}
-	return w
-}
-
-// q35StepGraph builds the step. inputs: the step inputs (inIDs … inLogitRows, as Qwen3's),
-// then the weights, then the cache states (two per layer, see the file comment). Outputs:
-// logits [P, vocab] float32, the updated states in the same order, and with tracing on the
-// hidden state [S, hidden] after the embedding and after every layer (float32).
-func (m *Qwen35Model) q35StepGraph(g *Graph, inputs []*Node, trace bool) []*Node {
-	c := m.Config
-	ids, start, valid := inputs[inIDs], inputs[inStart], inputs[inValid]
-	keyPos, logitRows := inputs[inKeyPos], inputs[inLogitRows]
-	nw := len(m.specs)
-	w := m.unflatten(inputs[numStepInputs : numStepInputs+nw])
-	states := inputs[numStepInputs+nw:]
-
-	offsets := Iota(g, ids.Shape(), 0)
-	positions := Add(start, offsets)
-	real := LessThan(offsets, valid) // [S] bool
-	cos, sin := rotaryTables(positions, c.RotaryDim, c.RopeTheta)
-	causal := LessOrEqual(InsertAxes(keyPos, 0), InsertAxes(positions, -1)) // [S, Lb]
-
-	// embed_tokens, stored as columns [hidden, vocab] or rows [vocab, hidden].
-	table, head := w.embed, w.lmHead
-	if !m.embedColumns {
-		table = Reshape(table, 1, c.VocabSize, c.Hidden)
-		head = Reshape(head, 1, c.VocabSize, c.Hidden)
-	}
-	hidden := embed(table, ids, m.embedSlices) // [S, hidden]
-	var traced []*Node
-	if trace {
-		traced = append(traced, ConvertDType(hidden, dtypes.Float32))
-	}
-
-	newStates := make([]*Node, 0, len(states))
-	for i, layer := range w.layers {
+// layers runs the embedding and every decoder layer and returns the hidden state after the
+// embedding and after each layer (len NLayers+1; the trace compares them), and the new state.
+func (q qwen35) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
+	c := q.c
+	cos, sin := rotaryTables(s.positions, c.RotaryDim, c.RopeTheta) // Qwen3_5TextRotaryEmbedding, text positions
+	p := c.WeightPrefix()
+	hidden := s.ops.embed(w.get(p+"embed_tokens.weight"), s.ids) // [S, hidden]
+	hiddens := []*Node{hidden}
+	newState := make([]*Node, 0, len(state))
+	for i, t := range c.LayerTypes {
+		l := w.under(fmt.Sprintf("%slayers.%d.", p, i))
+		// Token mixer with a residual connection.
 		residual := hidden
-		x := zeroCenteredRMSNorm(hidden, layer.inputLayernorm, c.NormEps)
+		x := zeroCenteredRMSNorm(s.ops, hidden, l.get("input_layernorm.weight"), c.NormEps)
 		var mixed, s0, s1 *Node
-		if layer.full {
-			mixed, s0, s1 = m.q35Attention(x, layer, cos, sin, causal, states[2*i], states[2*i+1], start, real)
+		if t == FullAttention {
+			mixed, s0, s1 = q.attention(s, l.under("self_attn."), x, cos, sin, state[2*i], state[2*i+1])
 		} else {
-			mixed, s0, s1 = m.gatedDeltaNet(x, layer, states[2*i], states[2*i+1], valid, real)
+			mixed, s0, s1 = q.gatedDeltaNet(s, l.under("linear_attn."), x, state[2*i], state[2*i+1])
 		}
-		newStates = append(newStates, s0, s1)
+		newState = append(newState, s0, s1)
 		hidden = Add(residual, mixed)
 
+		// Feed-forward block with a residual connection.
 		residual = hidden
-		x = zeroCenteredRMSNorm(hidden, layer.postAttentionLayernorm, c.NormEps)
-		hidden = Add(residual, q35MLP(x, layer))
-		if trace {
-			traced = append(traced, ConvertDType(hidden, dtypes.Float32))
-		}
+		x = zeroCenteredRMSNorm(s.ops, hidden, l.get("post_attention_layernorm.weight"), c.NormEps)
+		hidden = Add(residual, q35MLP(s.ops, l.under("mlp."), x))
+		hiddens = append(hiddens, hidden)
 	}
-
-	hidden = Gather(hidden, InsertAxes(logitRows, -1)) // [P, hidden]
-	hidden = zeroCenteredRMSNorm(hidden, w.norm, c.NormEps)
-	logits := ConvertDType(lmHead(hidden, head, c.VocabSize), dtypes.Float32) // [P, vocab]
-	out := append([]*Node{logits}, newStates...)
-	return append(out, traced...)
+	return hiddens, newState
 }
 
-// linear is nn.Linear without bias on x [..., in], the weight stored transposed [in, out]:
-// a plain x·W, its rows padded so that the pure-Go backend spreads the product over the cores
-// (see padRows).
-func linear(x, weight *Node) *Node {
-	lead := x.Shape().Dimensions[:x.Rank()-1]
-	in, out := weight.Shape().Dimensions[0], weight.Shape().Dimensions[1]
-	rows := 1
-	for _, d := range lead {
-		rows *= d
+// logits is the final norm, then lm_head (embed_tokens when tied), on hidden [P, hidden].
+func (q qwen35) logits(s *step, w weightSet, hidden *Node) *Node {
+	p := q.c.WeightPrefix()
+	hidden = zeroCenteredRMSNorm(s.ops, hidden, w.get(p+"norm.weight"), q.c.NormEps)
+	head := p + "embed_tokens.weight"
+	if !q.c.Tied {
+		head = TiedHeadName
 	}
-	x2 := padRows(Reshape(x, rows, in), 0, weight.Shape().Size())
-	y := DotGeneral(x2, []int{1}, nil, weight, []int{0}, nil)
-	if y.Shape().Dimensions[0] != rows {
-		y = SliceAxis(y, 0, AxisRange(0, rows))
-	}
-	return Reshape(y, append(append([]int{}, lead...), out)...)
+	return s.ops.head(hidden, w.get(head))
 }
 
 // zeroCenteredRMSNorm is Qwen3_5RMSNorm: x · rsqrt(mean(x²) + eps) · (1 + w), in float32, the
 // stored weight zero-centred.
-func zeroCenteredRMSNorm(x, weight *Node, eps float64) *Node {
+func zeroCenteredRMSNorm(o ops, x, weight *Node, eps float64) *Node {
 	dtype := x.DType()
 	x32 := ConvertDType(x, dtypes.Float32)
 	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
-	x32 = divSqrt(x32, AddScalar(variance, eps))
+	x32 = o.rsqrtMul(x32, AddScalar(variance, eps))
 	w := OnePlus(ConvertDType(weight, dtypes.Float32))
 	for w.Rank() < x32.Rank() {
 		w = InsertAxes(w, 0)
@@ -151,11 +86,11 @@ func zeroCenteredRMSNorm(x, weight *Node, eps float64) *Node {
 
 // rmsNormGated is Qwen3_5RMSNormGated: (x · rsqrt(mean(x²) + eps)) · w · silu(z), with the
 // plain weight w; x and z [..., headDim].
-func rmsNormGated(x, z, weight *Node, eps float64) *Node {
+func rmsNormGated(o ops, x, z, weight *Node, eps float64) *Node {
 	dtype := x.DType()
 	x32 := ConvertDType(x, dtypes.Float32)
 	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
-	x32 = divSqrt(x32, AddScalar(variance, eps))
+	x32 = o.rsqrtMul(x32, AddScalar(variance, eps))
 	w := ConvertDType(weight, dtypes.Float32)
 	for w.Rank() < x32.Rank() {
 		w = InsertAxes(w, 0)
@@ -165,30 +100,31 @@ func rmsNormGated(x, z, weight *Node, eps float64) *Node {
 }
 
 // q35MLP is Qwen3_5MLP: down_proj(silu(gate_proj(x)) · up_proj(x)).
-func q35MLP(x *Node, layer q35Layer) *Node {
-	gate := linear(x, layer.gateProj)
-	return linear(Mul(Mul(gate, Sigmoid(gate)), linear(x, layer.upProj)), layer.downProj)
+func q35MLP(o ops, w weightSet, x *Node) *Node {
+	gate := o.linear(x, w.get("gate_proj.weight"))
+	return o.linear(Mul(Mul(gate, Sigmoid(gate)), o.linear(x, w.get("up_proj.weight"))), w.get("down_proj.weight"))
 }
 
 // q35Attention is Qwen3_5Attention with a KV cache: q_proj gives a query and an output gate per
 // head; q_norm and k_norm; RoPE on the first RotaryDim dims of each head (rotate_half pairing);
 // grouped-query softmax attention over the first Lb cache slots; the output times
 // sigmoid(gate); o_proj. x: [S, hidden].
-func (m *Qwen35Model) q35Attention(x *Node, l q35Layer, cos, sin, causal, kCache, vCache, start, real *Node) (out, newK, newV *Node) {
-	c := m.Config
+func (q qwen35) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Node) (out, newK, newV *Node) {
+	c := q.c
 	g := x.Graph()
+	o, causal, start, real := s.ops, s.causal, s.start, s.real
 	seqLen := x.Shape().Dimensions[0]
 	heads, kvHeads, hd := c.Heads, c.KVHeads, c.HeadDim
 	group := heads / kvHeads
 	attendLen := causal.Shape().Dimensions[1]
 
-	qg := Reshape(linear(x, l.qProj), seqLen, heads, 2*hd) // per head: query | gate
-	q := SliceAxis(qg, -1, AxisRange(0, hd))
+	qg := Reshape(o.linear(x, w.get("q_proj.weight")), seqLen, heads, 2*hd) // per head: query | gate
+	query := SliceAxis(qg, -1, AxisRange(0, hd))
 	gate := Reshape(SliceAxis(qg, -1, AxisRange(hd, 2*hd)), seqLen, heads*hd)
-	q = zeroCenteredRMSNorm(q, l.qNorm, c.NormEps)
-	k := zeroCenteredRMSNorm(Reshape(linear(x, l.kProj), seqLen, kvHeads, hd), l.kNorm, c.NormEps)
-	v := Reshape(linear(x, l.vProj), seqLen, kvHeads, hd)
-	q = partialRotary(q, cos, sin, c.RotaryDim)
+	query = zeroCenteredRMSNorm(o, query, w.get("q_norm.weight"), c.NormEps)
+	k := zeroCenteredRMSNorm(o, Reshape(o.linear(x, w.get("k_proj.weight")), seqLen, kvHeads, hd), w.get("k_norm.weight"), c.NormEps)
+	v := Reshape(o.linear(x, w.get("v_proj.weight")), seqLen, kvHeads, hd)
+	query = partialRotary(query, cos, sin, c.RotaryDim)
 	k = partialRotary(k, cos, sin, c.RotaryDim)
 
 	// Write this chunk's keys and values at slots start…start+S−1 by adding into the zeroed
@@ -202,13 +138,13 @@ func (m *Qwen35Model) q35Attention(x *Node, l q35Layer, cos, sin, causal, kCache
 		return ScatterSum(cache, indices, t, true, true)
 	}
 	newK, newV = toCache(k, kCache), toCache(v, vCache)
-	keys := ConvertDType(SliceAxis(newK, 1, AxisRange(0, attendLen)), q.DType())
-	values := ConvertDType(SliceAxis(newV, 1, AxisRange(0, attendLen)), q.DType())
+	keys := ConvertDType(SliceAxis(newK, 1, AxisRange(0, attendLen)), query.DType())
+	values := ConvertDType(SliceAxis(newV, 1, AxisRange(0, attendLen)), query.DType())
 
-	// Query head h uses kv head h / group: q as [kvHeads, group·S, hd], kv heads the batch axis.
-	q = TransposeAllAxes(Reshape(q, seqLen, kvHeads, group, hd), 1, 2, 0, 3)
-	q = Reshape(q, kvHeads, group*seqLen, hd)
-	scores := ConvertDType(dotLastAxes(q, keys, 1), dtypes.Float32) // [kvHeads, group·S, Lb]
+	// Query head h uses kv head h / group: query as [kvHeads, group·S, hd], kv heads the batch axis.
+	query = TransposeAllAxes(Reshape(query, seqLen, kvHeads, group, hd), 1, 2, 0, 3)
+	query = Reshape(query, kvHeads, group*seqLen, hd)
+	scores := ConvertDType(o.dotLastAxes(query, keys, 1), dtypes.Float32) // [kvHeads, group·S, Lb]
 	scores = MulScalar(scores, 1/math.Sqrt(float64(hd)))
 	bias := Where(causal, BroadcastToDims(ScalarZero(g, dtypes.Float32), seqLen, attendLen),
 		BroadcastToDims(Infinity(g, dtypes.Float32, -1), seqLen, attendLen))
@@ -218,7 +154,7 @@ func (m *Qwen35Model) q35Attention(x *Node, l q35Layer, cos, sin, causal, kCache
 	ctx = TransposeAllAxes(Reshape(ctx, kvHeads, group, seqLen, hd), 2, 0, 1, 3)
 	ctx = Reshape(ctx, seqLen, heads*hd)
 	ctx = Mul(ctx, Sigmoid(gate))
-	return linear(ctx, l.oProj), newK, newV
+	return o.linear(ctx, w.get("o_proj.weight")), newK, newV
 }
 
 // partialRotary is apply_rotary_pos_emb with a partial rotary factor: the first rotaryDim
@@ -235,23 +171,24 @@ func partialRotary(x, cos, sin *Node, rotaryDim int) *Node {
 
 // gatedDeltaNet is Qwen3_5GatedDeltaNet on a chunk x [S, hidden] on top of its states: the
 // convolution state [kernel−1, convDim] and the recurrent state [valueHeads, keyDim, valueDim].
-func (m *Qwen35Model) gatedDeltaNet(x *Node, l q35Layer, convState, recState, valid, real *Node) (out, newConv, newRec *Node) {
-	c := m.Config
+func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node) (out, newConv, newRec *Node) {
+	c := q.c
 	g := x.Graph()
+	o, valid, real := s.ops, s.valid, s.real
 	seqLen := x.Shape().Dimensions[0]
 	kh, vh, dk, dv := c.LinKeyHeads, c.LinValueHeads, c.LinKeyDim, c.LinValueDim
 	f32 := dtypes.Float32
 
-	mixedQKV := ConvertDType(linear(x, l.inProjQKV), f32) // [S, convDim]
-	z := Reshape(linear(x, l.inProjZ), seqLen, vh, dv)
-	b := ConvertDType(linear(x, l.inProjB), f32) // [S, vh]
-	a := ConvertDType(linear(x, l.inProjA), f32)
+	mixedQKV := ConvertDType(o.linear(x, w.get("in_proj_qkv.weight")), f32) // [S, convDim]
+	z := Reshape(o.linear(x, w.get("in_proj_z.weight")), seqLen, vh, dv)
+	b := ConvertDType(o.linear(x, w.get("in_proj_b.weight")), f32) // [S, vh]
+	a := ConvertDType(o.linear(x, w.get("in_proj_a.weight")), f32)
 
 	// conv1d: causal depthwise convolution over time, kernel K, the previous K−1 inputs from
 	// the state (zeros at the start), then SiLU. out[t] = Σ_j w[j] · in[t + j].
 	kernel := c.ConvKernel
 	in := Concatenate([]*Node{convState, mixedQKV}, 0) // [K−1+S, convDim]
-	weight := Reshape(ConvertDType(l.conv1d, f32), c.ConvDim(), kernel)
+	weight := Reshape(ConvertDType(w.get("conv1d.weight"), f32), c.ConvDim(), kernel)
 	var conv *Node
 	for j := range kernel {
 		term := Mul(SliceAxis(in, 0, AxisRange(j, j+seqLen)), Reshape(SliceAxis(weight, 1, AxisElem(j)), 1, c.ConvDim()))
@@ -266,32 +203,32 @@ func (m *Qwen35Model) gatedDeltaNet(x *Node, l q35Layer, convState, recState, va
 	rows := Add(valid, Iota(g, shapesOf(dtypes.Int32, kernel-1), 0))
 	newConv = Gather(in, InsertAxes(rows, -1)) // [K−1, convDim]
 
-	q := Reshape(SliceAxis(conv, 1, AxisRange(0, c.KeyDim())), seqLen, kh, dk)
+	qh := Reshape(SliceAxis(conv, 1, AxisRange(0, c.KeyDim())), seqLen, kh, dk)
 	k := Reshape(SliceAxis(conv, 1, AxisRange(c.KeyDim(), 2*c.KeyDim())), seqLen, kh, dk)
 	v := Reshape(SliceAxis(conv, 1, AxisRange(2*c.KeyDim(), c.ConvDim())), seqLen, vh, dv)
 
 	// β = sigmoid(b), g = −exp(A_log) · softplus(a + dt_bias); 0 on padding rows.
 	beta := Sigmoid(b)
-	aLog := InsertAxes(ConvertDType(l.aLog, f32), 0)
-	dtBias := InsertAxes(ConvertDType(l.dtBias, f32), 0)
+	aLog := InsertAxes(ConvertDType(w.get("A_log"), f32), 0)
+	dtBias := InsertAxes(ConvertDType(w.get("dt_bias"), f32), 0)
 	decay := Mul(Neg(Exp(aLog)), softplus(Add(a, dtBias)))
 	mask := BroadcastToDims(InsertAxes(real, -1), seqLen, vh)
 	beta = Where(mask, beta, ZerosLike(beta))
 	decay = Where(mask, decay, ZerosLike(decay))
 
 	// l2norm with eps 1e-6 inside the root, then q scaled by 1/√dk.
-	q = MulScalar(l2norm(q), 1/math.Sqrt(float64(dk)))
-	k = l2norm(k)
+	query := MulScalar(l2norm(o, qh), 1/math.Sqrt(float64(dk)))
+	k = l2norm(o, k)
 	// Value head h reads key head h / (vh/kh): repeat_interleave on the head axis.
 	if r := vh / kh; r > 1 {
-		q = Reshape(BroadcastToDims(InsertAxes(q, 2), seqLen, kh, r, dk), seqLen, vh, dk)
+		query = Reshape(BroadcastToDims(InsertAxes(query, 2), seqLen, kh, r, dk), seqLen, vh, dk)
 		k = Reshape(BroadcastToDims(InsertAxes(k, 2), seqLen, kh, r, dk), seqLen, vh, dk)
 	}
 
-	o, newRec := chunkGatedDeltaRule(q, k, v, beta, decay, recState, deltaChunk(seqLen))
-	o = rmsNormGated(o, z, l.norm, c.NormEps) // [S, vh, dv]
-	o = ConvertDType(Reshape(o, seqLen, vh*dv), x.DType())
-	return linear(o, l.outProj), newConv, newRec
+	core, newRec := chunkGatedDeltaRule(query, k, v, beta, decay, recState, deltaChunk(seqLen))
+	core = rmsNormGated(o, core, z, w.get("norm.weight"), c.NormEps) // [S, vh, dv]
+	core = ConvertDType(Reshape(core, seqLen, vh*dv), x.DType())
+	return o.linear(core, w.get("out_proj.weight")), newConv, newRec
 }
 
 // softplus is log(1 + exp(x)) computed as max(x, 0) + log1p(exp(−|x|)).
@@ -300,8 +237,8 @@ func softplus(x *Node) *Node {
 }
 
 // l2norm is transformers' l2norm: x · rsqrt(Σx² + 1e-6) over the last axis.
-func l2norm(x *Node) *Node {
-	return divSqrt(x, AddScalar(ReduceAndKeep(Square(x), ReduceSum, -1), 1e-6))
+func l2norm(o ops, x *Node) *Node {
+	return o.rsqrtMul(x, AddScalar(ReduceAndKeep(Square(x), ReduceSum, -1), 1e-6))
 }
 
 // maxDeltaChunk is the chunk length of the parallel delta rule. transformers uses 64; in

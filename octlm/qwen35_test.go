@@ -17,21 +17,18 @@ var qwen35Fixtures = []string{"tiny-qwen35", "tiny-qwen35-sharded", "tiny-qwen35
 // at 2–6e-4 on this architecture (the reference's own float32 run is 4.2e-4 from float64).
 const qwen35Gate = 1e-3
 
-func loadQwen35Fixture(t testing.TB, name string) *Qwen35Model {
+func loadQwen35Fixture(t testing.TB, name string, chunks ...ChunkOptions) *Model {
 	t.Helper()
-	m, err := LoadQwen35(fixtureDir(name), LoadOptions{Backend: goBackend(t)})
+	opts := LoadOptions{Backend: goBackend(t)}
+	if len(chunks) > 0 {
+		opts.Chunks = chunks[0]
+	}
+	m, err := Load(fixtureDir(name), opts)
 	if err != nil {
 		t.Fatalf("loading %s: %v", name, err)
 	}
 	t.Cleanup(m.Close)
 	return m
-}
-
-// withQwen35Chunks sets the prefill chunk bounds for one test.
-func withQwen35Chunks(t *testing.T, lo, hi int) {
-	oldLo, oldHi := q35MinChunkRows, q35MaxChunkRows
-	q35MinChunkRows, q35MaxChunkRows = lo, hi
-	t.Cleanup(func() { q35MinChunkRows, q35MaxChunkRows = oldLo, oldHi })
 }
 
 // TestQwen35Parity runs every reference case through the full path, the cached path in
@@ -47,7 +44,7 @@ func TestQwen35Parity(t *testing.T) {
 			}{
 				{"full", func() (Logits, error) { return m.Forward(ref.ids) }},
 				{"chunks of 5, 37, rest", func() (Logits, error) {
-					cache, err := m.NewCache()
+					cache, err := m.NewCache(1)
 					if err != nil {
 						return Logits{}, err
 					}
@@ -70,7 +67,7 @@ func TestQwen35Parity(t *testing.T) {
 					name string
 					run  func() (Logits, error)
 				}{"token by token", func() (Logits, error) {
-					cache, err := m.NewCache()
+					cache, err := m.NewCache(1)
 					if err != nil {
 						return Logits{}, err
 					}
@@ -105,8 +102,7 @@ func TestQwen35Parity(t *testing.T) {
 // steps (and the DeltaNet state and convolution state are carried between them, with padding
 // rows in the last step).
 func TestQwen35SmallChunks(t *testing.T) {
-	withQwen35Chunks(t, 16, 16)
-	m := loadQwen35Fixture(t, "tiny-qwen35")
+	m := loadQwen35Fixture(t, "tiny-qwen35", ChunkOptions{MinRows: 16, MaxRows: 16})
 	ref := readReference(t, "tiny-qwen35")[3]
 	got, err := m.Forward(ref.ids)
 	if err != nil {
@@ -135,7 +131,7 @@ func TestQwen35Greedy(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range cases {
-			cache, err := m.NewCache()
+			cache, err := m.NewCache(1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -129,7 +129,7 @@ func TestChunkedDeltaRuleMatchesRecurrent(t *testing.T) {
 func TestQwen35PaddingKeepsState(t *testing.T) {
 	m := loadQwen35Fixture(t, "tiny-qwen35")
 	ids := []int{243, 133, 378, 485, 67}
-	padded, err := m.NewCache()
+	padded, err := m.NewCache(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestQwen35PaddingKeepsState(t *testing.T) {
 	if _, err := m.ForwardCached(ids, padded); err != nil {
 		t.Fatal(err)
 	}
-	single, err := m.NewCache()
+	single, err := m.NewCache(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,13 +147,13 @@ func TestQwen35PaddingKeepsState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i, typ := range m.Config.LayerTypes {
+	for i, typ := range m.LayerTypes() {
 		for j := range 2 {
-			a, err := tensors.CopyFlatData[float32](padded.states[2*i+j])
+			a, err := tensors.CopyFlatData[float32](padded.state[2*i+j])
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := tensors.CopyFlatData[float32](single.states[2*i+j])
+			b, err := tensors.CopyFlatData[float32](single.state[2*i+j])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -281,12 +281,8 @@ func TestQwen35ConfigRefusals(t *testing.T) {
 // that disagrees with the header is refused naming the tensor.
 func TestQwen35Checkpoint(t *testing.T) {
 	m := loadQwen35Fixture(t, "tiny-qwen35")
-	for _, s := range m.Skipped {
-		if s.Count == 0 || s.Bytes == 0 {
-			t.Errorf("no %s tensors counted as skipped: %+v", s.Prefix, m.Skipped)
-		}
-	}
-	if got, want := len(m.weights), len(qwen35WeightSpecs(m.Config)); got != want {
+	q, _ := m.arch.(qwen35)
+	if got, want := len(m.weights), len(qwen35WeightSpecs(q.c)); got != want || q.c.NLayers != 4 {
 		t.Errorf("%d resident weights, want %d", got, want)
 	}
 
@@ -303,7 +299,7 @@ func TestQwen35Checkpoint(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), must(json.Marshal(top)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = LoadQwen35(dir, LoadOptions{Backend: goBackend(t)})
+	_, err = Load(dir, LoadOptions{Backend: goBackend(t)})
 	if err == nil || !strings.Contains(err.Error(), "mlp.") {
 		t.Errorf("intermediate_size 128 against a header of 96: error %v, want one naming an mlp tensor", err)
 	}
@@ -312,7 +308,7 @@ func TestQwen35Checkpoint(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), must(json.Marshal(top)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = LoadQwen35(dir, LoadOptions{Backend: goBackend(t)})
+	_, err = Load(dir, LoadOptions{Backend: goBackend(t)})
 	if err == nil || !strings.Contains(err.Error(), "layers.0.") {
 		t.Errorf("layer_types naming layer 0 full attention: error %v, want one naming a layers.0 tensor", err)
 	}

@@ -92,12 +92,6 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	defer backend.Finalize()
 	fmt.Fprintf(stderr, "backend: %s\n", info)
 	warnHalfOnGo(stderr, info, dtype)
-	if isQwen35Dir(dir) {
-		if *depth != 0 || *kvDType != "" {
-			return usageError{"--depth and --kv-dtype are not supported on Qwen3.5 checkpoints yet"}
-		}
-		return benchQwen35(ctx, dir, backend, info, dtype, *prompt, *decode, *reps, *asJSON, stdout, stderr)
-	}
 	// The bandwidth read's buffer is allocated while the model is still loaded.
 	if err := checkFits(dir, backend, info, dtype, *prompt+*decode, int64(*bandwidth*(1<<30)), stderr); err != nil {
 		return err

@@ -82,9 +82,6 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if err != nil {
 		return err
 	}
-	if isQwen35Dir(dir) {
-		return generateQwen35(ctx, a, dir, stdout, stderr)
-	}
 	ids, tok, err := encodePrompt(dir, a.prompt)
 	if err != nil {
 		return err

@@ -34,7 +34,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	referenceFlag := fs.String("reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference)")
 	outFlag := fs.String("out", "", "also write the rows as JSON lines to this file")
 	dtypesFlag := fs.String("dtypes", "", "also measure, not gated, these half-precision dtypes: bf16,f16")
-	traceFlag := fs.Bool("trace", false, "Qwen3.5: also compare the hidden state after the embedding and after every layer with the reference's activation dumps (reference-activations-N.safetensors) and name the first layer and position where they part")
+	traceFlag := fs.Bool("trace", false, "also compare the hidden state after the embedding and after every layer with the reference's activation dumps (reference-activations-N.safetensors, Qwen3.5) and name the first layer and position where they part")
 	traceTol := fs.Float64("trace-tol", parity.TraceTolerance, "with --trace: a position parts when its largest |error| exceeds this times max(1, max |reference|)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: octlm parity [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out FILE.jsonl] [--dtypes bf16,f16] [--trace]")
@@ -48,6 +48,9 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	halfDTypes, err := parseHalfDTypes(*dtypesFlag)
 	if err != nil {
 		return err
+	}
+	if !(*traceTol > 0) {
+		return usageError{fmt.Sprintf("--trace-tol must be positive, got %v", *traceTol)}
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 
@@ -132,22 +135,6 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	if isQwen35Dir(dir) {
-		if len(halfDTypes) > 0 {
-			return usageError{"--dtypes: Qwen3.5 parity runs in float32 only"}
-		}
-		if !(*traceTol > 0) {
-			return usageError{fmt.Sprintf("--trace-tol must be positive, got %v", *traceTol)}
-		}
-		if err := parityQwen35(dir, label, backend, info, ref, report, *traceFlag, *traceTol, stdout, stderr, logf); err != nil {
-			return err
-		}
-		return finishParity(report, stdout, out, *outFlag, logf)
-	}
-	if *traceFlag {
-		return usageError{"--trace: only Qwen3.5 checkpoints have activation dumps so far"}
-	}
-
 	longest := 0
 	for _, c := range ref.Cases {
 		longest = max(longest, c.Positions())
@@ -161,6 +148,16 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	if err != nil && !errors.Is(err, parity.ErrFailed) {
 		m.Close()
 		return err
+	}
+	if *traceFlag {
+		traces, err := parity.Trace(m, ref, *traceTol, opts)
+		if err == nil {
+			err = writeTrace(stdout, traces, *traceTol)
+		}
+		if err != nil {
+			m.Close()
+			return err
+		}
 	}
 	if len(halfDTypes) > 0 {
 		float32IDs, err := parity.Greedy(m, ref, parity.GreedyTokens, opts)
@@ -185,11 +182,6 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		m.Close()
 	}
 
-	return finishParity(report, stdout, out, *outFlag, logf)
-}
-
-// finishParity prints the table, writes the JSONL file and turns a failed gate into exit 1.
-func finishParity(report *parity.Report, stdout io.Writer, out *fileio.Output, outPath string, logf func(string, ...any)) error {
 	report.Run.PeakRSSBytes = sysinfo.PeakRSS()
 	if err := report.WriteTable(stdout); err != nil {
 		return err
@@ -201,7 +193,7 @@ func finishParity(report *parity.Report, stdout io.Writer, out *fileio.Output, o
 		if err := out.Commit(); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		logf("rows written to %s", outPath)
+		logf("rows written to %s", *outFlag)
 	}
 	if err := report.Err(); err != nil {
 		return checkFailure{err}

@@ -12,18 +12,8 @@ import (
 	"github.com/octlm/octlm/octlm"
 )
 
-func loadQwen35(t testing.TB, name string) *octlm.Qwen35Model {
-	t.Helper()
-	m, err := octlm.LoadQwen35(fixtureDir(name), octlm.LoadOptions{Backend: goBackend(t)})
-	if err != nil {
-		t.Fatalf("loading %s: %v", name, err)
-	}
-	t.Cleanup(m.Close)
-	return m
-}
-
-// TestRunQwen35 runs the gated protocol on the Qwen3.5 fixtures: three paths per case (decode only
-// where the case has a second half), all within the gate.
+// TestRunQwen35 runs the gated protocol on the Qwen3.5 fixtures: both paths of every case within
+// the gate, every top token the reference's.
 func TestRunQwen35(t *testing.T) {
 	for _, name := range []string{"tiny-qwen35", "tiny-qwen35-sharded", "tiny-qwen35-wide"} {
 		t.Run(name, func(t *testing.T) { runQwen35Fixture(t, name) })
@@ -31,20 +21,13 @@ func TestRunQwen35(t *testing.T) {
 }
 
 func runQwen35Fixture(t *testing.T, name string) {
-	m := loadQwen35(t, name)
+	m := loadModel(t, name, octlm.Float32)
 	ref := readRef(t, filepath.Join(fixtureDir(name), "reference"))
-	rows, err := RunQwen35(m, ref, Options{})
+	rows, err := Run(m, ref, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := 0
-	for _, c := range ref.Cases {
-		want += 2
-		if c.Positions() > 1 {
-			want++
-		}
-	}
-	if len(rows) != want {
+	if want := 2 * len(ref.Cases); len(rows) != want {
 		t.Fatalf("%d rows, want %d", len(rows), want)
 	}
 	for _, r := range rows {
@@ -82,7 +65,7 @@ func writeActivations(t *testing.T, path string, ids []int, hidden [][]float32, 
 // one with a single value moved after layer 2 at position 5: the first agrees everywhere, the
 // second parts at layer 2, position 5, and not before.
 func TestTraceQwen35(t *testing.T) {
-	m := loadQwen35(t, "tiny-qwen35")
+	m := loadModel(t, "tiny-qwen35", octlm.Float32)
 	src := filepath.Join(fixtureDir("tiny-qwen35"), "reference")
 	dir := t.TempDir()
 	for _, n := range []int{1, 2} {
@@ -96,12 +79,15 @@ func TestTraceQwen35(t *testing.T) {
 	}
 	ref := readRef(t, dir)
 
-	if _, err := TraceQwen35(m, ref, TraceTolerance, Options{}); !errors.Is(err, ErrBadInput) {
+	if _, err := Trace(m, ref, TraceTolerance, Options{}); !errors.Is(err, ErrBadInput) {
 		t.Fatalf("no activation files: error %v, want ErrBadInput", err)
 	}
-	width := m.Config.Hidden
+	if _, err := Trace(loadModel(t, "tiny-qwen3", octlm.Float32), ref, TraceTolerance, Options{}); !errors.Is(err, ErrBadInput) {
+		t.Fatalf("an architecture without a trace: error %v, want ErrBadInput", err)
+	}
+	width := m.Config.DModel
 	for i, c := range ref.Cases {
-		_, hidden, err := m.Trace(c.IDs)
+		hidden, err := m.Trace(c.IDs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +99,7 @@ func TestTraceQwen35(t *testing.T) {
 		}
 		writeActivations(t, filepath.Join(dir, ActivationsFileName(i)), c.IDs, hidden, len(c.IDs), width)
 	}
-	traces, err := TraceQwen35(m, ref, TraceTolerance, Options{})
+	traces, err := Trace(m, ref, TraceTolerance, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
