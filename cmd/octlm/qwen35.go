@@ -21,6 +21,15 @@ import (
 	"github.com/octlm/octlm/parity"
 )
 
+// tokenizerNote explains, for a Qwen3.5 folder, why it has no tokenizer.
+func tokenizerNote(dir string) string {
+	data, err := fileio.ReadFile(filepath.Join(dir, "config.json"), octlm.MaxConfigBytes)
+	if err != nil || !octlm.IsQwen35Config(data) {
+		return ""
+	}
+	return " (Qwen3.5's tokenizer, 248,320 entries, is not available here: Qwen3.5 runs on token IDs)"
+}
+
 // writeTrace prints each traced case: a row per hidden state, and where the numbers part.
 func writeTrace(w io.Writer, traces []parity.CaseTrace, tol float64) error {
 	ew := &errWriter{fileio.ErrWriter{W: w}}

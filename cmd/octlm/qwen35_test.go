@@ -108,7 +108,7 @@ func TestQwen35Commands(t *testing.T) {
 		{"inspect", []string{"inspect", fixture}, 0, []string{"Qwen3_5ForConditionalGeneration", "LLLF", "model.visual.* 2 tensors", "mtp.* 2 tensors"}, nil, nil},
 		{"generate ids", []string{"generate", "-m", fixture, "--prompt-ids", "1,2,3", "--temperature", "0", "--max-new-tokens", "24"}, 0,
 			[]string{"365 365 365 365 365 365 365 381 129 102 13 490 365 365 365 365 365 365 365 365 365 194 387 399"}, nil, nil},
-		{"generate text", []string{"generate", "-m", fixture, "-p", "hello"}, 2, nil, []string{"--prompt-ids"}, nil},
+		{"generate text", []string{"generate", "-m", fixture, "-p", "hello"}, 2, nil, []string{"--prompt-ids", "Qwen3.5 runs on token IDs"}, nil},
 		{"generate bad id", []string{"generate", "-m", fixture, "--prompt-ids", "1,512"}, 2, nil, []string{"outside the vocabulary [0, 512)"}, nil},
 		{"synth", []string{"synth", "--like", "qwen3.5-0.8b", "--layers", "4", "--vocab", "1024", "--hidden", "64", "--ff", "96", "--out", synthDir}, 0,
 			[]string{"Qwen3.5 (4 layers: 3 linear_attention, 1 full_attention)"}, nil, nil},
