@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/internal/fileio"
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/synth"
@@ -98,7 +99,7 @@ func printQwen35Summary(w io.Writer, r *inspectReport) {
 		fmt.Fprintf(w, "decoder:        %s\n", printable(r.DecoderSummary))
 	}
 	for _, s := range r.Skipped {
-		fmt.Fprintf(w, "skipped:        %s* %d tensors, %s (%s): not read by the text decoder\n", printable(s.Prefix), s.Count, commas(s.Bytes), loader.HumanBytes(s.Bytes))
+		fmt.Fprintf(w, "skipped:        %s* %d tensors, %s (%s): not read by the text decoder\n", printable(s.Prefix), s.Count, units.Commas(s.Bytes), units.Bytes(s.Bytes))
 	}
 }
 
@@ -118,7 +119,7 @@ func synthQwen35(ctx context.Context, q synth.Qwen35Like, dir string, force bool
 		need += t.Bytes()
 	}
 	if free := freeDiskBytes(parent); free >= 0 && need > free {
-		return usageError{fmt.Sprintf("the checkpoint needs about %s and %s has %s free", loader.HumanBytes(need), parent, loader.HumanBytes(free))}
+		return usageError{fmt.Sprintf("the checkpoint needs about %s and %s has %s free", units.Bytes(need), parent, units.Bytes(free))}
 	}
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".synth-*")
 	if err != nil {
@@ -144,7 +145,7 @@ func synthQwen35(ctx context.Context, q synth.Qwen35Like, dir string, force bool
 		files = fmt.Sprintf("%d shards", n)
 	}
 	_, err = fmt.Fprintf(stdout, "wrote %s: Qwen3.5 (%d layers: %s), %d entries, %s of %s tensor bytes (%s) in %.1fs; no tokenizer: run it with token IDs\n",
-		dir, q.NumLayers, strings.Join(layerTypeCountsOf(q.LayerTypes()), ", "), len(q.Tensors()), files, commas(need), loader.HumanBytes(need), time.Since(begin).Seconds())
+		dir, q.NumLayers, strings.Join(layerTypeCountsOf(q.LayerTypes()), ", "), len(q.Tensors()), files, units.Commas(need), units.Bytes(need), time.Since(begin).Seconds())
 	return err
 }
 
