@@ -14,8 +14,8 @@ import (
 
 	"github.com/octlm/octlm/hub"
 	"github.com/octlm/octlm/internal/fileio"
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/units"
 )
 
 func init() {
