@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/internal/sysinfo"
-	"github.com/octlm/octlm/internal/units"
+	"github.com/octlm/octlm/units"
 )
 
 // CheckBandwidthSize refuses a bandwidth read that would not fit in the memory available

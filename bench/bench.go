@@ -22,9 +22,9 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/octlm/octlm/internal/sysinfo"
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/units"
 )
 
 // Options say what to measure.

@@ -5,7 +5,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/octlm/octlm/internal/units"
+	"github.com/octlm/octlm/units"
 )
 
 // WriteText prints r as the aligned table the README shows.

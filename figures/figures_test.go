@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/tokenizer"
 	"github.com/octlm/octlm/parity"
+	"github.com/octlm/octlm/units"
 )
 
 const (

@@ -12,11 +12,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
 	"github.com/octlm/octlm/parity"
+	"github.com/octlm/octlm/units"
 )
 
 // tokenColors are the backgrounds of successive tokens.

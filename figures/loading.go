@@ -20,9 +20,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/units"
 )
 
 // tensorKind groups a Qwen3 tensor by what it is, for colours and parameter counts.

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/parity"
+	"github.com/octlm/octlm/units"
 )
 
 // Histogram bins of |Δlogit|: binsPerDecade per decade from 10^histLo to 10^histHi; smaller

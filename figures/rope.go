@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/parity"
+	"github.com/octlm/octlm/units"
 )
 
 // ropeColor shades pair i of n from dark (fast, i = 0) to light (slow).

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gomlx/compute"
 
-	"github.com/octlm/octlm/internal/units"
+	"github.com/octlm/octlm/units"
 	"github.com/octlm/octlm/xla"
 )
 

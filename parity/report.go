@@ -8,9 +8,9 @@ import (
 
 	"github.com/octlm/octlm/internal/buildinfo"
 	"github.com/octlm/octlm/internal/fileio"
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/units"
 )
 
 // RunInfo is the first JSONL line of a run, of type "run": what was compared, on what, with what.

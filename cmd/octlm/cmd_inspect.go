@@ -14,9 +14,9 @@ import (
 
 	"github.com/octlm/octlm/hub"
 	"github.com/octlm/octlm/internal/fileio"
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/units"
 )
 
 func init() {

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/synth"
+	"github.com/octlm/octlm/units"
 )
 
 // synthDir writes a small random Qwen3 checkpoint (no tokenizer) and returns its folder.

@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/units"
 )
 
 func init() {

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/synth"
+	"github.com/octlm/octlm/units"
 )
 
 func init() {

@@ -7,8 +7,8 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/octlm/octlm/internal/sysinfo"
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/units"
 	"github.com/octlm/octlm/xla"
 )
 

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/internal/fileio"
-	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/synth"
 	"github.com/octlm/octlm/parity"
+	"github.com/octlm/octlm/units"
 )
 
 // tokenizerNote explains, for a Qwen3.5 folder, why it has no tokenizer.

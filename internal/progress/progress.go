@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/octlm/octlm/internal/units"
+	"github.com/octlm/octlm/units"
 )
 
 // Bar is a progress bar for a count of bytes.

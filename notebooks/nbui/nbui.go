@@ -19,7 +19,7 @@ import (
 
 	"github.com/janpfeifer/gonb/gonbui"
 	"github.com/janpfeifer/gonb/gonbui/protocol"
-	"github.com/octlm/octlm/internal/units"
+	"github.com/octlm/octlm/units"
 )
 
 // InNotebook reports whether the program runs as a gonb cell, so that display functions show
