@@ -1,8 +1,9 @@
 package octlm
 
-// The hidden-state trace: an architecture whose layers can be run one by one (tracer) hands
-// back the hidden state after its embedding and after every layer, so a parity failure can be
-// pinned to the first layer and position where the numbers part (octlm parity --trace).
+// The hidden-state trace: an architecture whose layers can be run one by one (tracer: Qwen3
+// and Qwen3.5) hands back the hidden state after its embedding and after every layer, so a
+// parity failure can be pinned to the first layer and position where the numbers part (octlm
+// parity --trace).
 
 import (
 	"errors"
@@ -21,8 +22,8 @@ type tracer interface {
 	layerTypes() []string
 }
 
-// traceRows: a traced prompt is padded to a multiple of this many rows (the DeltaNet chunk),
-// its padding rows masked as in any step.
+// traceRows: a traced prompt is padded to a multiple of this many rows (Qwen3.5's DeltaNet
+// chunk), its padding rows masked as in any step.
 const traceRows = maxDeltaChunk
 
 // ErrNoTrace is returned by Trace for an architecture without a per-layer trace.
@@ -114,4 +115,28 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 		out[i] = data[:valid*m.Config.DModel]
 	}
 	return out, nil
+}
+
+// layers is qwen3.forward keeping every layer's output, for the trace.
+func (q qwen3) layers(s *step, w weightSet, cache []*graph.Node) ([]*graph.Node, []*graph.Node) {
+	cos, sin := rotaryTables(s.positions, q.c.HeadWidth(), q.c.Base())
+	hidden := s.ops.embed(w.get(EmbeddingName), s.ids)
+	hiddens := []*graph.Node{hidden}
+	newCache := make([]*graph.Node, 0, len(cache))
+	for i := range q.c.NLayers {
+		var k, v *graph.Node
+		hidden, k, v = q.decoderLayer(s, w.under(fmt.Sprintf("model.layers.%d.", i)), hidden, cos, sin, cache[2*i], cache[2*i+1])
+		hiddens = append(hiddens, hidden)
+		newCache = append(newCache, k, v)
+	}
+	return hiddens, newCache
+}
+
+// layerTypes: every Qwen3 layer is the same decoder layer.
+func (q qwen3) layerTypes() []string {
+	types := make([]string, q.c.NLayers)
+	for i := range types {
+		types[i] = "decoder"
+	}
+	return types
 }

@@ -61,12 +61,35 @@ func writeActivations(t *testing.T, path string, ids []int, hidden [][]float32, 
 	}
 }
 
-// TestTraceQwen35 builds activation dumps from the model's own hidden states, one exact and
-// one with a single value moved after layer 2 at position 5: the first agrees everywhere, the
-// second parts at layer 2, position 5, and not before.
-func TestTraceQwen35(t *testing.T) {
+// TestTrace builds activation dumps from a model's own hidden states, one exact and one with a
+// single value moved after layer `layer` at position 5: the first agrees everywhere, the second
+// parts there and not before. Then tiny-qwen35 against its float64 reference dumps: no parting.
+func TestTrace(t *testing.T) {
+	tests := []struct {
+		name, typ string
+		layer     int
+	}{
+		{"tiny-qwen35", octlm.LinearAttention, 2},
+		{"tiny-qwen3", "decoder", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tracePlanted(t, tt.name, tt.layer, tt.typ) })
+	}
 	m := loadModel(t, "tiny-qwen35", octlm.Float32)
-	src := filepath.Join(fixtureDir("tiny-qwen35"), "reference")
+	traces, err := Trace(m, readRef(t, filepath.Join(fixtureDir("tiny-qwen35"), "reference")), TraceTolerance, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ct := range traces {
+		if ct.Parted >= 0 {
+			t.Errorf("tiny-qwen35 case %d parts from its float64 reference at %+v", ct.Case, ct.Layers[ct.Parted])
+		}
+	}
+}
+
+func tracePlanted(t *testing.T, name string, layer int, typ string) {
+	m := loadModel(t, name, octlm.Float32)
+	src := filepath.Join(fixtureDir(name), "reference")
 	dir := t.TempDir()
 	for _, n := range []int{1, 2} {
 		data, err := os.ReadFile(filepath.Join(src, ReferenceFileName(n)))
@@ -82,9 +105,6 @@ func TestTraceQwen35(t *testing.T) {
 	if _, err := Trace(m, ref, TraceTolerance, Options{}); !errors.Is(err, ErrBadInput) {
 		t.Fatalf("no activation files: error %v, want ErrBadInput", err)
 	}
-	if _, err := Trace(loadModel(t, "tiny-qwen3", octlm.Float32), ref, TraceTolerance, Options{}); !errors.Is(err, ErrBadInput) {
-		t.Fatalf("an architecture without a trace: error %v, want ErrBadInput", err)
-	}
 	width := m.Config.DModel
 	for i, c := range ref.Cases {
 		hidden, err := m.Trace(c.IDs)
@@ -95,7 +115,7 @@ func TestTraceQwen35(t *testing.T) {
 			t.Fatalf("trace shape: %d states of %d values", len(hidden), len(hidden[0]))
 		}
 		if i == 1 {
-			hidden[3][5*width+7] += 0.5 // after layer 2, position 5
+			hidden[layer+1][5*width+7] += 0.5 // after layer `layer`, position 5
 		}
 		writeActivations(t, filepath.Join(dir, ActivationsFileName(i)), c.IDs, hidden, len(c.IDs), width)
 	}
@@ -114,8 +134,8 @@ func TestTraceQwen35(t *testing.T) {
 		t.Fatal("perturbed dump: no parting found")
 	}
 	lt := ct.Layers[ct.Parted]
-	if lt.Layer != 2 || lt.FirstParted != 5 || lt.Type != octlm.LinearAttention {
-		t.Errorf("perturbed dump: parted after layer %d (%s) at position %d, want layer 2 (linear_attention) at 5", lt.Layer, lt.Type, lt.FirstParted)
+	if lt.Layer != layer || lt.FirstParted != 5 || lt.Type != typ {
+		t.Errorf("perturbed dump: parted after layer %d (%s) at position %d, want layer %d (%s) at 5", lt.Layer, lt.Type, lt.FirstParted, layer, typ)
 	}
 	if math.Abs(lt.MaxAbsoluteError-0.5) > 1e-3 || lt.MaxPosition != 5 {
 		t.Errorf("perturbed dump: max error %g at %d, want 0.5 at 5", lt.MaxAbsoluteError, lt.MaxPosition)

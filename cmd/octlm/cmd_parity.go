@@ -34,7 +34,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	referenceFlag := fs.String("reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference)")
 	outFlag := fs.String("out", "", "also write the rows as JSON lines to this file")
 	dtypesFlag := fs.String("dtypes", "", "also measure, not gated, these half-precision dtypes: bf16,f16")
-	traceFlag := fs.Bool("trace", false, "also compare the hidden state after the embedding and after every layer with the reference's activation dumps (reference-activations-N.safetensors, Qwen3.5) and name the first layer and position where they part")
+	traceFlag := fs.Bool("trace", false, "also compare the hidden state after the embedding and after every layer with the reference's activation dumps (reference-activations-N.safetensors; Qwen3 and Qwen3.5) and name the first layer and position where they part")
 	traceTol := fs.Float64("trace-tol", parity.TraceTolerance, "with --trace: a position parts when its largest |error| exceeds this times max(1, max |reference|)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: octlm parity [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out FILE.jsonl] [--dtypes bf16,f16] [--trace]")
