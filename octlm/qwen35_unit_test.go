@@ -364,3 +364,34 @@ func TestUnitLowerInverse(t *testing.T) {
 		}
 	}
 }
+
+// TestQwen35CacheSize: a DeltaNet layer's state is its convolution state and its float32
+// recurrent state, the same bytes after 1 and after 1,000 positions; only the full-attention
+// layers' keys and values grow with the context.
+func TestQwen35CacheSize(t *testing.T) {
+	m := loadQwen35Fixture(t, "tiny-qwen35")
+	c := m.arch.(qwen35).c
+	linear := int64(c.CountLayers(LinearAttention))
+	wantFixed := linear * 4 * int64((c.ConvKernel-1)*c.ConvDim()+c.LinValueHeads*c.LinKeyDim*c.LinValueDim)
+	wantPerPos := int64(c.CountLayers(FullAttention)) * 2 * int64(c.KVHeads*c.HeadDim) * 4
+	ids := readReference(t, "tiny-qwen35")[4].ids
+	cache, err := m.NewCache(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	for _, n := range []int{1, len(ids)} {
+		if _, err := m.ForwardCached(ids[cache.Len():n], cache); err != nil {
+			t.Fatal(err)
+		}
+		if got := cache.FixedBytes(); got != wantFixed {
+			t.Errorf("after %d positions: fixed state %d bytes, want %d", n, got, wantFixed)
+		}
+		if got := cache.BytesPerPosition(); got != wantPerPos {
+			t.Errorf("after %d positions: %d bytes per position, want %d (full-attention layers only)", n, got, wantPerPos)
+		}
+	}
+	if cache.CanTruncate() {
+		t.Error("a cache holding a recurrent state claims it can be truncated")
+	}
+}
