@@ -19,6 +19,7 @@ import (
 
 	"github.com/octlm/octlm/internal/progress"
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/units"
 )
 
 // Caps on the announced size of the files other than weights, checked before downloading:
@@ -199,7 +200,7 @@ func (h *repoClient) download(ctx context.Context, commit, name string, meta fil
 	}
 	if free := freeBytes(filepath.Dir(blob)); free >= 0 && meta.size-have > free {
 		return fmt.Errorf("hub: %s: %s needs %s more on disk, %s is free in %s: refused before downloading",
-			h.repo, name, progress.HumanBytes(meta.size-have), progress.HumanBytes(free), filepath.Dir(blob))
+			h.repo, name, units.Bytes(meta.size-have), units.Bytes(free), filepath.Dir(blob))
 	}
 	f, err := h.openPart(part)
 	if err != nil {

@@ -30,7 +30,8 @@ type TokenLookup interface {
 
 // ReadStopIDs returns the token IDs that end a generation from the checkpoint folder dir: the
 // eos_token_id of generation_config.json, else that of config.json (as transformers does: absent
-// or null means not given), else Qwen3's stop tokens (QwenStopIDs) as vocab numbers them, those
+// or null means not given), else that of config.json's text_config (Qwen3.5's multimodal
+// form keeps it there), else Qwen3's stop tokens (QwenStopIDs) as vocab numbers them, those
 // it knows, else none (vocab nil). A file that cannot be read, or whose eos_token_id is neither
 // an ID nor a list of IDs, is an error naming it.
 func ReadStopIDs(dir string, vocab TokenLookup) ([]int, error) {
@@ -39,6 +40,9 @@ func ReadStopIDs(dir string, vocab TokenLookup) ([]int, error) {
 		if err != nil || ids != nil {
 			return ids, err
 		}
+	}
+	if ids, err := readTextConfigEOS(filepath.Join(dir, "config.json")); err != nil || ids != nil {
+		return ids, err
 	}
 	if vocab == nil {
 		return nil, nil
@@ -52,6 +56,24 @@ func ReadStopIDs(dir string, vocab TokenLookup) ([]int, error) {
 	return ids, nil
 }
 
+// readTextConfigEOS reads text_config.eos_token_id of a config.json; nil when absent.
+func readTextConfigEOS(path string) ([]int, error) {
+	data, err := fileio.ReadFile(path, MaxConfigBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var top struct {
+		Text json.RawMessage `json:"text_config"`
+	}
+	if json.Unmarshal(data, &top) != nil || len(top.Text) == 0 || string(top.Text) == "null" {
+		return nil, nil
+	}
+	return parseEOSTokenIDs(top.Text, path+": text_config")
+}
+
 // readEOSTokenIDs reads the eos_token_id of a JSON file; nil when the file or the field is absent.
 func readEOSTokenIDs(path string) ([]int, error) {
 	data, err := fileio.ReadFile(path, MaxConfigBytes)
@@ -61,6 +83,11 @@ func readEOSTokenIDs(path string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseEOSTokenIDs(data, path)
+}
+
+// parseEOSTokenIDs reads eos_token_id from a JSON object; nil when the field is absent.
+func parseEOSTokenIDs(data []byte, path string) ([]int, error) {
 	var gc struct {
 		EOS json.RawMessage `json:"eos_token_id"`
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/units"
 )
 
 // RunInfo is the first JSONL line of a run, of type "run": what was compared, on what, with what.
@@ -126,7 +127,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	p("  backend    %s, float32 weights and activations\n", backend)
 	p("  gate       max absolute logit error ≤ %g on every case, full and cached path\n", Tolerance)
 	if r.Run.PeakRSSBytes > 0 {
-		p("  peak RSS   %s (the whole process)\n", loader.HumanBytes(r.Run.PeakRSSBytes))
+		p("  peak RSS   %s (the whole process)\n", units.Bytes(r.Run.PeakRSSBytes))
 	}
 	p("\n")
 	p("%4s  %-6s  %9s  %11s  %12s  %9s\n", "case", "path", "positions", "max abs err", "mean abs err", "argmax")

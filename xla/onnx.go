@@ -23,7 +23,7 @@ const (
 	SourceONNXOwn = "compute-onnx install folder"
 )
 
-// onnxVersion is the onnxruntime-node release octlm's install step and README name, and the
+// onnxVersion is the onnxruntime-node release octlm's install step and docs/backends.md name, and the
 // ONNX Runtime release the ONNX engine was measured with.
 const onnxVersion = "1.30.0"
 
@@ -140,16 +140,26 @@ func (p Places) onnxNotFound(skipped []string) error {
 // OpenForDType is Open for a model held in dtype ("f32", "bf16" or "f16"): the automatic choice
 // passes over ONNX Runtime for bfloat16, which its CPU backend cannot run.
 func OpenForDType(name, dtype string) (compute.Backend, Info, error) {
-	if strings.TrimSpace(name) != "" || strings.TrimSpace(os.Getenv(EnvBackend)) != "" || dtype != "bf16" {
+	if resolved, _ := resolveName(name); resolved != "" || dtype != "bf16" {
 		return Open(name)
 	}
 	p := DefaultPlaces()
-	auto, why, err := p.AutoName()
+	pl, auto, why, err := p.autoChoice()
 	if err != nil {
 		return nil, Info{}, err
 	}
-	if auto == ONNX {
-		return openGo("", why+"; passed over for bf16, which ONNX Runtime cannot run on the CPU")
+	var b compute.Backend
+	var info Info
+	switch {
+	case pl != nil:
+		b, info, err = openPlugin(*pl, "", why)
+	case auto == ONNX:
+		b, info, err = openGo("", why+"; passed over for bf16, which ONNX Runtime cannot run on the CPU")
+	default:
+		b, info, err = openGo("", why)
 	}
-	return p.openAuto()
+	if err == nil {
+		info.Engine = EngineOf(b)
+	}
+	return b, info, err
 }

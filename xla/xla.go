@@ -83,6 +83,8 @@ type Info struct {
 	Env []string
 	// Warnings are things that did not stop loading but may matter (a library that failed to preload).
 	Warnings []string
+	// Engine is the kind of engine the backend is (EngineOf).
+	Engine Engine
 }
 
 // ExactFloat32 reports whether float32 matmuls are computed in full float32 (no TF32), as parity needs.
@@ -117,26 +119,37 @@ func (i Info) String() string {
 //
 // The caller owns the backend and should Finalize it.
 func Open(name string) (compute.Backend, Info, error) {
-	n := strings.TrimSpace(name)
-	if n == "" {
-		n = strings.TrimSpace(os.Getenv(EnvBackend))
-	}
-	if n == Go {
+	if n, _ := resolveName(name); strings.HasPrefix(n+",", Go+",") {
 		return Places{}.Open(name) // no plugin search (nor python3 run) needed
 	}
 	return DefaultPlaces().Open(name)
 }
 
+// resolveName is the one place $GOMLX_BACKEND is read: the backend name asked for (trimmed), or
+// the variable's value where name is empty, and the reason to give; "" means the automatic choice.
+func resolveName(name string) (resolved, reason string) {
+	if n := strings.TrimSpace(name); n != "" {
+		return n, "asked for " + quote(n)
+	}
+	if env := strings.TrimSpace(os.Getenv(EnvBackend)); env != "" {
+		return env, fmt.Sprintf("$%s=%s", EnvBackend, env)
+	}
+	return "", ""
+}
+
 // Open is like the package's Open, with plugins searched in p.
 func (p Places) Open(name string) (compute.Backend, Info, error) {
-	name = strings.TrimSpace(name)
-	reason := "asked for " + quote(name)
+	b, info, err := p.open(name)
+	if err == nil {
+		info.Engine = EngineOf(b)
+	}
+	return b, info, err
+}
+
+func (p Places) open(name string) (compute.Backend, Info, error) {
+	name, reason := resolveName(name)
 	if name == "" {
-		if env := strings.TrimSpace(os.Getenv(EnvBackend)); env != "" {
-			name, reason = env, fmt.Sprintf("$%s=%s", EnvBackend, env)
-		} else {
-			return p.openAuto()
-		}
+		return p.openAuto()
 	}
 	base, opts, hasOpts := strings.Cut(name, ",")
 	if hasOpts {
@@ -214,39 +227,44 @@ func (p Places) Auto() (*Plugin, string) {
 
 // AutoName is the backend automatic choice opens and why: what Auto picks if it picks a
 // plugin, else "onnx" where its library is found (it decodes faster than "go" on the CPU, see
-// the README's performance section), else "go". Libraries passed over are named in why; an
-// unusable $ONNXRUNTIME_SHARED_LIBRARY_PATH is an error, not a reason to choose another.
+// docs/performance.md), else "go". Libraries passed over are named in why; an unusable
+// $ONNXRUNTIME_SHARED_LIBRARY_PATH is an error, not a reason to choose another.
 func (p Places) AutoName() (name, why string, err error) {
-	pl, why := p.Auto()
+	_, name, why, err = p.autoChoice()
+	return name, why, err
+}
+
+// autoChoice is AutoName with the plugin Auto picked (nil unless name is an XLA one).
+func (p Places) autoChoice() (pl *Plugin, name, why string, err error) {
+	pl, why = p.Auto()
 	if pl != nil {
-		return pl.Backend(), why, nil
+		return pl, pl.Backend(), why, nil
 	}
 	lib, skipped, err := p.FindONNX()
 	switch {
 	case err == nil:
-		why = fmt.Sprintf("automatic: no PJRT plugin; ONNX Runtime found (%s)", lib.Source)
-		name = ONNX
+		name, why = ONNX, fmt.Sprintf("automatic: no PJRT plugin; ONNX Runtime found (%s)", lib.Source)
 	case errors.Is(err, ErrONNXNotFound):
 		name = Go
 	default:
-		return "", "", err
+		return nil, "", "", err
 	}
 	if len(skipped) > 0 {
 		why += "; " + strings.Join(skipped, "; ")
 	}
-	return name, why, nil
+	return nil, name, why, nil
 }
 
 // openAuto opens what AutoName chooses.
 func (p Places) openAuto() (compute.Backend, Info, error) {
-	name, why, err := p.AutoName()
+	pl, name, why, err := p.autoChoice()
 	if err != nil {
 		return nil, Info{}, err
 	}
-	if pl, _ := p.Auto(); pl != nil {
+	switch {
+	case pl != nil:
 		return openPlugin(*pl, "", why)
-	}
-	if name == ONNX {
+	case name == ONNX:
 		return p.openONNX("", why)
 	}
 	return openGo("", why)

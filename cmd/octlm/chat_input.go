@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/octlm/octlm/units"
 	"github.com/peterh/liner"
 )
 
@@ -22,7 +23,7 @@ type lineTooLongError struct{ n int }
 
 func (e lineTooLongError) Error() string {
 	return fmt.Sprintf("a line of %s is longer than the %s chat takes in one turn: refused, the conversation goes on",
-		humanFloatBytes(float64(e.n)), humanFloatBytes(maxChatLine))
+		units.Bytes(int64(e.n)), units.Bytes(maxChatLine))
 }
 
 // errPromptAborted is Ctrl-C typed at the line editor's prompt.

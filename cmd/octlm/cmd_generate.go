@@ -137,7 +137,7 @@ func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (genera
 	prompt := fs.String("prompt", "", "raw prompt `text` (no chat template)")
 	promptFile := fs.String("prompt-file", "", "read the raw prompt from `FILE` (- for stdin)")
 	chatText := fs.String("chat", "", "a user `message`, rendered with the model's chat template")
-	promptIDs := fs.String("prompt-ids", "", "comma-separated prompt token `IDs` (for checkpoints without a tokenizer)")
+	promptIDs := fs.String("prompt-ids", "", "comma-separated prompt token `IDs` (for checkpoints without a tokenizer, such as Qwen3.5's)")
 	think := fs.Bool("think", true, "with --chat: let Qwen3 reason in a <think> block first (enable_thinking)")
 	var gf generationFlags
 	gf.register(fs, 256, "most tokens to generate", "printed so the run can be repeated")
@@ -217,7 +217,7 @@ func encodePrompt(dir string, p generatePrompt) ([]int, *tokenizer.Tokenizer, er
 	case p.ids != nil:
 		return p.ids, tok, nil
 	case tok == nil:
-		return nil, nil, usageError{fmt.Sprintf("%s has no tokenizer.json: use --prompt-ids", dir)}
+		return nil, nil, usageError{fmt.Sprintf("%s has no tokenizer.json: use --prompt-ids%s", dir, tokenizerNote(dir))}
 	case p.chat != "":
 		if err := chat.CheckModelDir(dir); err != nil {
 			return nil, nil, err
@@ -318,7 +318,7 @@ func readPromptFile(path string, stdin io.Reader) (string, error) {
 // checkIDsInVocab refuses prompt IDs outside the vocabulary of dir/config.json.
 func checkIDsInVocab(dir string, ids []int) error {
 	path := filepath.Join(dir, "config.json")
-	cfg, err := octlm.ReadQwenConfig(path)
+	cfg, err := octlm.ReadConfig(path)
 	if err != nil {
 		return err
 	}

@@ -34,8 +34,10 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	referenceFlag := fs.String("reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference)")
 	outFlag := fs.String("out", "", "also write the rows as JSON lines to this file")
 	dtypesFlag := fs.String("dtypes", "", "also measure, not gated, these half-precision dtypes: bf16,f16")
+	traceFlag := fs.Bool("trace", false, "also compare the hidden state after the embedding and after every layer with the reference's activation dumps (reference-activations-N.safetensors; Qwen3 and Qwen3.5) and name the first layer and position where they part")
+	traceTol := fs.Float64("trace-tol", parity.TraceTolerance, "with --trace: a position parts when its largest |error| exceeds this times max(1, max |reference|)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm parity [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out FILE.jsonl] [--dtypes bf16,f16]")
+		fmt.Fprintln(stderr, "usage: octlm parity [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out FILE.jsonl] [--dtypes bf16,f16] [--trace]")
 		fmt.Fprintf(stderr, "\nCompares every logit of the full and the cached path with float32 reference logits and fails\n"+
 			"(exit status 1) when any is non-finite or off by more than %g. Bad input exits with status 2.\n\n", parity.Tolerance)
 		fs.PrintDefaults()
@@ -46,6 +48,9 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	halfDTypes, err := parseHalfDTypes(*dtypesFlag)
 	if err != nil {
 		return err
+	}
+	if !(*traceTol > 0) {
+		return usageError{fmt.Sprintf("--trace-tol must be positive, got %v", *traceTol)}
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 
@@ -161,6 +166,16 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	if err != nil && !errors.Is(err, parity.ErrFailed) {
 		m.Close()
 		return err
+	}
+	if *traceFlag {
+		traces, err := parity.Trace(m, ref, *traceTol, opts)
+		if err == nil {
+			err = writeTrace(stdout, traces, *traceTol)
+		}
+		if err != nil {
+			m.Close()
+			return err
+		}
 	}
 	if len(halfDTypes) > 0 {
 		float32IDs, err := parity.Greedy(m, ref, parity.GreedyTokens, opts)

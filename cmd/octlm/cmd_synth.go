@@ -15,6 +15,7 @@ import (
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/synth"
+	"github.com/octlm/octlm/units"
 )
 
 func init() {
@@ -36,7 +37,8 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	like := fs.String("like", "qwen3-0.6b", "shape to copy: qwen3-0.6b (1.4 GiB), qwen3-1.7b (3.8 GiB), qwen3-4b (8.2 GiB), qwen3-8b (15.3 GiB), "+
-		"tiny (Qwen3's whole vocabulary, hidden 16, 2 layers: 10 MB that speak random text; with --no-tokenizer, tiny-fixture) or tiny-fixture (testdata/tiny-qwen3's shape, vocabulary 320)")
+		"tiny (Qwen3's whole vocabulary, hidden 16, 2 layers: 10 MB that speak random text; with --no-tokenizer, tiny-fixture), tiny-fixture (testdata/tiny-qwen3's shape, vocabulary 320), "+
+		"or Qwen3.5's qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b (multimodal layout, text weights random, token IDs only)")
 	out := fs.String("out", "", "output `DIR` (created; an existing checkpoint there is replaced only with --force)")
 	force := fs.Bool("force", false, "replace the checkpoint already in --out")
 	seed := fs.Int64("seed", 0, "random seed; the same seed writes the same bytes")
@@ -63,6 +65,26 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *out == "" {
 		return usageError{"--out DIR is required"}
+	}
+	if q, ok := synth.Qwen35LikeNamed(*like); ok {
+		for _, o := range []struct {
+			v   int
+			dst *int
+		}{{*layers, &q.NumLayers}, {*vocab, &q.VocabSize}, {*hidden, &q.HiddenSize}, {*ff, &q.IntermediateSize}} {
+			if o.v < 0 {
+				return usageError{"sizes must be positive"}
+			}
+			if o.v > 0 {
+				*o.dst = o.v
+			}
+		}
+		if q.EOSTokenID >= q.VocabSize {
+			q.EOSTokenID = q.VocabSize - 1
+		}
+		if err := q.Validate(); err != nil {
+			return usageError{err.Error()}
+		}
+		return synthQwen35(ctx, q, filepath.Clean(*out), *force, *seed, *manifest, stdout, stderr)
 	}
 	cfg, err := synth.Like(*like)
 	if err != nil {
@@ -100,7 +122,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	need := cfg.EstimatedBytes()
 	if free := freeDiskBytes(parent); free >= 0 && need > float64(free) {
 		return usageError{fmt.Sprintf("the checkpoint needs about %s and %s has %s free (sizes: %d layers, vocabulary %d, hidden %d, MLP %d)",
-			humanFloatBytes(need), parent, loader.HumanBytes(free), cfg.NumLayers, cfg.VocabSize, cfg.HiddenSize, cfg.IntermediateSize)}
+			units.BytesFloat(need), parent, units.Bytes(free), cfg.NumLayers, cfg.VocabSize, cfg.HiddenSize, cfg.IntermediateSize)}
 	}
 	// The hidden folder carries this process's PID: should it be killed outright (SIGKILL),
 	// the next run that writes beside it removes what it left.
@@ -130,7 +152,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		files = fmt.Sprintf("%d shards", n)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d entries, %s unique params, %s of %s bytes (%s) in %.1fs\n",
-		dir, len(cfg.Tensors()), commas(cfg.UniqueParams()), files, commas(size), loader.HumanBytes(size), time.Since(begin).Seconds())
+		dir, len(cfg.Tensors()), units.Commas(cfg.UniqueParams()), files, units.Commas(size), units.Bytes(size), time.Since(begin).Seconds())
 	return nil
 }
 
@@ -194,12 +216,4 @@ func moveIntoPlace(tmp, dir string, replace bool) error {
 		return fmt.Errorf("--out: %w", err)
 	}
 	return os.RemoveAll(old)
-}
-
-// humanFloatBytes is loader.HumanBytes for sizes that may not fit an int64.
-func humanFloatBytes(n float64) string {
-	if n < 1<<62 {
-		return loader.HumanBytes(int64(n))
-	}
-	return fmt.Sprintf("%.3g TiB", n/(1<<40))
 }

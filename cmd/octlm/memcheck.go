@@ -3,12 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/gomlx/compute"
 
 	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/units"
 	"github.com/octlm/octlm/xla"
 )
 
@@ -23,7 +23,7 @@ func checkFits(dir string, backend compute.Backend, info xla.Info, dtype octlm.D
 	if info.Name != xla.Go && info.Name != xla.CPU {
 		return nil
 	}
-	cfg, err := octlm.ReadQwenConfig(filepath.Join(dir, "config.json"))
+	need, err := octlm.MemoryNeededDir(dir, dtype, backend, positions)
 	if err != nil {
 		return err
 	}
@@ -32,15 +32,14 @@ func checkFits(dir string, backend compute.Backend, info xla.Info, dtype octlm.D
 		fmt.Fprintf(stderr, "note: cannot tell how much memory is available (%v); loading without checking\n", err)
 		return nil
 	}
-	need := octlm.MemoryNeeded(cfg, dtype, backend, positions)
 	total := need.Total() + extra
 	if total <= avail.Bytes {
 		return nil
 	}
 	more := ""
 	if extra > 0 {
-		more = fmt.Sprintf(" + %.1f GiB the command allocates", float64(extra)/(1<<30))
+		more = " + " + units.Bytes(extra) + " the command allocates"
 	}
 	return fmt.Errorf("%s does not fit in memory: it needs %s bytes (%s%s) but %s bytes are available (%s); not loading it",
-		dir, commas(total), need, more, commas(avail.Bytes), avail.Source)
+		dir, units.Commas(total), need, more, units.Commas(avail.Bytes), avail.Source)
 }

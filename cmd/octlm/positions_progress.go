@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/parity"
+	"github.com/octlm/octlm/units"
 )
 
 // positionsLine shows how far a long parity case has run, redrawn in place on a terminal:
@@ -53,7 +54,7 @@ func (p *positionsLine) update(c parity.Case, path string, done, total int) {
 // positionsText is the line's text for done of total positions, of which ran ran in elapsed
 // (the rate; the time left assumes it holds, though later positions attend over more).
 func positionsText(key string, done, total, ran int, elapsed time.Duration) string {
-	line := fmt.Sprintf("%s: %s / %s positions", key, commas(int64(done)), commas(int64(total)))
+	line := fmt.Sprintf("%s: %s / %s positions", key, units.Commas(int64(done)), units.Commas(int64(total)))
 	if elapsed <= 0 || ran <= 0 {
 		return line
 	}

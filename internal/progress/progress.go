@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/internal/termsafe"
+	"github.com/octlm/octlm/units"
 )
 
 // Bar is a progress bar for a count of bytes.
@@ -71,7 +72,7 @@ func (b *Bar) Update(done, total int64) {
 	if !b.terminal {
 		start, end = "", "\n"
 	}
-	fmt.Fprintf(b.w, "%s%s [%s] %s / %s  %.0f MiB/s%s", start, b.label, bar, HumanBytes(done), HumanBytes(total), rate, end)
+	fmt.Fprintf(b.w, "%s%s [%s] %s / %s  %.0f MiB/s%s", start, b.label, bar, units.Bytes(done), units.Bytes(total), rate, end)
 	b.drawn = true
 }
 
@@ -123,18 +124,4 @@ func (w *Writer) Write(p []byte) (int, error) {
 		w.Finish()
 	}
 	return len(p), nil
-}
-
-// HumanBytes formats a byte count with binary units ("1.40 GiB").
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -229,14 +229,17 @@ var fileMetadata = map[string]string{"format": "pt"}
 // the current one past maxBytes (0 means HubShardBytes), and one larger than maxBytes gets a
 // shard of its own. One shard is the single model.safetensors. For Qwen3-1.7B this gives the
 // Hub's two files exactly: everything but the head (3,441,185,608 bytes), then lm_head.weight.
-func (c QwenLike) Shards(maxBytes int64) []Shard {
+func (c QwenLike) Shards(maxBytes int64) []Shard { return shardSpecs(c.Tensors(), maxBytes) }
+
+// shardSpecs splits tensors into shards as Shards describes.
+func shardSpecs(tensors []loader.TensorSpec, maxBytes int64) []Shard {
 	if maxBytes <= 0 {
 		maxBytes = HubShardBytes
 	}
 	var groups [][]loader.TensorSpec
 	var current []loader.TensorSpec
 	var size int64
-	for _, t := range c.Tensors() {
+	for _, t := range tensors {
 		b := t.Bytes()
 		if b > maxBytes {
 			groups = append(groups, []loader.TensorSpec{t})

@@ -16,11 +16,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/octlm/octlm/internal/sysinfo"
-	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
 	"github.com/octlm/octlm/parity"
+	"github.com/octlm/octlm/units"
 )
 
 // tokenColors are the backgrounds of successive tokens.
@@ -522,5 +522,5 @@ func HalfGreedy(src *Source, tok *tokenizer.Tokenizer, prompts []Prompt, n int) 
 
 // ModelSummary is one line about a loaded model, for notebooks.
 func ModelSummary(m *octlm.Model, label string) string {
-	return fmt.Sprintf("%s: %s parameters, %s of %s weights on %s", label, humanCount(m.Config.Parameters()), loader.HumanBytes(m.WeightBytes()), m.DType, m.Backend.Name())
+	return fmt.Sprintf("%s: %s parameters, %s of %s weights on %s", label, humanCount(m.Config.Parameters()), units.Bytes(m.WeightBytes()), m.DType, m.Backend.Name())
 }
