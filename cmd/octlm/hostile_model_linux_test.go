@@ -3,11 +3,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,13 +74,15 @@ func hostileModel(t *testing.T) string {
 	return dir
 }
 
-// runOnTerminal runs octlm with stdin, stdout and stderr on a pseudo-terminal, types input, and
-// returns all the terminal showed once the command has ended.
-func runOnTerminal(t *testing.T, input string, args ...string) string {
+// runOnTerminal runs octlm with stdin, stdout and stderr on a pseudo-terminal, lets type (if
+// any) type into it as the user, and returns all the terminal showed once the command has ended.
+func runOnTerminal(t *testing.T, typing func(controller io.Writer, s *screen), args ...string) string {
 	t.Helper()
 	controller, terminal := openPTY(t)
 	cmd := octlmCommand(t, args...)
-	cmd.Env = append(cmd.Env, "NO_COLOR=1") // octlm's own dimming off: any ESC shown is the model's
+	// octlm's own dimming off, so that any ESC shown is the model's or the line editor's; the
+	// editor's history in a folder of the test's.
+	cmd.Env = append(cmd.Env, "NO_COLOR=1", "XDG_STATE_HOME="+t.TempDir())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
@@ -88,10 +90,10 @@ func runOnTerminal(t *testing.T, input string, args ...string) string {
 	}
 	defer cmd.Process.Kill()
 	terminal.Close() // the command holds its own copy
-	var screen bytes.Buffer
-	done := make(chan struct{})
-	go func() { io.Copy(&screen, controller); close(done) }() // ends (EIO) when the command has gone
-	io.WriteString(controller, input)
+	s := watch(controller)
+	if typing != nil {
+		typing(controller, s)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- cmd.Wait() }()
 	select {
@@ -100,32 +102,43 @@ func runOnTerminal(t *testing.T, input string, args ...string) string {
 			t.Errorf("octlm %v: %v", args, err)
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatalf("octlm %v did not end", args)
+		t.Fatalf("octlm %v did not end:\n%q", args, s.text())
 	}
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the terminal was not closed")
-	}
-	return screen.String()
+	return s.waitClosed(t) // closed (EIO) when the command has gone
 }
+
+// lineEditorCSI is what the line editor itself writes to draw its prompt: cursor moves and
+// erasures (ESC [ n G, ESC [ n K, ESC [ n A/B).
+var lineEditorCSI = regexp.MustCompile(`\x1b\[[0-9]*[ABGK]`)
 
 // TestHostileModelOnTerminal: a checkpoint that generates nothing but ESC and BEL cannot drive
 // the terminal through generate or chat: they show the bytes escaped. Piped, generate's output
 // is the bytes as generated.
 func TestHostileModelOnTerminal(t *testing.T) {
 	dir := hostileModel(t)
+	// chatHello types a turn once the prompt shows, waits for the reply and the next prompt, and
+	// ends the chat with Ctrl-D.
+	chatHello := func(controller io.Writer, s *screen) {
+		s.waitFor(t, ">>> ", 1)
+		at := s.end()
+		io.WriteString(controller, "Hello\r") // Enter, as a terminal sends it
+		s.waitInOrder(t, at, "Hello", "\r\n", "6 tokens", ">>> ")
+		io.WriteString(controller, "\x04") // Ctrl-D
+	}
 	for _, c := range []struct {
-		name  string
-		input string
-		args  []string
+		name   string
+		typing func(io.Writer, *screen)
+		args   []string
 	}{
-		{"generate", "", []string{"generate", "-m", dir, "-p", "Hello", "-n", "6", "--temperature", "0"}},
-		{"chat", "Hello\n\x04", []string{"chat", "-m", dir, "-n", "6", "--temperature", "0", "--think=false"}},
+		{"generate", nil, []string{"generate", "-m", dir, "-p", "Hello", "-n", "6", "--temperature", "0"}},
+		{"chat", chatHello, []string{"chat", "-m", dir, "-n", "6", "--temperature", "0", "--think=false"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			screen := runOnTerminal(t, c.input, c.args...)
-			if strings.ContainsAny(screen, "\x1b\x07") || !strings.Contains(screen, `\x1b`) && !strings.Contains(screen, `\x07`) {
+			screen := runOnTerminal(t, c.typing, c.args...)
+			// The line editor's own cursor moves are the only escapes allowed on the screen;
+			// the model's ESC and BEL show as text.
+			shown := lineEditorCSI.ReplaceAllString(screen, "")
+			if strings.ContainsAny(shown, "\x1b\x07") || !strings.Contains(shown, `\x1b`) && !strings.Contains(shown, `\x07`) {
 				t.Errorf("the terminal showed:\n%q\nwant the model's ESC and BEL escaped, none raw", screen)
 			}
 		})

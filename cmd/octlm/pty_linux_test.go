@@ -84,6 +84,55 @@ func (s *screen) waitFor(t *testing.T, want string, n int) {
 	s.waitUntil(t, fmt.Sprintf("%q %d times", want, n), func(text string) bool { return strings.Count(text, want) >= n })
 }
 
+// end is how much the screen shows so far: a mark for waitInOrder.
+func (s *screen) end() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Len()
+}
+
+// waitInOrder waits until the screen shows each of parts, in this order, after its first at
+// bytes. The line editor draws its prompt more than once per line, so counting prompts from the
+// start says little: a wait for "the next prompt" is one for ">>> " after a mark.
+func (s *screen) waitInOrder(t *testing.T, at int, parts ...string) {
+	t.Helper()
+	s.waitUntil(t, fmt.Sprintf("%q in this order after byte %d", parts, at), func(text string) bool {
+		return inOrder(text[at:], parts...)
+	})
+}
+
+// inOrder reports whether text holds each of parts, one after the other.
+func inOrder(text string, parts ...string) bool {
+	for _, p := range parts {
+		i := strings.Index(text, p)
+		if i < 0 {
+			return false
+		}
+		text = text[i+len(p):]
+	}
+	return true
+}
+
+// waitClosed waits until the terminal has closed (every process on it has gone) and returns
+// all it showed.
+func (s *screen) waitClosed(t *testing.T) string {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		s.mu.Lock()
+		text, changed, closed := s.buf.String(), s.changed, s.closed
+		s.mu.Unlock()
+		if closed {
+			return text
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the terminal was not closed:\n%q", text)
+		}
+	}
+}
+
 // waitUntil waits until ok holds for what the screen shows.
 func (s *screen) waitUntil(t *testing.T, what string, ok func(string) bool) {
 	t.Helper()
@@ -108,10 +157,12 @@ func (s *screen) waitUntil(t *testing.T, what string, ok func(string) bool) {
 
 // TestChatTerminal runs chat on a pseudo-terminal as a user would: the >>> prompt, a reply
 // streaming, Ctrl-C typed (the terminal sends SIGINT) stopping the reply, the chat going on, and
-// Ctrl-D ending it with exit status 0.
+// Ctrl-D ending it with exit status 0. Keys are typed only once chat shows it waits for them,
+// and Enter is \r, as a terminal sends it to the line editor's raw mode.
 func TestChatTerminal(t *testing.T) {
 	controller, terminal := openPTY(t)
 	cmd := octlmCommand(t, "chat", "-m", tokenizerModel(t), "-n", "40000", "--temperature", "0", "--think=false")
+	cmd.Env = append(cmd.Env, "XDG_STATE_HOME="+t.TempDir()) // the line editor's history stays here
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
@@ -125,19 +176,21 @@ func TestChatTerminal(t *testing.T) {
 	if !strings.Contains(s.text(), "/help for commands") {
 		t.Errorf("no greeting on a terminal:\n%q", s.text())
 	}
-	io.WriteString(controller, "Tell me a long story\n")
+	at := s.end()
+	io.WriteString(controller, "Tell me a long story\r")
 	// The reply streams (this random model's greedy reply is blank lines): wait for its first
-	// bytes after the echoed line, then press Ctrl-C.
+	// bytes after the line typed, which the editor ends with \r\n, then press Ctrl-C.
 	s.waitUntil(t, "a reply", func(text string) bool {
-		_, reply, ok := strings.Cut(text, "Tell me a long story\r\n")
-		return ok && reply != ""
+		_, after, typed := strings.Cut(text[at:], "Tell me a long story")
+		_, reply, ended := strings.Cut(after, "\r\n")
+		return typed && ended && reply != ""
 	})
+	at = s.end()
 	io.WriteString(controller, "\x03") // Ctrl-C
-	s.waitFor(t, "[interrupted]", 1)
-	s.waitFor(t, ">>> ", 2)
-	io.WriteString(controller, "/stats\n")
-	s.waitFor(t, "2 messages", 1)
-	s.waitFor(t, ">>> ", 3)
+	s.waitInOrder(t, at, "[interrupted]", ">>> ")
+	at = s.end()
+	io.WriteString(controller, "/stats\r")
+	s.waitInOrder(t, at, "2 messages", ">>> ")
 	io.WriteString(controller, "\x04") // Ctrl-D
 	errc := make(chan error, 1)
 	go func() { errc <- cmd.Wait() }()
