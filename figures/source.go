@@ -123,7 +123,7 @@ func (s *Source) Close() error {
 
 // Config reads the checkpoint's config.json.
 func (s *Source) Config() (octlm.Config, error) {
-	return octlm.ReadQwenConfig(filepath.Join(s.Dir, "config.json"))
+	return octlm.ReadConfig(filepath.Join(s.Dir, "config.json"))
 }
 
 // SafetensorsFile is the checkpoint's model.safetensors, or its first shard when sharded.

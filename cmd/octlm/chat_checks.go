@@ -13,7 +13,7 @@ import (
 // sit at the top of Qwen3's vocabulary, so every turn would be refused.
 func checkVocabHoldsTokenizer(dir string, tok *tokenizer.Tokenizer) error {
 	path := filepath.Join(dir, "config.json")
-	cfg, err := octlm.ReadQwenConfig(path)
+	cfg, err := octlm.ReadConfig(path)
 	if err != nil {
 		return err
 	}

@@ -111,7 +111,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 
 	// A reference that does not fit the model, or leaves no room for the greedy tokens of the
 	// half-precision report, is refused now, not after minutes of the gated run.
-	cfg, err := octlm.ReadQwenConfig(filepath.Join(dir, "config.json"))
+	cfg, err := octlm.ReadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return err
 	}
