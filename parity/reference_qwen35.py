@@ -415,11 +415,15 @@ def main() -> None:
     ap.add_argument("--delta", choices=["both", "recurrent", "chunked"], default="both",
                     help="DeltaNet form for the logits: both (recurrent logits, chunked compared; default), recurrent, chunked")
     ap.add_argument("--activations", action="store_true", help="also write reference-activations-N.safetensors")
+    ap.add_argument("--activations-only", action="store_true",
+                    help="write only reference-activations-N.safetensors, leaving the logits files of --out as they are")
     ap.add_argument("--greedy", action="append", default=[], help="comma-separated prompt IDs for greedy.json (repeatable)")
     ap.add_argument("--compare-float32", action="store_true", help="also run in float32 and report the float32-vs-reference gap")
     ap.add_argument("--check", type=Path, default=None, help="an existing reference folder to compare the new logits with")
     ap.add_argument("--overwrite", action="store_true", help="replace reference files already in --out")
     a = ap.parse_args()
+    if a.activations_only:
+        a.activations = True
 
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     dtype = torch.float64 if a.dtype == "float64" else torch.float32
@@ -429,7 +433,8 @@ def main() -> None:
         if max(ids) >= model.vocab:
             raise SystemExit(f"{a.cases}: case {n}: token {max(ids)} is outside the vocabulary [0, {model.vocab})")
     a.out.mkdir(parents=True, exist_ok=True)
-    stale = sorted(p for p in a.out.iterdir() if REFERENCE_NAME.match(p.name))
+    stale = sorted(p for p in a.out.iterdir() if REFERENCE_NAME.match(p.name)
+                   and (not a.activations_only or "-activations-" in p.name))
     if stale and not a.overwrite:
         raise SystemExit(f"{a.out} already holds {len(stale)} reference files; pass --overwrite to replace them")
     for p in stale:
@@ -447,9 +452,10 @@ def main() -> None:
             if not torch.isfinite(logits).all():
                 raise SystemExit(f"case {n}: non-finite logits")
             l32 = logits.to(torch.float32).numpy()
-            write_safetensors(a.out / f"reference-logits-{n}.safetensors",
-                              {"ids": ("I64", np.array(ids, dtype="<i8")), "logits": ("F32", l32.astype("<f4"))},
-                              dict(meta, case=n))
+            if not a.activations_only:
+                write_safetensors(a.out / f"reference-logits-{n}.safetensors",
+                                  {"ids": ("I64", np.array(ids, dtype="<i8")), "logits": ("F32", l32.astype("<f4"))},
+                                  dict(meta, case=n))
             if hidden is not None:
                 hs = torch.stack(hidden).to(torch.float32).numpy().astype("<f4")
                 write_safetensors(a.out / f"reference-activations-{n}.safetensors",
