@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""llama.cpp vs the float64 PyTorch reference on Qwen3.5 fixtures (run through run.sh).
+
+    compare.py --lllogits BIN --work DIR [--threads N] [--out DIR] FIXTURE...
+
+For each fixture folder (config.json, safetensors, cases.json, reference/): converts it to a
+float32 GGUF with qwen35_gguf.py, has llama.cpp compute every case's logits twice (the whole case
+in one batch, and one token at a time), and compares both with reference/reference-logits-N:
+max |llama.cpp - reference| over all positions and vocabulary entries, and the share of positions
+whose top token agrees. With --out, llama.cpp's batch logits are also written as a reference
+folder per fixture (OUT/FIXTURE/reference-logits-N.safetensors, the parity format), so that
+`octlm parity --model FIXTURE --reference OUT/FIXTURE` reports octlm vs llama.cpp directly.
+Prints a markdown table and, last, one JSON line with every number.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+here = Path(__file__).resolve().parent
+sys.path.insert(0, str(here.parent))
+sys.path.insert(0, str(here))
+from reference_qwen35 import read_tensors, write_safetensors  # noqa: E402
+from qwen35_gguf import convert  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lllogits", required=True, type=Path)
+    ap.add_argument("--work", required=True, type=Path)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("fixtures", nargs="+", type=Path)
+    a = ap.parse_args()
+    a.work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for fx in a.fixtures:
+        gguf_path = a.work / f"{fx.name}-f32.gguf"
+        convert(fx, gguf_path)
+        with open(fx / "cases.json", encoding="utf-8") as f:
+            cases = json.load(f)
+        for n, ids in enumerate(cases):
+            ref = read_tensors(fx / "reference" / f"reference-logits-{n}.safetensors")
+            want = ref["logits"].astype(np.float64)
+            if list(ref["ids"]) != ids:
+                raise SystemExit(f"{fx}: case {n}: reference ids differ from cases.json")
+            tok = a.work / f"{fx.name}-{n}.i32"
+            np.array(ids, dtype="<i4").tofile(tok)
+            row = {"fixture": fx.name, "case": n, "positions": len(ids)}
+            for mode in ("batch", "step"):
+                out = a.work / f"{fx.name}-{n}-{mode}.f32"
+                subprocess.run([str(a.lllogits), mode, str(gguf_path), str(a.threads), str(tok), str(out)],
+                               check=True, stderr=subprocess.DEVNULL if not os.environ.get("LLB_VERBOSE") else None)
+                got = np.fromfile(out, dtype="<f4").reshape(want.shape)
+                row[f"{mode}_max_abs"] = float(np.abs(got - want).max())
+                row[f"{mode}_top_agree"] = float((got.argmax(-1) == want.argmax(-1)).mean())
+                if mode == "batch" and a.out is not None:
+                    d = a.out / fx.name
+                    d.mkdir(parents=True, exist_ok=True)
+                    write_safetensors(d / f"reference-logits-{n}.safetensors",
+                                      {"ids": ("I64", np.array(ids, dtype="<i8")), "logits": ("F32", got.astype("<f4"))},
+                                      {"format": "octlm parity reference", "reference": "llama.cpp (node-llama-cpp 3.22.1), float32 GGUF, batch",
+                                       "case": n})
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    print("| fixture | case | tokens | batch: max abs | batch: top-1 agree | token by token: max abs | token by token: top-1 agree |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| `{r['fixture']}` | {r['case']} | {r['positions']} | {r['batch_max_abs']:.1e} | {r['batch_top_agree']:.1%} | "
+              f"{r['step_max_abs']:.1e} | {r['step_top_agree']:.1%} |")
+    print(json.dumps({"rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
