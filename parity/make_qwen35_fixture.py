@@ -29,7 +29,7 @@ PRESETS = {
     "tiny-qwen35-sharded": dict(
         seed=3501, vocab=384, hidden=48, layers=8, heads=4, kv_heads=1, head_dim=24, ff=80,
         k_heads=3, v_heads=3, k_dim=16, v_dim=16, conv=4, tie=False, shards=3,
-        layer_types=None, interval=4, mrope=[2, 1, 0],
+        layer_types=None, interval=4, mrope=[1, 1, 1],
         cases=[1, 3, 33, 130], greedy=[[1, 2, 3], [100], [7, 7, 7, 7]],
     ),
     # Three value heads per key head (as no Hub model has, to pin the head mapping: value head h

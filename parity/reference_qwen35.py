@@ -236,7 +236,14 @@ def attention(x, w, p, cfg, cos, sin, gated, zero_centred):
 
 
 def l2norm(x, eps=1e-6):
+    """transformers' (and FLA's) convention: x * rsqrt(sum(x^2) + eps)."""
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
+
+
+def l2norm_ggml(x, eps=1e-6):
+    """ggml's ggml_l2_norm convention (llama.cpp, eps = rms_norm_eps): x / max(||x||, eps). Only for
+    measuring how much of a gap to llama.cpp the convention explains (--l2norm ggml)."""
+    return x / torch.clamp(x.norm(dim=-1, keepdim=True), min=eps)
 
 
 def delta_recurrent(q, k, v, g, beta):
@@ -294,7 +301,7 @@ class DeltaCheck:
         self.state = 0.0
 
 
-def gated_deltanet(x, w, p, cfg, mode, check):
+def gated_deltanet(x, w, p, cfg, mode, check, l2="transformers"):
     T = x.shape[0]
     nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
     dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
@@ -315,8 +322,9 @@ def gated_deltanet(x, w, p, cfg, mode, check):
     v = conv[:, 2 * key_dim:].reshape(T, nv, dv)
     beta = torch.sigmoid(b)
     g = -w[p + "A_log"].exp() * F.softplus(a + w[p + "dt_bias"])
-    q = l2norm(q) * (dk ** -0.5)
-    k = l2norm(k)
+    norm_l2 = l2norm_ggml if l2 == "ggml" else l2norm
+    q = norm_l2(q) * (dk ** -0.5)
+    k = norm_l2(k)
     if nv != nk:  # value head h reads key head h // (nv / nk)
         q = q.repeat_interleave(nv // nk, dim=1)
         k = k.repeat_interleave(nv // nk, dim=1)
@@ -336,7 +344,7 @@ def gated_deltanet(x, w, p, cfg, mode, check):
     return o.reshape(T, value_dim) @ w[p + "out_proj.weight"].T
 
 
-def forward(model: Model, w: dict, ids, dtype, mode="recurrent", check=None, hidden=None):
+def forward(model: Model, w: dict, ids, dtype, mode="recurrent", check=None, hidden=None, l2="transformers"):
     """Logits [T, vocab] for one sequence; appends the residual stream to hidden if given."""
     cfg = model.cfg
     qwen35 = model.arch == "qwen3_5"
@@ -360,7 +368,7 @@ def forward(model: Model, w: dict, ids, dtype, mode="recurrent", check=None, hid
         h = norm(x, w[p + "input_layernorm.weight"], eps)
         kind = model.layer_types[i]
         if kind == "linear_attention":
-            h = gated_deltanet(h, w, p + "linear_attn.", cfg, mode, check)
+            h = gated_deltanet(h, w, p + "linear_attn.", cfg, mode, check, l2)
         elif kind == "full_attention":
             h = attention(h, w, p + "self_attn.", cfg, cos, sin, gated=qwen35 and cfg.get("attn_output_gate", True),
                           zero_centred=qwen35)
@@ -419,6 +427,8 @@ def main() -> None:
                     help="write only reference-activations-N.safetensors, leaving the logits files of --out as they are")
     ap.add_argument("--greedy", action="append", default=[], help="comma-separated prompt IDs for greedy.json (repeatable)")
     ap.add_argument("--compare-float32", action="store_true", help="also run in float32 and report the float32-vs-reference gap")
+    ap.add_argument("--l2norm", choices=["transformers", "ggml"], default="transformers",
+                    help="L2-norm epsilon convention for q and k (default transformers'; ggml's only to measure llama.cpp's gap)")
     ap.add_argument("--check", type=Path, default=None, help="an existing reference folder to compare the new logits with")
     ap.add_argument("--overwrite", action="store_true", help="replace reference files already in --out")
     a = ap.parse_args()
@@ -442,13 +452,13 @@ def main() -> None:
     w = model.tensors(dtype)
     w32 = model.tensors(torch.float32) if a.compare_float32 else None
     meta = {"format": "octlm parity reference", "reference": "parity/reference_qwen35.py", "arch": model.arch,
-            "dtype": a.dtype, "delta_rule": a.delta, "torch": torch.__version__, "cases": len(cases)}
+            "dtype": a.dtype, "delta_rule": a.delta, "l2norm": a.l2norm, "torch": torch.__version__, "cases": len(cases)}
     summary = {"cases": []}
     with torch.no_grad():
         for n, ids in enumerate(cases):
             check = DeltaCheck()
             hidden = [] if a.activations else None
-            logits = forward(model, w, ids, dtype, a.delta, check, hidden)
+            logits = forward(model, w, ids, dtype, a.delta, check, hidden, a.l2norm)
             if not torch.isfinite(logits).all():
                 raise SystemExit(f"case {n}: non-finite logits")
             l32 = logits.to(torch.float32).numpy()

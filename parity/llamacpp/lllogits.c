@@ -3,7 +3,8 @@
 //   lllogits MODE MODEL.gguf THREADS TOKENS.i32 OUT.f32
 //
 // MODE: "batch" evaluates the whole case in one llama_decode (llama.cpp's chunked prompt path);
-// "step" feeds it one token at a time (its recurrent/cached path). TOKENS.i32 holds the token
+// "step" feeds it one token at a time (its recurrent/cached path), after the first LLB_PREFIX
+// tokens (default 0) in one batch. TOKENS.i32 holds the token
 // IDs as little-endian int32; OUT.f32 gets T x n_vocab float32 logits, row by row.
 // Built against the llama.cpp headers and prebuilt CPU libraries of npm's node-llama-cpp
 // (see run.sh). LLB_BINS names the folder of the ggml backend libraries. With LLB_DUMP=DIR it
@@ -100,8 +101,8 @@ int main(int argc, char **argv) {
     struct llama_context_params cp = llama_context_default_params();
     int nc = ((n + 255) / 256) * 256;
     cp.n_ctx = nc;
-    cp.n_batch = step ? 1 : nc;
-    cp.n_ubatch = step ? 1 : nc;
+    cp.n_batch = nc;
+    cp.n_ubatch = nc;
     cp.n_seq_max = 1;
     cp.n_threads = nth;
     cp.n_threads_batch = nth;
@@ -117,7 +118,13 @@ int main(int argc, char **argv) {
 
     float *out = malloc(sizeof(float) * (size_t)n * V);
     if (step) {
-        for (int i = 0; i < n; i++) {
+        int prefix = getenv("LLB_PREFIX") ? atoi(getenv("LLB_PREFIX")) : 0;
+        if (prefix < 0 || prefix >= n) prefix = 0;
+        if (prefix > 0) {
+            if (decode(ctx, toks, prefix, 0)) { fprintf(stderr, "llama_decode failed on the prefix\n"); return 1; }
+            for (int i = 0; i < prefix; i++) memcpy(out + (size_t)i * V, llama_get_logits_ith(ctx, i), sizeof(float) * V);
+        }
+        for (int i = prefix; i < n; i++) {
             if (decode(ctx, toks + i, 1, i)) { fprintf(stderr, "llama_decode failed at %d\n", i); return 1; }
             memcpy(out + (size_t)i * V, llama_get_logits_ith(ctx, 0), sizeof(float) * V);
         }

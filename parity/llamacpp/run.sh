@@ -8,12 +8,13 @@
 # ${OCTLM_PEER_CACHE:-~/.cache/octlm-peer} (npm install, git clone of the bundle, gcc), as
 # ../shared/peer/llamacpp-bench does; it needs npm, gcc, git and /usr/bin/python3 with Debian's
 # python3-numpy and python3-torch. Prints a markdown table (max |llama.cpp - reference| and top-token
-# agreement per case, whole case in one batch and token by token) and one JSON line.
+# agreement per case, whole case in one batch and token by token) and one JSON line. LLB_FA=1 or -1
+# turns llama.cpp's flash attention on or to auto (its default; off here: see docs/qwen35.md).
 # --out DIR also writes llama.cpp's batch logits as parity reference folders, DIR/FIXTURE/, for
 # `octlm parity --model testdata/FIXTURE --reference DIR/FIXTURE` (octlm vs llama.cpp).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-threads=2 out=()
+threads=1 out=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--threads) threads=$2; shift 2 ;;
