@@ -64,7 +64,7 @@ def byte_vocab(V: int):
     return tokens, types
 
 
-def convert(folder: Path, out: Path) -> dict:
+def convert(folder: Path, out: Path, reorder: bool = True) -> dict:
     m = Model(folder)
     if m.arch != "qwen3_5":
         raise SystemExit(f"{folder}: not a Qwen3.5 checkpoint")
@@ -144,7 +144,7 @@ def convert(folder: Path, out: Path) -> dict:
         ba, aa = f32[a + "in_proj_b.weight"], f32[a + "in_proj_a.weight"]
         alog, dt = f32[a + "A_log"], f32[a + "dt_bias"]
         outp = f32[a + "out_proj.weight"]
-        if r > 1:
+        if r > 1 and reorder:
             qk = 2 * nk * dk
             qkv = np.concatenate([qkv[:qk], tiled(qkv[qk:], 0, nk, r, dv)])
             conv = np.concatenate([conv[:qk], tiled(conv[qk:], 0, nk, r, dv)])
@@ -172,9 +172,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="Qwen3.5 safetensors checkpoint -> float32 GGUF (llama.cpp qwen35).")
     ap.add_argument("checkpoint", type=Path)
     ap.add_argument("out", type=Path)
+    ap.add_argument("--no-reorder", action="store_true",
+                    help="keep the Hub's grouped value-head order (wrong for llama.cpp: shows what the reordering is worth)")
     a = ap.parse_args()
     tmp = a.out.with_name(a.out.name + ".tmp")
-    info = convert(a.checkpoint, tmp)
+    info = convert(a.checkpoint, tmp, reorder=not a.no_reorder)
     tmp.replace(a.out)
     print(json.dumps(dict(info, out=str(a.out))), file=sys.stderr)
 
