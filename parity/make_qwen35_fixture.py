@@ -44,6 +44,15 @@ PRESETS = {
         interval=4, mrope=[3, 3, 2],
         cases=[2, 64, 65, 129, 1300], greedy=[[5, 6], [250]],
     ),
+    # Not a testdata fixture (1.5 GB): Qwen3.5-0.8B's exact text shape, for comparing octlm and
+    # llama.cpp at the real head sizes (attention head_dim 256 with 64 rotary dims, DeltaNet heads
+    # of 128, vocabulary 248,320), with the same scaled random values as the tiny fixtures.
+    "qwen35-0.8b-shape": dict(
+        seed=3508, vocab=248320, hidden=1024, layers=24, heads=8, kv_heads=2, head_dim=256, ff=3584,
+        k_heads=16, v_heads=16, k_dim=128, v_dim=128, conv=4, tie=True, shards=1,
+        layer_types=None, interval=4, mrope=[11, 11, 10],
+        cases=[8, 70], greedy=[],
+    ),
 }
 
 
