@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the sibling scripts imported below
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_qwen35 import write_safetensors  # noqa: E402
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 here = Path(__file__).resolve().parent
+sys.dont_write_bytecode = True  # no __pycache__ beside the sibling scripts imported below
 sys.path.insert(0, str(here.parent))
 sys.path.insert(0, str(here))
 import torch  # noqa: E402

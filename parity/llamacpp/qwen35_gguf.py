@@ -31,6 +31,7 @@ import numpy as np
 
 import gguf
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the sibling scripts imported below
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from reference_qwen35 import Model  # noqa: E402  (numpy-only safetensors reading, prefix handling)
 
