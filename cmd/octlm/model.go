@@ -152,7 +152,7 @@ func withOfflineHint(err error) error {
 	}
 	return fmt.Errorf("%w\n  cannot reach the Hugging Face Hub. Offline, either use what the Hub cache holds (HF_HUB_OFFLINE=1),\n"+
 		"  give a checkpoint folder (--model ./Qwen3-0.6B), or make a random Qwen3-0.6B with the real tokenizer to\n"+
-		"  try octlm: octlm synth --like qwen3-0.6b --out /tmp/qwen3-random (see README, Offline first steps)", err)
+		"  try octlm: octlm synth --like tiny --out /tmp/qwen3-tiny (see README, Quickstart)", err)
 }
 
 // halfOnGo is what half precision does to speed on the pure-Go backend, measured with `octlm
