@@ -78,12 +78,13 @@ func (p Places) FindONNX() (ONNXLibrary, bool) {
 }
 
 // openONNX opens ONNX Runtime on the CPU with compute-onnx's options (comma-separated, e.g.
-// "intra_op_num_threads=2"; see github.com/gomlx/compute-onnx's README).
+// "intra_op_num_threads=2"; see github.com/gomlx/compute-onnx's README) and onnxMemory's.
 func (p Places) openONNX(opts, reason string) (b compute.Backend, info Info, err error) {
 	lib, ok := p.FindONNX()
 	if !ok {
 		return nil, Info{}, p.onnxNotFound()
 	}
+	opts, reason, env := onnxMemoryOptions(opts, reason)
 	config := "cpu," + lib.Path
 	if opts != "" {
 		config += "," + opts
@@ -100,7 +101,7 @@ func (p Places) openONNX(opts, reason string) (b compute.Backend, info Info, err
 	if v, ok := b.(interface{ Version() string }); ok {
 		version = v.Version()
 	}
-	return b, Info{Name: ONNX, Options: opts, Plugin: lib.Path, Source: lib.Source, Reason: reason, ONNXVersion: version}, nil
+	return b, Info{Name: ONNX, Options: opts, Plugin: lib.Path, Source: lib.Source, Reason: reason, ONNXVersion: version, Env: env}, nil
 }
 
 // onnxNotFound says where ONNX Runtime was looked for and how to install it.

@@ -2,6 +2,7 @@ package xla
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/compute"
@@ -118,4 +119,25 @@ func firstLine(err error) string {
 		}
 	}
 	return s
+}
+
+// TestONNXMemoryOptions adds the arena setting unless the name sets it, in any spelling, and
+// says so in the reason.
+func TestONNXMemoryOptions(t *testing.T) {
+	for _, c := range []struct{ opts, want string }{
+		{"", "cpu_mem_arena=false"},
+		{"intra_op_num_threads=2", "intra_op_num_threads=2,cpu_mem_arena=false"},
+		{"cpu_mem_arena=true", "cpu_mem_arena=true"},
+		{"cpumemarena=true", "cpumemarena=true"},
+		{"no_cpu_mem_arena", "no_cpu_mem_arena"},
+		{"CPU_MEM_ARENA=1,parallel", "CPU_MEM_ARENA=1,parallel"},
+	} {
+		opts, reason, _ := onnxMemoryOptions(c.opts, "why")
+		if opts != c.want {
+			t.Errorf("onnxMemoryOptions(%q) = %q, want %q", c.opts, opts, c.want)
+		}
+		if added := opts != c.opts; added != strings.Contains(reason, "cpu_mem_arena=false (") {
+			t.Errorf("onnxMemoryOptions(%q): reason %q does not say what was added", c.opts, reason)
+		}
+	}
 }
