@@ -76,7 +76,9 @@ func TestHalfDotLastAxes(t *testing.T) {
 					name string
 					fn   func(lhs, rhs *Node) *Node
 				}{
-					{"dotLastAxes", func(lhs, rhs *Node) *Node { return ConvertDType(dotLastAxes(lhs, rhs, 1), dtypes.Float32) }},
+					{"dotLastAxes", func(lhs, rhs *Node) *Node {
+						return ConvertDType(ops{layout: Layout{UpcastHalfDot: true}}.dotLastAxes(lhs, rhs, 1), dtypes.Float32)
+					}},
 					{"backend", func(lhs, rhs *Node) *Node {
 						return ConvertDType(DotGeneral(lhs, []int{2}, []int{0}, rhs, []int{2}, []int{0}), dtypes.Float32)
 					}},

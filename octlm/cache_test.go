@@ -171,7 +171,7 @@ func TestPad(t *testing.T) {
 	if _, err := m.ForwardCached(ids, cache); err != nil {
 		t.Fatal(err)
 	}
-	before, err := tensorsFlat(cache.kv[0])
+	before, err := tensorsFlat(cache.state[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestPad(t *testing.T) {
 	if cache.Len() != 105 || cache.Capacity() < 105 {
 		t.Fatalf("len %d capacity %d after padding, want 105", cache.Len(), cache.Capacity())
 	}
-	after, err := tensorsFlat(cache.kv[0])
+	after, err := tensorsFlat(cache.state[0])
 	if err != nil {
 		t.Fatal(err)
 	}

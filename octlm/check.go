@@ -11,23 +11,28 @@ import (
 
 // checkSizes compares the sizes a config announces with the checkpoint's header before
 // anything whose size comes from the config is built: the number of layers (from the
-// model.layers.N names) and the embedding's [vocab_size, hidden_size]. A config.json that
-// claims a billion layers is then refused at once instead of driving a billion-entry weight
-// list; every other shape is checked tensor by tensor before it is allocated.
-func checkSizes(cfg Config, ckpt *loader.Checkpoint) error {
-	e, ok := ckpt.Lookup(EmbeddingName)
-	if !ok {
-		if e, ok = ckpt.Lookup(TiedHeadName); !ok {
-			return fmt.Errorf("octlm: %s: missing checkpoint tensor %q", ckpt.Dir(), EmbeddingName)
+// <layers>N. names, e.g. model.layers.N.) and the embedding's [vocab_size, hidden_size] (the
+// first of embedding's names found). A config.json that claims a billion layers is then refused
+// at once instead of driving a billion-entry weight list; every other shape is checked tensor by
+// tensor before it is allocated.
+func checkSizes(cfg Config, ckpt *loader.Checkpoint, embedding []string, layers string) error {
+	var e loader.Entry
+	found := false
+	for _, name := range embedding {
+		if e, found = ckpt.Lookup(name); found {
+			break
 		}
+	}
+	if !found {
+		return fmt.Errorf("octlm: %s: missing checkpoint tensor %q", ckpt.Dir(), embedding[0])
 	}
 	if want := []int{cfg.VocabSize, cfg.DModel}; !slices.Equal(e.Info.Shape, want) {
 		return fmt.Errorf("octlm: %s: tensor %q: shape %v does not match the config's vocab_size × hidden_size %v",
 			e.File.Path(), e.Info.Name, e.Info.Shape, want)
 	}
-	layers := map[int]bool{}
+	seen := map[int]bool{}
 	for e := range ckpt.Tensors() {
-		rest, ok := strings.CutPrefix(e.Info.Name, "model.layers.")
+		rest, ok := strings.CutPrefix(e.Info.Name, layers)
 		if !ok {
 			continue
 		}
@@ -36,15 +41,15 @@ func checkSizes(cfg Config, ckpt *loader.Checkpoint) error {
 		if !ok || err != nil || n < 0 || digits != strconv.Itoa(n) {
 			return fmt.Errorf("octlm: %s: tensor %q: unexpected checkpoint tensor", e.File.Path(), e.Info.Name)
 		}
-		layers[n] = true
+		seen[n] = true
 	}
-	for n := range layers {
+	for n := range seen {
 		if n >= cfg.NLayers {
 			return fmt.Errorf("octlm: %s: the checkpoint holds layer %d, the config's num_hidden_layers is %d", ckpt.Dir(), n, cfg.NLayers)
 		}
 	}
-	if len(layers) != cfg.NLayers {
-		return fmt.Errorf("octlm: %s: the config's num_hidden_layers is %d, the checkpoint holds %d layers", ckpt.Dir(), cfg.NLayers, len(layers))
+	if len(seen) != cfg.NLayers {
+		return fmt.Errorf("octlm: %s: the config's num_hidden_layers is %d, the checkpoint holds %d layers", ckpt.Dir(), cfg.NLayers, len(seen))
 	}
 	return nil
 }

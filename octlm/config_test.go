@@ -155,7 +155,7 @@ func TestParameters(t *testing.T) {
 	if got := qwen06.Parameters(); got != 596_049_920 {
 		t.Errorf("Qwen3-0.6B parameters = %d, want 596,049,920", got)
 	}
-	if got := len(weightSpecs(qwen06)); got != 310 {
+	if got := len(qwen3{qwen06}.weights()); got != 310 {
 		t.Errorf("Qwen3-0.6B weights = %d, want 310 (311 entries with the tied head copy)", got)
 	}
 	// Qwen3-8B: untied, 36 layers; the Hub's index says 16,381,470,720 bytes of BF16.
@@ -164,7 +164,7 @@ func TestParameters(t *testing.T) {
 	if got := qwen8.Parameters(); got != 8_190_735_360 {
 		t.Errorf("Qwen3-8B parameters = %d, want 8,190,735,360", got)
 	}
-	if got := len(weightSpecs(qwen8)); got != 36*11+3 {
+	if got := len(qwen3{qwen8}.weights()); got != 36*11+3 {
 		t.Errorf("Qwen3-8B weights = %d, want %d (lm_head.weight its own)", got, 36*11+3)
 	}
 }
@@ -211,7 +211,7 @@ func TestQwenFamily(t *testing.T) {
 				}
 			}
 			var names []string
-			for _, s := range weightSpecs(c) {
+			for _, s := range (qwen3{c}).weights() {
 				names = append(names, s.Name)
 			}
 			slices.Sort(stored)

@@ -79,7 +79,8 @@ func (m *Model) Generate(prompt []int, opts GenerateOptions) (Generation, error)
 // GenerateOn is Generate on a cache kept between calls, as a chat keeps one across turns:
 // the part of prompt that cache already holds (the longest common prefix of prompt and
 // Cache.IDs) is not recomputed, positions past it are dropped from the cache, and the rest of
-// prompt is run on top. Afterwards the cache holds prompt and every generated token but the
+// prompt is run on top. A cache that cannot drop positions (a recurrent state: CanTruncate
+// false) is reused only if it holds a prefix of prompt; otherwise it starts over. Afterwards the cache holds prompt and every generated token but the
 // last, which no step has seen.
 func (m *Model) GenerateOn(cache *Cache, prompt []int, opts GenerateOptions) (Generation, error) {
 	if cache == nil || cache.model != m {
@@ -126,6 +127,9 @@ func (m *Model) generate(cache *Cache, prompt []int, opts GenerateOptions) (Gene
 	}
 	// At least the prompt's last token runs, to give the first logits.
 	keep := min(commonPrefix(cache.IDs(), prompt), len(prompt)-1)
+	if keep != cache.Len() && !cache.CanTruncate() {
+		keep = 0 // a recurrent state cannot go back: run the whole prompt again
+	}
 	if err := cache.Truncate(keep); err != nil {
 		return Generation{}, err
 	}

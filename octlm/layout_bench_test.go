@@ -9,56 +9,70 @@ import (
 	"testing"
 
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/xla"
 )
 
-// withLayout sets the pure-Go layout for the rest of the test.
-func withLayout(t testing.TB, blocks, headRows int) {
-	oldBlocks, oldRows := goLinearBlocks, goHeadRows
-	goLinearBlocks, goHeadRows = blocks, headRows
-	t.Cleanup(func() { goLinearBlocks, goHeadRows = oldBlocks, oldRows })
+// loadLayout loads a fixture in float32 with the given layout.
+func loadLayout(t testing.TB, name string, layout Layout) *Model {
+	t.Helper()
+	m, err := Load(fixtureDir(name), LoadOptions{Backend: goBackend(t), Layout: &layout})
+	if err != nil {
+		t.Fatalf("loading %s: %v", name, err)
+	}
+	t.Cleanup(m.Close)
+	return m
 }
 
-// TestLayouts holds every weight layout to the same parity as the default: Linear weights
-// plain or in column blocks, the embedding in one block, in row blocks with zero rows past
-// the vocabulary or as columns, on the full and token-by-token paths.
+// residentDims is the resident shape of the weight named name.
+func (m *Model) residentDims(name string) []int {
+	for i, s := range m.specs {
+		if s.Name == name {
+			return m.weights[i].Shape().Dimensions
+		}
+	}
+	return nil
+}
+
+// TestLayouts holds every engine's layout to the same parity: the table as rows (one gather,
+// or one slice per token) or as columns (loaded a few rows at a time), products padded or not,
+// on the full and token-by-token paths.
 func TestLayouts(t *testing.T) {
-	// Resident shapes in tiny-qwen3 (vocab 320, d 64, 4 heads over 2 kv heads of 32, MLP 96):
-	// attention splits into at most 2 blocks (its kv heads), the MLP into divisors of 96.
+	t.Parallel()
+	// Resident shapes in tiny-qwen3 (vocab 320, d 64, 4 heads over 2 kv heads of 32, MLP 96).
+	rows, columns := []int{320, 64}, []int{64, 320}
 	tests := []struct {
-		blocks, headRows  int
-		embed, qProj, o   []int
-		gateProj, downPrj []int
+		name   string
+		layout Layout
+		embed  []int
 	}{
-		{1, 0, []int{1, 320, 64}, []int{1, 64, 128}, []int{1, 128, 64}, []int{1, 64, 96}, []int{1, 96, 64}},
-		{2, 64, []int{5, 64, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{2, 64, 48}, []int{2, 48, 64}},
-		{4, 96, []int{4, 80, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{4, 64, 24}, []int{4, 24, 64}}, // 16 zero rows
-		{3, 300, []int{2, 160, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{3, 64, 32}, []int{3, 32, 64}},
-		{8, 1000, []int{1, 320, 64}, []int{2, 64, 64}, []int{2, 64, 64}, []int{8, 64, 12}, []int{8, 12, 64}},
-		{1, headColumns, []int{64, 320}, []int{1, 64, 128}, []int{1, 128, 64}, []int{1, 64, 96}, []int{1, 96, 64}},
-		{2, headColumns, []int{64, 320}, []int{2, 64, 64}, []int{2, 64, 64}, []int{2, 64, 48}, []int{2, 48, 64}},
+		{"xla", LayoutFor(xla.EngineXLA), rows},
+		{"rows, unpadded", Layout{}, rows}, // (ONNX Runtime's slices need its engine: cmd/octlm's TestParityONNX)
+		{"go", LayoutFor(xla.EngineGo), columns},
+		{"go, 96 rows at a time, unpadded", Layout{TableColumns: true, ColumnRows: 96}, columns}, // 320 rows load in four pieces, the last one short
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("blocks=%d,headRows=%d", tt.blocks, tt.headRows), func(t *testing.T) {
-			withLayout(t, tt.blocks, tt.headRows)
-			if tt.headRows == headColumns {
-				old := columnRows
-				columnRows = 96 // 320 rows load in four pieces, the last one short
-				t.Cleanup(func() { columnRows = old })
-			}
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			for _, name := range fixtures {
-				m := loadFixture(t, name, Float32)
+				m := loadLayout(t, name, tt.layout)
 				if name == "tiny-qwen3" {
 					for _, w := range []struct {
-						index int
-						want  []int
-					}{{0, tt.embed}, {3, tt.qProj}, {6, tt.o}, {10, tt.gateProj}, {12, tt.downPrj}} {
-						if got := m.weights[w.index].Shape().Dimensions; !slices.Equal(got, w.want) {
-							t.Errorf("%s resident as %v, want %v", m.specs[w.index].Name, got, w.want)
+						name string
+						want []int
+					}{
+						{EmbeddingName, tt.embed},
+						{"model.layers.0.self_attn.q_proj.weight", []int{64, 128}},
+						{"model.layers.0.self_attn.o_proj.weight", []int{128, 64}},
+						{"model.layers.0.mlp.gate_proj.weight", []int{64, 96}},
+						{"model.layers.0.mlp.down_proj.weight", []int{96, 64}},
+					} {
+						if got := m.residentDims(w.name); !slices.Equal(got, w.want) {
+							t.Errorf("%s resident as %v, want %v", w.name, got, w.want)
 						}
 					}
 				}
 				if name == "tiny-qwen3-untied" { // lm_head.weight in the tied head's layout
-					if head, embed := m.weights[len(m.weights)-1].Shape().Dimensions, m.weights[0].Shape().Dimensions; !slices.Equal(head, embed) {
+					if head, embed := m.residentDims(TiedHeadName), m.residentDims(EmbeddingName); !slices.Equal(head, embed) {
 						t.Errorf("lm_head.weight resident as %v, the embedding as %v", head, embed)
 					}
 				}
@@ -130,18 +144,18 @@ func rewriteFixture(t *testing.T, name string, edit func([]loader.WriteTensor) [
 
 // TestTiedHead checks the stored copy of the tied output head: equal bytes load, either copy
 // alone loads, a copy that differs by one value is refused with both names; with the embedding
-// in padded row blocks (the check must compare the real rows only) and as columns (it must
-// compare each value with its transposed place).
+// as rows and as columns (the check must compare each value with its transposed place).
 func TestTiedHead(t *testing.T) {
-	for _, headRows := range []int{96, headColumns} {
-		t.Run(fmt.Sprintf("headRows=%d", headRows), func(t *testing.T) {
-			withLayout(t, 4, headRows)
-			testTiedHead(t)
+	t.Parallel()
+	for _, columns := range []bool{false, true} {
+		t.Run(fmt.Sprintf("columns=%v", columns), func(t *testing.T) {
+			t.Parallel()
+			testTiedHead(t, Layout{TableColumns: columns})
 		})
 	}
 }
 
-func testTiedHead(t *testing.T) {
+func testTiedHead(t *testing.T, layout Layout) {
 	ref := readReference(t, "tiny-qwen3")[1]
 	byName := func(ts []loader.WriteTensor, name string) int {
 		return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
@@ -168,7 +182,7 @@ func testTiedHead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := Load(rewriteFixture(t, "tiny-qwen3", tt.edit), LoadOptions{Backend: goBackend(t)})
+			m, err := Load(rewriteFixture(t, "tiny-qwen3", tt.edit), LoadOptions{Backend: goBackend(t), Layout: &layout})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "lm_head.weight") && !strings.Contains(err.Error(), EmbeddingName) {
 					t.Fatalf("got error %v, want one saying %q and naming the tensor", err, tt.wantErr)
@@ -194,14 +208,12 @@ func testTiedHead(t *testing.T) {
 // product and the head pad their rows (decode steps of one row become 16), and holds them to
 // the parity of the unpadded graph.
 func TestPadRows(t *testing.T) {
-	old := minMatMulMACs
+	t.Parallel()
 	// tiny-qwen3's smallest weights (k_proj, v_proj: 64×64) pad to 16 rows, q_proj and o_proj
 	// (64×128) to 8, the MLP (64×96) to 11, the head (64×320) to 4.
-	minMatMulMACs = 16 * 64 * 64
-	t.Cleanup(func() { minMatMulMACs = old })
-	withLayout(t, 1, headColumns)
+	layout := Layout{TableColumns: true, PadMACs: 16 * 64 * 64}
 	for _, name := range fixtures {
-		m := loadFixture(t, name, Float32)
+		m := loadLayout(t, name, layout)
 		ref := readReference(t, name)[0]
 		steps, err := tokenByToken(m, ref.ids)
 		if err != nil {

@@ -24,7 +24,7 @@ func TestChunkedPrefill(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer setChunkRows(rows, rows)()
+				m := loadChunked(t, name, rows)
 				full, err := m.Forward(c.ids)
 				if err != nil {
 					t.Fatal(err)
@@ -62,11 +62,15 @@ func TestChunkedPrefill(t *testing.T) {
 	}
 }
 
-// setChunkRows sets the chunk size limits and returns the function that restores them.
-func setChunkRows(lo, hi int) (restore func()) {
-	savedLo, savedHi := minChunkRows, maxChunkRows
-	minChunkRows, maxChunkRows = lo, hi
-	return func() { minChunkRows, maxChunkRows = savedLo, savedHi }
+// loadChunked loads a fixture in float32 with prefill chunks of exactly rows rows.
+func loadChunked(t testing.TB, name string, rows int) *Model {
+	t.Helper()
+	m, err := Load(fixtureDir(name), LoadOptions{Backend: goBackend(t), Chunks: ChunkOptions{MinRows: rows, MaxRows: rows}})
+	if err != nil {
+		t.Fatalf("loading %s: %v", name, err)
+	}
+	t.Cleanup(m.Close)
+	return m
 }
 
 // TestChunkRows: chunks stay within the attention budget down to the smallest chunk, in powers
@@ -76,20 +80,20 @@ func TestChunkRows(t *testing.T) {
 		heads, start, capacity, want int
 	}{
 		{heads: 16, start: 0, capacity: 40960, want: 512},
-		{heads: 1, start: 0, capacity: 40960, want: maxChunkRows},
+		{heads: 1, start: 0, capacity: 40960, want: defaultMaxChunkRows},
 		{heads: 16, start: 4096, capacity: 40960, want: 32},
-		{heads: 16, start: 40000, capacity: 40960, want: minChunkRows},
-		{heads: 2, start: 0, capacity: 2048, want: maxChunkRows},
+		{heads: 16, start: 40000, capacity: 40960, want: defaultMinChunkRows},
+		{heads: 2, start: 0, capacity: 2048, want: defaultMaxChunkRows},
 		{heads: 2, start: 30000, capacity: 40960, want: 64},
 		{heads: 2, start: 8000, capacity: 40960, want: 128},
 	}
 	for _, tt := range tests {
-		m := &Model{Config: Config{NHeads: tt.heads}}
+		m := &Model{Config: Config{NHeads: tt.heads}, chunks: ChunkOptions{}.withDefaults()}
 		got := m.chunkRows(tt.start, tt.capacity)
 		if got != tt.want {
 			t.Errorf("%d heads at %d: %d rows, want %d", tt.heads, tt.start, got, tt.want)
 		}
-		if got > minChunkRows && tt.heads*got*attendLength(tt.start+got, tt.capacity) > attentionBudget {
+		if got > defaultMinChunkRows && tt.heads*got*attendLength(tt.start+got, tt.capacity) > attentionBudget {
 			t.Errorf("%d heads at %d: %d rows exceed the attention budget", tt.heads, tt.start, got)
 		}
 	}

@@ -4,18 +4,20 @@ import (
 	"fmt"
 
 	"github.com/gomlx/compute"
+
+	"github.com/octlm/octlm/xla"
 )
 
 // Memory is what a model needs resident, worked out from its Config before any weight is read.
 type Memory struct {
 	DType     DType
-	Weights   int64 // the resident weights in the backend's layout (zero rows of the last head block included)
-	KVCache   int64 // keys and values for Positions positions (the cache's capacity bucket)
+	Weights   int64 // the resident weights in the engine's layout
+	KVCache   int64 // the cache for Positions positions (its capacity bucket), fixed-size state included
 	Positions int
 	// Working is the largest transient buffer: the float32 scratch one weight passes through
-	// while it is converted or transposed into place (every Linear weight; columnRows rows of a
-	// head stored as columns; an embedding or head in row blocks where the resident dtype is
-	// float16, which the checkpoint's BF16 is not).
+	// while it is converted or transposed into place (every Linear weight; Layout.ColumnRows rows of a
+	// table stored as columns; a table stored as rows where the resident dtype is float16, which
+	// the checkpoint's BF16 is not).
 	Working int64
 }
 
@@ -35,32 +37,38 @@ func gib(n int64) string {
 	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }
 
-// MemoryNeeded works out the memory a model of cfg needs on backend with dtype weights and a
-// KV cache of positions positions: exactly the weights Load allocates and the cache NewCache
+// MemoryNeeded works out the memory a model of cfg (Qwen3) needs on backend with dtype weights
+// and a cache of positions positions: exactly the weights Load allocates and the cache NewCache
 // allocates, plus the largest transient buffer.
 func MemoryNeeded(cfg Config, dtype DType, backend compute.Backend, positions int) Memory {
+	return memoryNeeded(qwen3{cfg}, LayoutFor(xla.EngineOf(backend)), dtype, positions)
+}
+
+// memoryNeeded derives the estimate from the architecture's weight table and cache state.
+func memoryNeeded(arch architecture, layout Layout, dtype DType, positions int) Memory {
 	if dtype == "" {
 		dtype = Float32
 	}
 	m := Memory{DType: dtype, Positions: positions}
-	size := int64(dtype.gomlx().Size())
 	var scratch int64
-	for _, s := range layoutFor(backend).lay(weightSpecs(cfg)) {
+	for _, s := range arch.weights() {
 		n := int64(1)
-		for _, d := range s.residentShape() {
+		for _, d := range s.residentShape(layout) {
 			n *= int64(d)
 		}
+		size := int64(s.residentDType(dtype).Size())
 		m.Weights += n * size
 		switch {
-		case s.Kind == columnWeight || s.Kind == rowWeight || (s.Kind == embeddingWeight && dtype == Float16):
+		case s.Kind == tableWeight && layout.TableColumns:
+			scratch = max(scratch, 4*int64(min(layout.columnRows(), s.Shape[0])*s.Shape[1])) // see fillColumns
+		case s.Kind == linearWeight || (s.Kind == tableWeight && dtype == Float16):
 			scratch = max(scratch, 4*n) // see fill
-		case s.Kind == embeddingColumns:
-			scratch = max(scratch, 4*int64(min(columnRows, s.HubShape[0])*s.HubShape[1])) // see fillColumns
 		}
 	}
 	m.Working = scratch
-	model := &Model{Config: cfg, DType: dtype}
-	m.KVCache = int64(cacheCapacity(cfg, positions)) * model.kvBytesPerPosition()
+	cfg := arch.config()
+	sizes := stateBytes(arch.state(), dtype.gomlx())
+	m.KVCache = int64(cacheCapacity(cfg, positions))*sizes.perPosition + sizes.fixed
 	return m
 }
 

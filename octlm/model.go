@@ -48,14 +48,16 @@ func (d DType) gomlx() dtypes.DType {
 
 // Model is a decoder with its weights resident on a backend, ready to run.
 type Model struct {
+	// Config is the architecture's shape (for Qwen3, its whole configuration).
 	Config  Config
 	DType   DType
 	Backend compute.Backend
 
-	weights []*tensors.Tensor // in weightOrder
-	specs   []weightSpec
-	// embedSlices: the embedding lookup slices each token's row (see embed in graph.go).
-	embedSlices bool
+	arch    architecture
+	layout  Layout
+	specs   []weightSpec      // the architecture's weight table
+	weights []*tensors.Tensor // one per spec, in the layout
+	chunks  ChunkOptions
 
 	mu       sync.Mutex // guards step compilation and runs
 	step     *graph.Exec
@@ -76,47 +78,6 @@ func (m *Model) CompileStats() CompileStats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.compile
-}
-
-// layerNodes are one layer's weights inside a graph.
-type layerNodes struct {
-	inputLayernorm, postAttentionLayernorm *graph.Node
-	qProj, kProj, vProj                    *graph.Node // [blocks, in, out/blocks]
-	oProj                                  *graph.Node // [blocks, in/blocks, out]
-	qNorm, kNorm                           *graph.Node // nil without qk_norm
-	gateProj, upProj                       *graph.Node // [blocks, in, out/blocks]
-	downProj                               *graph.Node // [blocks, in/blocks, out]
-}
-
-type weightNodes struct {
-	embed, norm *graph.Node
-	layers      []layerNodes
-	lmHead      *graph.Node // [d, vocab] or [blocks, rows, d]: the embedding when tied, else lm_head.weight
-}
-
-func (m *Model) numWeights() int { return len(m.specs) }
-
-// unflattenWeights names the weight inputs of a graph, in the order of weightSpecs.
-func (m *Model) unflattenWeights(nodes []*graph.Node) weightNodes {
-	w := weightNodes{embed: nodes[0], norm: nodes[1]}
-	i := 2
-	next := func() *graph.Node { i++; return nodes[i-1] }
-	for range m.Config.NLayers {
-		var l layerNodes
-		l.inputLayernorm = next()
-		l.qProj, l.kProj, l.vProj, l.oProj = next(), next(), next(), next()
-		if m.Config.QKNorm {
-			l.qNorm, l.kNorm = next(), next()
-		}
-		l.postAttentionLayernorm = next()
-		l.gateProj, l.upProj, l.downProj = next(), next(), next()
-		w.layers = append(w.layers, l)
-	}
-	w.lmHead = w.embed
-	if m.Config.UntiedHead {
-		w.lmHead = next()
-	}
-	return w
 }
 
 // Close frees the model's resident weights and compiled graphs.
@@ -165,8 +126,8 @@ func (m *Model) Forward(ids []int) (Logits, error) {
 	return m.ForwardCached(ids, cache)
 }
 
-// ForwardCached is the cached path: it runs ids on top of what cache holds, appends their keys
-// and values to it, and returns logits for every position of ids.
+// ForwardCached is the cached path: it runs ids on top of what cache holds, appends their
+// state (keys and values) to it, and returns logits for every position of ids.
 func (m *Model) ForwardCached(ids []int, cache *Cache) (Logits, error) {
 	rows := make([]int, len(ids))
 	for i := range rows {
@@ -279,20 +240,39 @@ func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
 
 // Chunk sizes of the prefill: a chunk of n rows attending over Lb cache slots holds attention
 // scores of NHeads·n·Lb float32 values (and a few temporaries of that size); chunkRows keeps
-// that product under attentionBudget, between minChunkRows and maxChunkRows rows, in powers of
+// that product under attentionBudget, between ChunkOptions.MinRows and MaxRows rows, in powers of
 // two so that the chunks share compiled graphs. On tiny-qwen3-long at 40,960 positions a budget
 // of 8 Mi values peaked at 943 MiB RSS, 2 Mi at 469 MiB in the same time, and 0.5 Mi was slower.
 const attentionBudget = 1 << 22 // score values of one chunk: 16 MiB in float32
 
-// minChunkRows and maxChunkRows bound the chunk size (variables so that tests can force chunks
-// of a few rows).
-var minChunkRows, maxChunkRows = 32, 1024
+// ChunkOptions bound the rows of one prefill chunk; zero fields take the defaults
+// (defaultMinChunkRows, defaultMaxChunkRows). Tests force chunks of a few rows with them.
+type ChunkOptions struct {
+	MinRows, MaxRows int
+}
+
+// Default chunk bounds: 1,024 rows is the largest chunk that kept prefill speed on Qwen3-0.6B
+// while the budget above bounds long prompts' memory; 32 rows keeps the deepest chunks' products
+// large enough for the matmul kernels.
+const defaultMinChunkRows, defaultMaxChunkRows = 32, 1024
+
+// withDefaults fills zero fields.
+func (c ChunkOptions) withDefaults() ChunkOptions {
+	if c.MinRows <= 0 {
+		c.MinRows = defaultMinChunkRows
+	}
+	if c.MaxRows <= 0 {
+		c.MaxRows = defaultMaxChunkRows
+	}
+	c.MinRows = min(c.MinRows, c.MaxRows)
+	return c
+}
 
 // chunkRows is the number of rows of the next prefill chunk on a cache holding start
 // positions with the given capacity.
 func (m *Model) chunkRows(start, capacity int) int {
-	rows := maxChunkRows
-	for rows > minChunkRows && m.Config.NHeads*rows*attendLength(start+rows, capacity) > attentionBudget {
+	rows := m.chunks.MaxRows
+	for rows > m.chunks.MinRows && m.Config.NHeads*rows*attendLength(start+rows, capacity) > attentionBudget {
 		rows /= 2
 	}
 	return rows
@@ -336,32 +316,32 @@ func (m *Model) runChunk(ids []int, cache *Cache, rows []int) ([]float32, error)
 	for i, r := range rows {
 		logitRows[i] = int32(r)
 	}
-	args := make([]any, 0, numStepInputs+len(m.weights)+len(cache.kv))
+	args := make([]any, 0, numStepInputs+len(m.weights)+len(cache.state))
 	args = append(args, padded, int32(start), int32(len(ids)), keyPos, logitRows)
 	for _, w := range m.weights {
 		args = append(args, w)
 	}
-	for _, t := range cache.kv {
+	for _, t := range cache.state {
 		args = append(args, t)
 	}
 	if err := m.compileFor(args); err != nil {
 		return nil, err
 	}
-	for i, t := range cache.kv {
+	for i, t := range cache.state {
 		donated, err := graph.DonateTensorBuffer(t, m.Backend, 0)
 		if err != nil {
 			cache.broken = true // the buffers donated so far are gone
-			return nil, fmt.Errorf("octlm: donating the KV cache: %w", err)
+			return nil, fmt.Errorf("octlm: donating the cache: %w", err)
 		}
-		args[len(args)-len(cache.kv)+i] = donated
+		args[len(args)-len(cache.state)+i] = donated
 	}
-	cache.kv = nil // donated: on any error below the cache is gone
+	cache.state = nil // donated: on any error below the cache is gone
 	outputs, err := m.step.Call(args...)
 	if err != nil {
 		cache.broken = true
 		return nil, fmt.Errorf("octlm: running the step graph (%d tokens at position %d): %w", len(ids), start, err)
 	}
-	cache.kv = outputs[1:]
+	cache.state = outputs[1:]
 	cache.length = end
 	cache.ids = append(cache.ids, ids...)
 	data, err := tensors.CopyFlatData[float32](outputs[0])
@@ -396,7 +376,7 @@ func (m *Model) compileFor(args []any) error {
 			return fmt.Errorf("octlm: step argument %d has unexpected type %T", i, a)
 		}
 	}
-	key := fmt.Sprint(argShapes[:numStepInputs], argShapes[len(argShapes)-1])
+	key := fmt.Sprint(argShapes[:numStepInputs], argShapes[numStepInputs+len(m.weights):]) // the weights' shapes never change
 	if m.compiled[key] {
 		return nil
 	}

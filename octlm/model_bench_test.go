@@ -6,8 +6,8 @@ package octlm
 //
 // Each reports tokens/s and, for the memory-bound pieces, the weight bytes it streams per
 // second (weight_GB/s), which a decoder that reads every weight once per token cannot beat the
-// machine's memory bandwidth with. BenchmarkHeadLayouts and BenchmarkLinearLayouts run the
-// weight layouts side by side.
+// machine's memory bandwidth with. BenchmarkHeadLayouts and BenchmarkPadLayouts run the
+// layouts side by side.
 
 import (
 	"math/rand/v2"
@@ -20,6 +20,7 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/octlm/octlm/octlm/synth"
+	"github.com/octlm/octlm/xla"
 )
 
 // fullVocab is Qwen3's vocabulary size; smallVocab keeps the head out of the layer benchmarks.
@@ -53,7 +54,12 @@ func benchModel(b *testing.B, layers, vocab int) *Model {
 
 func loadBench(b *testing.B, dir string) *Model {
 	b.Helper()
-	m, err := Load(dir, LoadOptions{Backend: goBackend(b)})
+	return loadBenchLayout(b, dir, goLayout)
+}
+
+func loadBenchLayout(b *testing.B, dir string, layout Layout) *Model {
+	b.Helper()
+	m, err := Load(dir, LoadOptions{Backend: goBackend(b), Layout: &layout})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -177,7 +183,8 @@ func BenchmarkLayerDecode(b *testing.B) {
 func BenchmarkLMHead(b *testing.B) {
 	m := benchModel(b, 1, fullVocab)
 	exec, err := NewExec(m.Backend, func(hidden, table, norm *Node) *Node {
-		return lmHead(rmsNorm(hidden, norm, m.Config.Eps()), table, m.Config.VocabSize)
+		o := ops{layout: m.layout}
+		return o.head(rmsNorm(o, hidden, norm, m.Config.Eps()), table)
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -225,8 +232,8 @@ func BenchmarkSample(b *testing.B) {
 
 // layoutCase is one weight layout of the pure-Go backend.
 type layoutCase struct {
-	name             string
-	blocks, headRows int
+	name   string
+	layout Layout
 }
 
 // decodeSideBySide loads the checkpoint once per layout and decodes one step with each in turn,
@@ -234,11 +241,9 @@ type layoutCase struct {
 // 1 is faster). Interleaving the layouts makes the ratios fair on a machine shared with other
 // work, where absolute times drift.
 func decodeSideBySide(b *testing.B, dir string, layouts []layoutCase) {
-	withLayout(b, goLinearBlocks, goHeadRows) // restores the defaults afterwards
 	decoders := make([]*decoder, len(layouts))
 	for i, l := range layouts {
-		goLinearBlocks, goHeadRows = l.blocks, l.headRows
-		decoders[i] = newDecoder(b, loadBench(b, dir))
+		decoders[i] = newDecoder(b, loadBenchLayout(b, dir, l.layout))
 	}
 	took := make([]time.Duration, len(layouts))
 	for b.Loop() {
@@ -256,11 +261,9 @@ func decodeSideBySide(b *testing.B, dir string, layouts []layoutCase) {
 
 // prefillSideBySide is decodeSideBySide for a 128-token prefill.
 func prefillSideBySide(b *testing.B, dir string, layouts []layoutCase) {
-	withLayout(b, goLinearBlocks, goHeadRows)
 	models := make([]*Model, len(layouts))
 	for i, l := range layouts {
-		goLinearBlocks, goHeadRows = l.blocks, l.headRows
-		models[i] = loadBench(b, dir)
+		models[i] = loadBenchLayout(b, dir, l.layout)
 	}
 	prompt := benchPrompt(benchLen, models[0].Config.VocabSize)
 	prefill := func(m *Model) time.Duration {
@@ -292,32 +295,39 @@ func prefillSideBySide(b *testing.B, dir string, layouts []layoutCase) {
 	}
 }
 
+// goLayout is the pure-Go engine's layout, the default of these benchmarks.
+var goLayout = LayoutFor(xla.EngineGo)
+
+// withTable and withPad are goLayout with the table stored as columns or rows, and with
+// products padded to goPadMACs or not.
+func withTable(columns bool) Layout { l := goLayout; l.TableColumns = columns; return l }
+func withPad(macs int) Layout       { l := goLayout; l.PadMACs = macs; return l }
+
 // BenchmarkHeadLayouts decodes through one layer and the full-vocabulary head with the
-// embedding (the tied head) in one block and in blocks of 1024, 2048 and 4096 rows.
+// embedding (the tied head) stored as columns and as rows.
 func BenchmarkHeadLayouts(b *testing.B) {
 	decodeSideBySide(b, benchCheckpoint(b, 1, fullVocab), []layoutCase{
-		{"head1", 1, 0}, {"head1024", 1, 1024}, {"head2048", 1, 2048}, {"head4096", 1, 4096},
+		{"columns", withTable(true)}, {"rows", withTable(false)},
 	})
 }
 
-// BenchmarkLinearLayoutsPrefill is BenchmarkLinearLayouts for a 128-token prefill.
-func BenchmarkLinearLayoutsPrefill(b *testing.B) {
+// BenchmarkPadLayoutsPrefill is BenchmarkPadLayouts for a 128-token prefill.
+func BenchmarkPadLayoutsPrefill(b *testing.B) {
 	prefillSideBySide(b, benchCheckpoint(b, 4, smallVocab), []layoutCase{
-		{"plain", 1, 0}, {"blocks2", 2, 0}, {"blocks4", 4, 0}, {"blocks8", 8, 0},
+		{"padded", withPad(goPadMACs)}, {"unpadded", withPad(0)},
 	})
 }
 
-// BenchmarkLinearLayouts decodes through four layers (small vocabulary) with the Linear
-// weights in 1 ("plain"), 2, 4 and 8 blocks.
-func BenchmarkLinearLayouts(b *testing.B) {
+// BenchmarkPadLayouts decodes through four layers (small vocabulary) with the products' rows
+// padded up to the large kernel's threshold and not.
+func BenchmarkPadLayouts(b *testing.B) {
 	decodeSideBySide(b, benchCheckpoint(b, 4, smallVocab), []layoutCase{
-		{"plain", 1, 0}, {"blocks2", 2, 0}, {"blocks4", 4, 0}, {"blocks8", 8, 0},
+		{"padded", withPad(goPadMACs)}, {"unpadded", withPad(0)},
 	})
 }
 
-// BenchmarkCheckpointLayouts compares one block for every weight (the [in, out] Linear
-// weights and single embedding octlm started with) with the current layout, side by side on a
-// full checkpoint:
+// BenchmarkCheckpointLayouts compares the layout octlm started with (the table as rows, no
+// padding) with the current pure-Go layout, side by side on a full checkpoint:
 //
 //	OCTLM_BENCH_CHECKPOINT=/path/to/qwen3-0.6b GOEXPERIMENT=simd go test ./octlm/ -run '^$' \
 //	    -bench CheckpointLayouts -benchtime 16x
@@ -328,7 +338,8 @@ func BenchmarkCheckpointLayouts(b *testing.B) {
 	if dir == "" {
 		b.Skip("set OCTLM_BENCH_CHECKPOINT to a checkpoint folder")
 	}
-	layouts := []layoutCase{{"before", 1, 0}, {"now", goLinearBlocks, goHeadRows}}
+	before := Layout{UpcastHalfDot: true}
+	layouts := []layoutCase{{"before", before}, {"now", goLayout}}
 	b.Run("decode", func(b *testing.B) { decodeSideBySide(b, dir, layouts) })
 	b.Run("prefill", func(b *testing.B) { prefillSideBySide(b, dir, layouts) })
 }

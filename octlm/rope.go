@@ -2,8 +2,10 @@ package octlm
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
 )
@@ -47,4 +49,56 @@ func RoPE(backend compute.Backend, x [][]float32, positions []int32, base float6
 		return nil, fmt.Errorf("octlm: RoPE: the graph returned %s, want float32 [%d, %d]", out[0].Shape(), len(x), headDim)
 	}
 	return rotated, nil
+}
+
+// rotaryTables are cos and sin of the angles position × InvFreq(headDim, base) in float32, [S, headDim/2].
+func rotaryTables(positions *Node, headDim int, base float64) (cos, sin *Node) {
+	g := positions.Graph()
+	invFreq := Const(g, InvFreq(headDim, base)) // [headDim/2]
+	freqs := Mul(InsertAxes(ConvertDType(positions, dtypes.Float32), -1), InsertAxes(invFreq, 0))
+	return Cos(freqs), Sin(freqs)
+}
+
+// InvFreq returns RoPE's inverse frequencies 1 / base^(2i/dim) for i < dim/2, rounded at each
+// step to float32 as transformers' _compute_default_rope_parameters computes them.
+func InvFreq(dim int, base float64) []float32 {
+	out := make([]float32, dim/2)
+	for i := range out {
+		exponent := float32(2*i) / float32(dim)
+		p := float32(math.Pow(float64(float32(base)), float64(exponent)))
+		out[i] = 1 / p
+	}
+	return out
+}
+
+// applyRotary rotates x [..., S, heads, headDim] by the angles of cos/sin [S, headDim/2].
+// Split pairing (rope_split, Hugging Face's rotate_half): channel i rotates with i+headDim/2.
+// Neighbour pairing (classic octlm): channel 2i rotates with 2i+1.
+func applyRotary(x, cos, sin *Node, split bool) *Node {
+	dtype := x.DType()
+	headDim := x.Shape().Dimensions[x.Rank()-1]
+	half := headDim / 2
+	// cos/sin broadcast over heads (and any leading axes): [..., S, 1, half].
+	cos = ConvertDType(InsertAxes(cos, 1), dtype)
+	sin = ConvertDType(InsertAxes(sin, 1), dtype)
+	for cos.Rank() < x.Rank() {
+		cos, sin = InsertAxes(cos, 0), InsertAxes(sin, 0)
+	}
+	if split {
+		// emb = cat(freqs, freqs); q_embed = q*cos + rotate_half(q)*sin,
+		// rotate_half(x) = cat(-x[..., half:], x[..., :half]).
+		x1 := SliceAxis(x, -1, AxisRange(0, half))
+		x2 := SliceAxis(x, -1, AxisRange(half, headDim))
+		cosFull := Concatenate([]*Node{cos, cos}, -1)
+		sinFull := Concatenate([]*Node{sin, sin}, -1)
+		rotated := Concatenate([]*Node{Neg(x2), x1}, -1)
+		return Add(Mul(x, cosFull), Mul(rotated, sinFull))
+	}
+	dims := x.Shape().Dimensions
+	pairs := Reshape(x, append(append([]int{}, dims[:len(dims)-1]...), half, 2)...)
+	even := Reshape(SliceAxis(pairs, -1, AxisRange(0, 1)), append(append([]int{}, dims[:len(dims)-1]...), half)...)
+	odd := Reshape(SliceAxis(pairs, -1, AxisRange(1, 2)), append(append([]int{}, dims[:len(dims)-1]...), half)...)
+	outEven := Sub(Mul(even, cos), Mul(odd, sin))
+	outOdd := Add(Mul(odd, cos), Mul(even, sin))
+	return Reshape(Stack([]*Node{outEven, outOdd}, -1), dims...)
 }

@@ -119,12 +119,24 @@ func (p Places) onnxNotFound() error {
 // OpenForDType is Open for a model held in dtype ("f32", "bf16" or "f16"): the automatic choice
 // passes over ONNX Runtime for bfloat16, which its CPU backend cannot run.
 func OpenForDType(name, dtype string) (compute.Backend, Info, error) {
-	if strings.TrimSpace(name) != "" || strings.TrimSpace(os.Getenv(EnvBackend)) != "" || dtype != "bf16" {
+	if resolved, _ := resolveName(name); resolved != "" || dtype != "bf16" {
 		return Open(name)
 	}
 	p := DefaultPlaces()
-	if auto, why := p.AutoName(); auto == ONNX {
-		return openGo("", why+"; passed over for bf16, which ONNX Runtime cannot run on the CPU")
+	pl, auto, why := p.autoChoice()
+	var b compute.Backend
+	var info Info
+	var err error
+	switch {
+	case pl != nil:
+		b, info, err = openPlugin(*pl, "", why)
+	case auto == ONNX:
+		b, info, err = openGo("", why+"; passed over for bf16, which ONNX Runtime cannot run on the CPU")
+	default:
+		b, info, err = openGo("", why)
 	}
-	return p.openAuto()
+	if err == nil {
+		info.Engine = EngineOf(b)
+	}
+	return b, info, err
 }

@@ -83,6 +83,8 @@ type Info struct {
 	Env []string
 	// Warnings are things that did not stop loading but may matter (a library that failed to preload).
 	Warnings []string
+	// Engine is the kind of engine the backend is (EngineOf).
+	Engine Engine
 }
 
 // ExactFloat32 reports whether float32 matmuls are computed in full float32 (no TF32), as parity needs.
@@ -117,26 +119,37 @@ func (i Info) String() string {
 //
 // The caller owns the backend and should Finalize it.
 func Open(name string) (compute.Backend, Info, error) {
-	n := strings.TrimSpace(name)
-	if n == "" {
-		n = strings.TrimSpace(os.Getenv(EnvBackend))
-	}
-	if n == Go {
+	if n, _ := resolveName(name); strings.HasPrefix(n+",", Go+",") {
 		return Places{}.Open(name) // no plugin search (nor python3 run) needed
 	}
 	return DefaultPlaces().Open(name)
 }
 
+// resolveName is the one place $GOMLX_BACKEND is read: the backend name asked for (trimmed), or
+// the variable's value where name is empty, and the reason to give; "" means the automatic choice.
+func resolveName(name string) (resolved, reason string) {
+	if n := strings.TrimSpace(name); n != "" {
+		return n, "asked for " + quote(n)
+	}
+	if env := strings.TrimSpace(os.Getenv(EnvBackend)); env != "" {
+		return env, fmt.Sprintf("$%s=%s", EnvBackend, env)
+	}
+	return "", ""
+}
+
 // Open is like the package's Open, with plugins searched in p.
 func (p Places) Open(name string) (compute.Backend, Info, error) {
-	name = strings.TrimSpace(name)
-	reason := "asked for " + quote(name)
+	b, info, err := p.open(name)
+	if err == nil {
+		info.Engine = EngineOf(b)
+	}
+	return b, info, err
+}
+
+func (p Places) open(name string) (compute.Backend, Info, error) {
+	name, reason := resolveName(name)
 	if name == "" {
-		if env := strings.TrimSpace(os.Getenv(EnvBackend)); env != "" {
-			name, reason = env, fmt.Sprintf("$%s=%s", EnvBackend, env)
-		} else {
-			return p.openAuto()
-		}
+		return p.openAuto()
 	}
 	base, opts, _ := strings.Cut(name, ",")
 	switch {
@@ -199,25 +212,31 @@ func (p Places) Auto() (*Plugin, string) {
 
 // AutoName is the backend automatic choice opens and why: what Auto picks if it picks a
 // plugin, else "onnx" where its library is found (it decodes faster than "go" on the CPU, see
-// the README's performance section), else "go".
+// docs/performance.md), else "go".
 func (p Places) AutoName() (name, why string) {
-	pl, why := p.Auto()
+	_, name, why = p.autoChoice()
+	return name, why
+}
+
+// autoChoice is AutoName with the plugin Auto picked (nil unless name is an XLA one).
+func (p Places) autoChoice() (pl *Plugin, name, why string) {
+	pl, why = p.Auto()
 	if pl != nil {
-		return pl.Backend(), why
+		return pl, pl.Backend(), why
 	}
 	if lib, ok := p.FindONNX(); ok {
-		return ONNX, fmt.Sprintf("automatic: no PJRT plugin; ONNX Runtime found (%s)", lib.Source)
+		return nil, ONNX, fmt.Sprintf("automatic: no PJRT plugin; ONNX Runtime found (%s)", lib.Source)
 	}
-	return Go, why
+	return nil, Go, why
 }
 
 // openAuto opens what AutoName chooses.
 func (p Places) openAuto() (compute.Backend, Info, error) {
-	pl, why := p.Auto()
-	if pl != nil {
+	pl, name, why := p.autoChoice()
+	switch {
+	case pl != nil:
 		return openPlugin(*pl, "", why)
-	}
-	if name, why := p.AutoName(); name == ONNX {
+	case name == ONNX:
 		return p.openONNX("", why)
 	}
 	return openGo("", why)

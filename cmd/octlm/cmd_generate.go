@@ -324,7 +324,7 @@ func readPromptFile(path string, stdin io.Reader) (string, error) {
 // checkIDsInVocab refuses prompt IDs outside the vocabulary of dir/config.json.
 func checkIDsInVocab(dir string, ids []int) error {
 	path := filepath.Join(dir, "config.json")
-	cfg, err := octlm.ReadQwenConfig(path)
+	cfg, err := octlm.ReadConfig(path)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/gomlx/compute"
 
@@ -23,7 +22,7 @@ func checkFits(dir string, backend compute.Backend, info xla.Info, dtype octlm.D
 	if info.Name != xla.Go && info.Name != xla.CPU {
 		return nil
 	}
-	cfg, err := octlm.ReadQwenConfig(filepath.Join(dir, "config.json"))
+	need, err := octlm.MemoryNeededDir(dir, dtype, backend, positions)
 	if err != nil {
 		return err
 	}
@@ -32,7 +31,6 @@ func checkFits(dir string, backend compute.Backend, info xla.Info, dtype octlm.D
 		fmt.Fprintf(stderr, "note: cannot tell how much memory is available (%v); loading without checking\n", err)
 		return nil
 	}
-	need := octlm.MemoryNeeded(cfg, dtype, backend, positions)
 	total := need.Total() + extra
 	if total <= avail.Bytes {
 		return nil

@@ -1,0 +1,237 @@
+package octlm
+
+// The architecture seam: what one model family brings (its config, its named weight table, what
+// its cache holds per layer, and its graph), behind one small interface. Everything else in the
+// package (loading, chunked prefill, the cache's buckets, generation, parity) runs any
+// architecture without knowing which. Qwen3 (qwen3.go) is the first; docs/decoder.md says how a
+// second one plugs in.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/gomlx/compute"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+
+	"github.com/octlm/octlm/internal/fileio"
+	"github.com/octlm/octlm/xla"
+)
+
+// architecture is one model family's decoder.
+type architecture interface {
+	// config is the shape the shared machinery reads: VocabSize, ContextLength, NHeads (the
+	// prefill's attention budget) and DModel. An architecture with more settings keeps them
+	// itself.
+	config() Config
+	// sizeNames are the checkpoint names the config's sizes are checked against before the
+	// weight table is built: the embedding's (and its stored copies'), [vocab, d], and the prefix
+	// of the numbered layers ("model.layers."), NLayers of them.
+	sizeNames() (embedding []string, layers string)
+	// weights is the named weight table, in the order the graph takes them: every checkpoint
+	// tensor the model needs, declared once (name, stored shape, kind).
+	weights() []weightSpec
+	// skip reports checkpoint tensors the model ignores (another modality's tower); any other
+	// tensor missing from weights is an error.
+	skip(name string) bool
+	// state is what the cache holds, in order, for a cache of capacity positions: per layer
+	// either keys/values indexed by position or a fixed-size recurrent state.
+	state() []stateSpec
+	// forward runs the decoder on one chunk: the embedding and every layer. It returns the
+	// hidden states [S, d] before the final norm, and the new cache state, one node per
+	// stateSpec, same shapes and dtypes as the ones given.
+	forward(s *step, w weightSet, state []*Node) (hidden *Node, newState []*Node)
+	// logits is the final norm and the output head on the rows that want logits, hidden
+	// [P, d]: [P, vocab].
+	logits(s *step, w weightSet, hidden *Node) *Node
+}
+
+// step is one chunk of the step graph as an architecture sees it: S token IDs (padded to a
+// length bucket; only the first `valid` are real) starting at cache position start, attending
+// over the first Lb cache slots.
+type step struct {
+	ops       ops   // the engine's layout: products, lookups, rsqrt
+	ids       *Node // int32 [S]: token IDs, padded with zeros
+	start     *Node // int32 []: cache position of ids[0]
+	valid     *Node // int32 []: how many of the S ids are real
+	positions *Node // int32 [S]: start + 0..S-1
+	real      *Node // bool [S]: the first valid rows (padding rows must not change a recurrent state)
+	keyPos    *Node // int32 [Lb]: 0..Lb-1, the cache slots attended to
+	causal    *Node // bool [S, Lb]: slot j is visible from row i (keyPos[j] ≤ positions[i])
+}
+
+// weightKind says how a checkpoint tensor is laid out on the engine.
+type weightKind int
+
+const (
+	vectorWeight weightKind = iota // as stored: norms, convolution kernels, per-head constants
+	linearWeight                   // nn.Linear's weight: stored [out, in], resident [in, out]
+	tableWeight                    // an embedding table [vocab, d], also an output head: rows or columns (Layout.TableColumns)
+)
+
+// weightSpec declares one checkpoint tensor the model reads.
+type weightSpec struct {
+	Name  string // checkpoint name, with any prefix (model.language_model.…)
+	Shape []int  // shape in the checkpoint: Linear weights are [out, in]
+	Kind  weightKind
+	// Float32 keeps the weight in float32 whatever the model's dtype (a recurrent state's
+	// parameters: A_log, dt_bias; norms an architecture wants in float32).
+	Float32 bool
+	// Copy is another checkpoint name for the same tensor (a tied head's lm_head.weight): if
+	// stored, it must equal this one, and either alone suffices.
+	Copy string
+}
+
+// residentShape is the weight's shape on the engine under layout l.
+func (s weightSpec) residentShape(l Layout) []int {
+	switch s.Kind {
+	case linearWeight:
+		return []int{s.Shape[1], s.Shape[0]}
+	case tableWeight:
+		return l.tableShape(s.Shape[0], s.Shape[1])
+	}
+	return slices.Clone(s.Shape)
+}
+
+// stateSpec declares one tensor of the cache.
+type stateSpec struct {
+	Name string // for errors: "layers.3.k"
+	// Dims is the shape; for a position-indexed state the dimension at PosAxis is the capacity
+	// and its value here is ignored.
+	Dims []int
+	// PosAxis is the axis indexed by cache position, or -1 for a fixed-size state (a recurrent
+	// or convolution state) that does not grow with capacity and cannot be truncated.
+	PosAxis int
+	// Float32 stores the state in float32 whatever the cache's dtype (a recurrent state).
+	Float32 bool
+}
+
+// shape is the state's shape for a cache of the given capacity.
+func (s stateSpec) shape(capacity int) []int {
+	dims := slices.Clone(s.Dims)
+	if s.PosAxis >= 0 {
+		dims[s.PosAxis] = capacity
+	}
+	return dims
+}
+
+// weightSet is the graph's weight parameters by checkpoint name.
+type weightSet struct {
+	byName map[string]*Node
+	prefix string
+}
+
+// get is the weight named prefix+name. A name the table does not declare is a bug in the
+// architecture, reported when the graph is built.
+func (w weightSet) get(name string) *Node {
+	n, ok := w.byName[w.prefix+name]
+	if !ok {
+		panic(fmt.Sprintf("octlm: the graph asks for weight %q, which the weight table does not declare", w.prefix+name))
+	}
+	return n
+}
+
+// under is the same set with names relative to prefix+p ("model.layers.3.").
+func (w weightSet) under(p string) weightSet {
+	return weightSet{byName: w.byName, prefix: w.prefix + p}
+}
+
+// newArchitecture turns a config.json into an architecture, by its model_type.
+type newArchitecture func(configJSON []byte) (architecture, error)
+
+var (
+	archMu        sync.Mutex
+	architectures = map[string]newArchitecture{}
+)
+
+// registerArchitecture makes Load accept checkpoints whose config.json has this model_type. It is
+// called from an architecture file's init.
+func registerArchitecture(modelType string, fn newArchitecture) {
+	archMu.Lock()
+	defer archMu.Unlock()
+	if _, dup := architectures[modelType]; dup {
+		panic("octlm: architecture " + modelType + " registered twice")
+	}
+	architectures[modelType] = fn
+}
+
+// architectureFor reads config.json's model_type and builds that architecture.
+func architectureFor(configJSON []byte) (architecture, error) {
+	var head struct {
+		ModelType *string `json:"model_type"`
+	}
+	if err := json.NewDecoder(bytes.NewReader(configJSON)).Decode(&head); err != nil {
+		return nil, fmt.Errorf("octlm: config: not a JSON object: %w", err)
+	}
+	archMu.Lock()
+	defer archMu.Unlock()
+	if head.ModelType == nil {
+		return nil, fmt.Errorf("octlm: config: model_type missing (want one of %s)", knownTypes())
+	}
+	fn, ok := architectures[*head.ModelType]
+	if !ok {
+		return nil, fmt.Errorf("octlm: config: unsupported model_type %q (want one of %s)", *head.ModelType, knownTypes())
+	}
+	return fn(configJSON)
+}
+
+// knownTypes lists the registered model types; archMu is held.
+func knownTypes() string {
+	var names []string
+	for k := range architectures {
+		names = append(names, fmt.Sprintf("%q", k))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// readArchitecture reads a config.json file (a regular file of at most MaxConfigBytes) and
+// builds its architecture.
+func readArchitecture(path string) (architecture, error) {
+	data, err := fileio.ReadFile(path, MaxConfigBytes)
+	if err != nil {
+		return nil, fmt.Errorf("octlm: %w", err)
+	}
+	arch, err := architectureFor(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return arch, nil
+}
+
+// ReadConfig reads the config.json of any architecture Load accepts and returns the shape the
+// shared machinery reads (vocabulary, context length, widths); for Qwen3 it is the whole Config.
+func ReadConfig(path string) (Config, error) {
+	arch, err := readArchitecture(path)
+	if err != nil {
+		return Config{}, err
+	}
+	return arch.config(), nil
+}
+
+// MemoryNeededDir is MemoryNeeded for the checkpoint folder dir, whatever its architecture.
+func MemoryNeededDir(dir string, dtype DType, backend compute.Backend, positions int) (Memory, error) {
+	arch, err := readArchitecture(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return Memory{}, err
+	}
+	return memoryNeeded(arch, LayoutFor(xla.EngineOf(backend)), dtype, positions), nil
+}
+
+// Parameters is the number of parameters in the model's weight table (a tied head, stored as a
+// copy of the embedding, counted once).
+func (m *Model) Parameters() int64 {
+	var n int64
+	for _, s := range m.specs {
+		p := int64(1)
+		for _, d := range s.Shape {
+			p *= int64(d)
+		}
+		n += p
+	}
+	return n
+}

@@ -1,0 +1,223 @@
+package octlm
+
+// The engines' layouts, in one home: what each engine (GoMLX's pure-Go backend, ONNX Runtime,
+// XLA) needs from the weights (load side) and from the graph (the operations an architecture
+// calls instead of writing an engine's workaround itself). An architecture's graph code calls
+// ops.linear, ops.embed, ops.head, ops.rsqrtMul and ops.dotLastAxes and never asks which engine
+// runs; this file is the only one in the package that does, by the typed xla.Engine.
+
+import (
+	"slices"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+
+	"github.com/octlm/octlm/xla"
+)
+
+// Layout is how weights and graphs are laid out for one engine's kernels. Every layout computes
+// the same numbers; only speed and memory differ. Load uses LayoutFor(the backend's engine)
+// unless LoadOptions.Layout says otherwise.
+type Layout struct {
+	// TableColumns stores the embedding table, and an untied output head, as columns [d, vocab]
+	// instead of the checkpoint's rows [vocab, d]: the head is then a plain row × matrix
+	// product, and the embedding lookup gathers columns.
+	TableColumns bool
+	// EmbedSlices looks each token's embedding row up with a DynamicSlice of its own instead of
+	// one Gather (rows only; see ops.embed).
+	EmbedSlices bool
+	// PadMACs pads the rows of a product with zeros until rows × in × out reaches it (at most
+	// maxPadRows rows); 0 never pads. See ops.padRows.
+	PadMACs int
+	// UpcastHalfDot multiplies half-precision operands of ops.dotLastAxes in float32.
+	UpcastHalfDot bool
+	// ColumnRows is how many table rows are decoded at a time while loading a table as columns
+	// (the float32 scratch is ColumnRows × d); 0 means defaultColumnRows.
+	ColumnRows int
+}
+
+// Defaults chosen by measurement (see docs/performance.md for the full tables).
+const (
+	// goPadMACs is the smallest product (rows × in × out multiply-adds) that GoMLX's pure-Go
+	// backend (compute v0.1.14) sends to its packing "large" kernel, which splits one product
+	// over the cores; below it a product runs on a "small" kernel that reads a single row's
+	// weight at about 1 GB/s against the large kernel's 12 (BenchmarkMatVec, AMD Zen 5 with
+	// AVX-512). The router's threshold is internal, so the layout pads up to it.
+	goPadMACs = 4 << 20
+	// defaultColumnRows: 4,096 rows are 16 MiB of float32 scratch at Qwen3-0.6B's width
+	// instead of the whole table.
+	defaultColumnRows = 4096
+	// maxPadRows bounds the padding: products that would need more rows are small enough (tiny
+	// test models) to run as they are.
+	maxPadRows = 16
+)
+
+// LayoutFor is the layout an engine runs fastest with.
+//
+// Pure Go, chosen by BenchmarkMatVec and BenchmarkHeadMatVec (compute v0.1.14, AMD Zen 5 with
+// AVX-512): plain [in, out] Linear weights and the table as columns, so that every decode product
+// is a plain row × matrix product that the packing kernel splits over the cores once padded.
+// One row times a [1024, 3072] float32 weight: plain 12 GB/s (padded to 4 rows), nn.Linear's
+// [out, in] 8; the head (1024 → 151,936): columns 13 GB/s, rows in blocks of 2,048 7.5.
+//
+// ONNX Runtime: the table as rows, looked up by slices. Measured on a full-size Qwen3-0.6B:
+// decode 5.6 → 7.7 tokens/s and peak RSS 2.36 → 1.21× the weights against one gather per step.
+//
+// XLA (and any other engine): rows, one gather; XLA parallelises a product by itself.
+//
+// Every engine pads its products' rows as the pure-Go backend needs (PadMACs); for ONNX Runtime
+// that costs decode speed (issue 22's note: 2.1–3.2 tokens/s padded, 5.9–7.1 unpadded) and is
+// the speed work's to change. Every engine upcasts half-precision q·kᵀ (see ops.dotLastAxes).
+func LayoutFor(engine xla.Engine) Layout {
+	l := Layout{PadMACs: goPadMACs, UpcastHalfDot: true, ColumnRows: defaultColumnRows}
+	switch engine {
+	case xla.EngineGo:
+		l.TableColumns = true
+	case xla.EngineONNX:
+		l.EmbedSlices = true
+	}
+	return l
+}
+
+// tableShape is the resident shape of a [vocab, d] table.
+func (l Layout) tableShape(vocab, d int) []int {
+	if l.TableColumns {
+		return []int{d, vocab}
+	}
+	return []int{vocab, d}
+}
+
+// columnRows is ColumnRows or its default.
+func (l Layout) columnRows() int {
+	if l.ColumnRows > 0 {
+		return l.ColumnRows
+	}
+	return defaultColumnRows
+}
+
+// ops are the layout's operations inside one graph: what an architecture's graph code calls for
+// the products, lookups and functions whose best form depends on the engine.
+type ops struct {
+	layout Layout
+}
+
+// linear is nn.Linear without bias: x [..., in] · w, with w stored [in, out] (nn.Linear's
+// weight transposed at load). Returns [..., out] in x's dtype.
+func (o ops) linear(x, w *Node) *Node {
+	dims := x.Shape().Dimensions
+	in, out := w.Shape().Dimensions[0], w.Shape().Dimensions[1]
+	rows := x.Shape().Size() / in
+	flat := Reshape(x, rows, in)
+	flat = o.padRows(flat, in*out)
+	y := DotGeneral(flat, []int{1}, nil, w, []int{0}, nil) // [rows(+pad), out]
+	if y.Shape().Dimensions[0] != rows {
+		y = SliceAxis(y, 0, AxisRange(0, rows))
+	}
+	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
+}
+
+// embed looks token IDs [S] up in an embedding table: [S, d].
+//
+// As columns [d, vocab] it gathers columns. As rows [vocab, d] with EmbedSlices, each token's row
+// is a DynamicSlice of its own: GoMLX's ONNX Runtime backend turns a Gather into a Transpose of
+// the whole table (even an identity one) and a GatherND, a 600 MB copy on every step. One node per
+// token makes long chunks slow to compile (7.5 s for 1024 tokens against 0.5), once per length
+// bucket. Otherwise one Gather of rows.
+func (o ops) embed(table, ids *Node) *Node {
+	seqLen := ids.Shape().Dimensions[0]
+	if o.layout.TableColumns {
+		d := table.Shape().Dimensions[0]
+		columns := GatherSlices(table, []int{1}, InsertAxes(ids, -1), []int{1}, false) // [S, d, 1]
+		return Reshape(columns, seqLen, d)
+	}
+	d := table.Shape().Dimensions[1]
+	if o.layout.EmbedSlices {
+		zero := ScalarZero(ids.Graph(), ids.DType())
+		parts := make([]*Node, seqLen)
+		for i := range parts {
+			id := Reshape(SliceAxis(ids, 0, AxisElem(i))) // scalar
+			parts[i] = DynamicSlice(table, []*Node{id, zero}, []int{1, d})
+		}
+		if len(parts) == 1 {
+			return parts[0]
+		}
+		return Concatenate(parts, 0)
+	}
+	return Gather(table, InsertAxes(ids, -1)) // [S, d]
+}
+
+// head is the output projection logits = hidden · tableᵀ for hidden [P, d], with the table (the
+// tied embedding or an untied lm_head.weight) as the layout stores it: [P, vocab].
+//
+// As columns [d, vocab] it is the plain product (padded like linear). As rows [vocab, d] it
+// contracts the table's last axis, with a batch axis of one on both sides: the form the ONNX
+// Runtime and XLA decode speeds were measured with.
+//
+// The product runs in the table's dtype: compute v0.1.14's pure-Go DotGeneral multiplies
+// half-precision operands in these layouts correctly, with a float32 accumulator, so the table
+// is not widened to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per step).
+func (o ops) head(hidden, table *Node) *Node {
+	p := hidden.Shape().Dimensions[0]
+	if o.layout.TableColumns {
+		padded := o.padRows(hidden, table.Shape().Size())
+		logits := DotGeneral(padded, []int{1}, nil, table, []int{0}, nil) // [P(+pad), vocab]
+		return SliceAxis(logits, 0, AxisRange(0, p))
+	}
+	vocab, d := table.Shape().Dimensions[0], table.Shape().Dimensions[1]
+	logits := DotGeneral(Reshape(hidden, 1, p, d), []int{2}, []int{0}, Reshape(table, 1, vocab, d), []int{2}, []int{0})
+	return Reshape(logits, p, vocab)
+}
+
+// padRows appends zero rows to x [rows, in] so that rows × weightSize reaches PadMACs, where that
+// takes at most maxPadRows rows. The caller slices the padded rows' results off; the real rows'
+// results do not depend on them.
+func (o ops) padRows(x *Node, weightSize int) *Node {
+	if o.layout.PadMACs <= 0 {
+		return x
+	}
+	rows := x.Shape().Dimensions[0]
+	want := ceilDiv(o.layout.PadMACs, weightSize)
+	if rows >= want || want > maxPadRows {
+		return x
+	}
+	dims := slices.Clone(x.Shape().Dimensions)
+	dims[0] = want - rows
+	return Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), dims...))}, 0)
+}
+
+// rsqrtMul is x / √v as torch.rsqrt computes it, x · rsqrt(v). Backends without Rsqrt (GoMLX's
+// ONNX Runtime backend has none) divide by the square root instead, which differs only in the
+// last bit.
+func (o ops) rsqrtMul(x, v *Node) *Node {
+	if x.Graph().Backend().Capabilities().Operations[compute.OpTypeRsqrt] {
+		return Mul(x, Rsqrt(v))
+	}
+	return Div(x, Sqrt(v))
+}
+
+// dotLastAxes contracts the last axis of lhs with the last axis of rhs, with the first
+// numBatch axes of both as batch axes (q·kᵀ).
+//
+// GoMLX v0.28.2's pure-Go DotGeneral returned wrong numbers for bfloat16 and float16 operands
+// in this layout (rhs contracted on its last axis) on an Intel AVX-512 machine, so with
+// UpcastHalfDot half-precision operands are multiplied in float32 and rounded back, which is
+// also what a GPU's float32 accumulator does. TestHalfDotLastAxes logs whether the backend's own
+// product is right on the CPU it runs on (it is on AMD Zen 5 with compute v0.1.14); the upcast
+// stays until it is shown right on Intel too.
+func (o ops) dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
+	batch := make([]int, numBatch)
+	for i := range batch {
+		batch[i] = i
+	}
+	dtype := lhs.DType()
+	if dtype == dtypes.Float32 || !o.layout.UpcastHalfDot {
+		return DotGeneral(lhs, []int{lhs.Rank() - 1}, batch, rhs, []int{rhs.Rank() - 1}, batch)
+	}
+	out := DotGeneral(ConvertDType(lhs, dtypes.Float32), []int{lhs.Rank() - 1}, batch,
+		ConvertDType(rhs, dtypes.Float32), []int{rhs.Rank() - 1}, batch)
+	return ConvertDType(out, dtype)
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
