@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/internal/sysinfo"
-	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/internal/units"
 )
 
 // CheckBandwidthSize refuses a bandwidth read that would not fit in the memory available
@@ -16,7 +16,7 @@ import (
 func CheckBandwidthSize(size int64) error {
 	if avail := sysinfo.MemAvailable(); avail > 0 && size > avail {
 		return fmt.Errorf("bench: a bandwidth read of %s does not fit the %s of memory available (of %s)",
-			loader.HumanBytes(size), loader.HumanBytes(avail), loader.HumanBytes(sysinfo.MemTotal()))
+			units.Bytes(size), units.Bytes(avail), units.Bytes(sysinfo.MemTotal()))
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/octlm/octlm/internal/sysinfo"
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 )
@@ -150,7 +151,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		Backend:     opts.BackendName,
 		DType:       string(opts.DType),
 	}
-	r.Machine = fmt.Sprintf("%s, %d cores, %s", sysinfo.CPUModel(), r.CPUs, loader.HumanBytes(r.MemoryBytes))
+	r.Machine = fmt.Sprintf("%s, %d cores, %s", sysinfo.CPUModel(), r.CPUs, units.Bytes(r.MemoryBytes))
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintf(opts.Log, format+"\n", args...)
@@ -168,7 +169,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		r.CheckpointBytes += f.Size()
 	}
 	ckpt.Close()
-	logf("reading %s of checkpoint files (warm-up, then timed)", loader.HumanBytes(r.CheckpointBytes))
+	logf("reading %s of checkpoint files (warm-up, then timed)", units.Bytes(r.CheckpointBytes))
 	if _, err := plainRead(paths); err != nil {
 		return r, err
 	}
@@ -281,7 +282,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if err := CheckBandwidthSize(opts.BandwidthBytes); err != nil {
 		return r, err
 	}
-	logf("measuring read bandwidth (%s streamed by %d goroutines)", loader.HumanBytes(opts.BandwidthBytes), r.GOMAXPROCS)
+	logf("measuring read bandwidth (%s streamed by %d goroutines)", units.Bytes(opts.BandwidthBytes), r.GOMAXPROCS)
 	r.ReadBandwidthBytesPerSec = ReadBandwidth(opts.BandwidthBytes, 3)
 	r.RooflineRatio = float64(r.WeightBytesPerToken) * r.DecodeTokensPerSecond / r.ReadBandwidthBytesPerSec
 	return r, nil

@@ -5,7 +5,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/internal/units"
 )
 
 // WriteText prints r as the aligned table the README shows.
@@ -22,20 +22,20 @@ func (r Result) WriteText(w io.Writer) error {
 		{"build", fmt.Sprintf("%s, %s", r.GoVersion, simd)},
 		{"model", fmt.Sprintf("%s (%d layers, hidden %d, vocab %d)", r.Model, r.Layers, r.Hidden, r.Vocab)},
 		{"backend", fmt.Sprintf("%s, dtype %s", r.Backend, r.DType)},
-		{"plain read", fmt.Sprintf("%s in %.2f s: %s", loader.HumanBytes(r.CheckpointBytes), r.PlainReadSeconds, gb(r.PlainReadBytesPerSecond))},
+		{"plain read", fmt.Sprintf("%s in %.2f s: %s", units.Bytes(r.CheckpointBytes), r.PlainReadSeconds, gb(r.PlainReadBytesPerSecond))},
 		{"load", fmt.Sprintf("%.2f s: %s, %.2f of the plain read", r.LoadSeconds, gb(r.LoadBytesPerSecond), r.LoadReadRatio)},
-		{"resident weights", loader.HumanBytes(r.WeightBytes)},
-		{"peak RSS", fmt.Sprintf("%s after the load (%.2f × the weights), %s in all", loader.HumanBytes(r.LoadPeakRSSBytes), r.LoadPeakRSSWeightRatio, loader.HumanBytes(r.PeakRSSBytes))},
+		{"resident weights", units.Bytes(r.WeightBytes)},
+		{"peak RSS", fmt.Sprintf("%s after the load (%.2f × the weights), %s in all", units.Bytes(r.LoadPeakRSSBytes), r.LoadPeakRSSWeightRatio, units.Bytes(r.PeakRSSBytes))},
 		{"compile", fmt.Sprintf("%.2f s for %d graphs", r.CompileSeconds, r.CompiledGraphs)},
 		{"depth", r.depthText()},
 		{"prefill", fmt.Sprintf("%d tokens in %.3f s: %.1f tokens/s (%.2f cores busy)%s", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerSecond, r.PrefillCores, r.spread(r.PrefillTokensPerSecondMedian))},
 		{"time to first token", fmt.Sprintf("%.3f s (%.3f s on the first call, compile included)", r.TimeToFirstTokenSeconds, r.ColdTimeToFirstToken)},
 		{"decode", fmt.Sprintf("%d tokens: %.1f ms/token, %.2f tokens/s (%.2f cores busy)%s", r.DecodeTokens, r.DecodeMsPerToken, r.DecodeTokensPerSecond, r.DecodeCores, r.spread(r.DecodeTokensPerSecondMedian))},
 		{"KV cache", fmt.Sprintf("%s per position (%s keys and values); %s for the %d positions of depth, prompt and decode",
-			loader.HumanBytes(r.KVCacheBytesPerPosition), r.KVDType, loader.HumanBytes(r.KVCacheBytes), r.Depth+r.PromptTokens+r.DecodeTokens)},
+			units.Bytes(r.KVCacheBytesPerPosition), r.KVDType, units.Bytes(r.KVCacheBytes), r.Depth+r.PromptTokens+r.DecodeTokens)},
 		{"read bandwidth", gb(r.ReadBandwidthBytesPerSec) + " (streaming read, all cores)"},
 		{"roofline", fmt.Sprintf("%.2f: %s/token × %.2f tokens/s = %s of %s", r.RooflineRatio,
-			loader.HumanBytes(r.WeightBytesPerToken), r.DecodeTokensPerSecond,
+			units.Bytes(r.WeightBytesPerToken), r.DecodeTokensPerSecond,
 			gb(float64(r.WeightBytesPerToken)*r.DecodeTokensPerSecond), gb(r.ReadBandwidthBytesPerSec))},
 	}
 	for _, row := range rows {

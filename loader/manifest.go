@@ -360,6 +360,3 @@ func hashFile(path string, progress io.Writer) (string, int64, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
-
-// HumanBytes formats a byte count with binary units ("1.40 GiB").
-func HumanBytes(n int64) string { return progressbar.HumanBytes(n) }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/xla"
 )
 
@@ -24,17 +25,10 @@ type Memory struct {
 // Total is Weights + KVCache + Working.
 func (m Memory) Total() int64 { return m.Weights + m.KVCache + m.Working }
 
-// String lists the parts: "bf16 weights 15.3 GiB + KV cache 9.0 MiB for 40 positions + working 2.3 GiB".
+// String lists the parts: "bf16 weights 15.26 GiB + KV cache 9.00 MiB for 40 positions + working 192.00 MiB".
 func (m Memory) String() string {
 	return fmt.Sprintf("%s weights %s + KV cache %s for %d positions + working %s", m.DType,
-		gib(m.Weights), gib(m.KVCache), m.Positions, gib(m.Working))
-}
-
-func gib(n int64) string {
-	if n < 1<<30 {
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+		units.Bytes(m.Weights), units.Bytes(m.KVCache), m.Positions, units.Bytes(m.Working))
 }
 
 // MemoryNeeded works out the memory a model of cfg (Qwen3) needs on backend with dtype weights

@@ -8,6 +8,7 @@ import (
 
 	"github.com/octlm/octlm/internal/buildinfo"
 	"github.com/octlm/octlm/internal/fileio"
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 )
@@ -126,7 +127,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	p("  backend    %s, float32 weights and activations\n", backend)
 	p("  gate       max absolute logit error ≤ %g on every case, full and cached path\n", Tolerance)
 	if r.Run.PeakRSSBytes > 0 {
-		p("  peak RSS   %s (the whole process)\n", loader.HumanBytes(r.Run.PeakRSSBytes))
+		p("  peak RSS   %s (the whole process)\n", units.Bytes(r.Run.PeakRSSBytes))
 	}
 	p("\n")
 	p("%4s  %-6s  %9s  %11s  %12s  %9s\n", "case", "path", "positions", "max abs err", "mean abs err", "argmax")

@@ -21,7 +21,7 @@ const (
 	SourceONNXOwn = "compute-onnx install folder"
 )
 
-// onnxVersion is the onnxruntime-node release octlm's install step and README name, and the
+// onnxVersion is the onnxruntime-node release octlm's install step and docs/backends.md name, and the
 // ONNX Runtime release the ONNX engine was measured with.
 const onnxVersion = "1.30.0"
 

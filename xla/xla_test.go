@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/compute"
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 )
@@ -50,7 +51,7 @@ func TestOpenGoRunsGraph(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Finalize()
-	if info.Name != Go || info.Plugin != "" || !info.ExactFloat32() || b.Name() != "Go Backend" {
+	if info.Name != Go || info.Engine != EngineGo || EngineOf(b) != EngineGo || info.Plugin != "" || !info.ExactFloat32() || b.Name() != "Go Backend" {
 		t.Fatalf("Open(go): info %+v, backend %q", info, b.Name())
 	}
 	// sum over rows of x*x + 1, for x = [[1,2,3],[4,5,6]]: [1+4+9+3, 16+25+36+3] = [17, 80].
@@ -543,10 +544,33 @@ func TestOpenONNX(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Finalize()
-	if info.Name != ONNX || info.ONNXVersion == "" || info.Options != "intra_op_num_threads=1,cpu_mem_arena=false" {
+	if info.Name != ONNX || info.Engine != EngineONNX || info.ONNXVersion == "" || info.Options != "intra_op_num_threads=1,cpu_mem_arena=false" {
 		t.Errorf("info %+v", info)
 	}
 	if err := Check(b); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestEngineOf: the kind of engine by the backend's type, with a name for each.
+func TestEngineOf(t *testing.T) {
+	b, _, err := Open("go,parallelism=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Finalize()
+	for _, tt := range []struct {
+		b    compute.Backend
+		want Engine
+		name string
+	}{{b, EngineGo, "go"}, {nil, EngineOther, "other"}} {
+		if got := EngineOf(tt.b); got != tt.want || got.String() != tt.name {
+			t.Errorf("EngineOf(%v) = %v, want %v", tt.b, got, tt.want)
+		}
+	}
+	for e, name := range map[Engine]string{EngineONNX: "onnx", EngineXLA: "xla"} {
+		if e.String() != name {
+			t.Errorf("%d.String() = %q, want %q", e, e.String(), name)
+		}
 	}
 }

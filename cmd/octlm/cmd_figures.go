@@ -10,7 +10,7 @@ import (
 
 	"github.com/octlm/octlm/internal/fileio"
 
-	"github.com/octlm/octlm/notebooks/figures"
+	"github.com/octlm/octlm/figures"
 	"github.com/octlm/octlm/parity"
 )
 
@@ -31,7 +31,7 @@ func figuresCmd(args []string, stdout, stderr io.Writer) error {
 	var mf modelFlags
 	mf.registerBundled(fs)
 	referenceFlag := fs.String("reference", "", "reference folder for 02-rope and 04-parity (default: MODEL/reference when it exists)")
-	outFlag := fs.String("out", "figures", "folder to write the figures into")
+	outFlag := fs.String("out", "octlm-figures", "folder to write the figures into")
 	force := fs.Bool("force", false, "replace files of the same names in the --out folder")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: octlm figures [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out DIR] [--force]\n\n"+

@@ -14,6 +14,7 @@ import (
 
 	"github.com/octlm/octlm/hub"
 	"github.com/octlm/octlm/internal/fileio"
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 )
 
@@ -175,7 +176,7 @@ func printInspect(w io.Writer, r *inspectReport) error {
 		for i, d := range t.Shape {
 			dims[i] = fmt.Sprint(d)
 		}
-		line := fmt.Sprintf("%s\t%s\t[%s]\t%15s\t", printable(t.Name), printable(t.DType), strings.Join(dims, ", "), commas(t.Bytes))
+		line := fmt.Sprintf("%s\t%s\t[%s]\t%15s\t", printable(t.Name), printable(t.DType), strings.Join(dims, ", "), units.Commas(t.Bytes))
 		if multi {
 			line += printable(t.File) + "\t"
 		}
@@ -202,9 +203,9 @@ func printSummary(w io.Writer, r *inspectReport) error {
 	}
 	sort.Strings(dts) // map order is random; the report should read the same every time
 	fmt.Fprintf(w, "entries:        %d (%s)\n", r.Entries, strings.Join(dts, ", "))
-	fmt.Fprintf(w, "tensor bytes:   %s (%s)\n", commas(r.Bytes), loader.HumanBytes(r.Bytes))
-	fmt.Fprintf(w, "stored params:  %s\n", commas(r.Params))
-	fmt.Fprintf(w, "unique params:  %s", commas(r.UniqueParams))
+	fmt.Fprintf(w, "tensor bytes:   %s (%s)\n", units.Commas(r.Bytes), units.Bytes(r.Bytes))
+	fmt.Fprintf(w, "stored params:  %s\n", units.Commas(r.Params))
+	fmt.Fprintf(w, "unique params:  %s", units.Commas(r.UniqueParams))
 	if len(r.Tied) > 0 {
 		fmt.Fprintf(w, " (tied copies counted once: %s)", printable(strings.Join(r.Tied, "; ")))
 	}
@@ -214,22 +215,6 @@ func printSummary(w io.Writer, r *inspectReport) error {
 	}
 	_, err := fmt.Fprintln(w, "(--tensors lists every tensor)")
 	return err
-}
-
-// commas formats 596049920 as 596,049,920.
-func commas(n int64) string {
-	s := fmt.Sprint(n)
-	if n < 0 {
-		return "-" + commas(-n)
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // shardList is "1 (model.safetensors)", or the count and the first and last file of a sharded

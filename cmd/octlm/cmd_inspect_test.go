@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/synth"
 )
@@ -28,7 +29,7 @@ func synthDir(t *testing.T, layers int) (string, synth.QwenLike) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), commas(cfg.UniqueParams())) {
+	if !strings.Contains(out.String(), units.Commas(cfg.UniqueParams())) {
 		t.Errorf("synth summary %q lacks the unique parameter count", out.String())
 	}
 	return dir, cfg
@@ -63,7 +64,7 @@ func TestInspectSynth(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := out.String()
-	for _, want := range []string{"model.layers.2.mlp.down_proj.weight", "BF16", "[64, 96]", "unique params:  " + commas(cfg.UniqueParams()), "tied copies counted once"} {
+	for _, want := range []string{"model.layers.2.mlp.down_proj.weight", "BF16", "[64, 96]", "unique params:  " + units.Commas(cfg.UniqueParams()), "tied copies counted once"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("table lacks %q:\n%s", want, text)
 		}
@@ -172,7 +173,7 @@ func TestInspectSummary(t *testing.T) {
 	}
 	summary := out.String()
 	for _, want := range []string{"files:          1 (model.safetensors)", fmt.Sprintf("entries:        %d (BF16 x%d)", len(cfg.Tensors()), len(cfg.Tensors())),
-		"unique params:  " + commas(cfg.UniqueParams()), "tied copies counted once: lm_head.weight = model.embed_tokens.weight",
+		"unique params:  " + units.Commas(cfg.UniqueParams()), "tied copies counted once: lm_head.weight = model.embed_tokens.weight",
 		"config.json:    qwen3, layers 12, hidden 64, heads 4, kv_heads 2, head_dim 32, ff 96, vocab 320, context 40960, tied true"} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary lacks %q:\n%s", want, summary)

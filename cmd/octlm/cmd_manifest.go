@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 )
 
@@ -79,7 +80,7 @@ func manifest(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, f := range m.Files {
-		fmt.Fprintf(stdout, "%s  %14s  %s\n", f.SHA256, commas(f.Size), printable(f.Name))
+		fmt.Fprintf(stdout, "%s  %14s  %s\n", f.SHA256, units.Commas(f.Size), printable(f.Name))
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d files)\n", loader.ManifestFileName, len(m.Files))
 	return nil

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/synth"
 )
@@ -94,7 +95,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	need := cfg.EstimatedBytes()
 	if free := freeDiskBytes(parent); free >= 0 && need > float64(free) {
 		return usageError{fmt.Sprintf("the checkpoint needs about %s and %s has %s free (sizes: %d layers, vocabulary %d, hidden %d, MLP %d)",
-			humanFloatBytes(need), parent, loader.HumanBytes(free), cfg.NumLayers, cfg.VocabSize, cfg.HiddenSize, cfg.IntermediateSize)}
+			units.BytesFloat(need), parent, units.Bytes(free), cfg.NumLayers, cfg.VocabSize, cfg.HiddenSize, cfg.IntermediateSize)}
 	}
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".synth-*")
 	if err != nil {
@@ -121,7 +122,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		files = fmt.Sprintf("%d shards", n)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d entries, %s unique params, %s of %s bytes (%s) in %.1fs\n",
-		dir, len(cfg.Tensors()), commas(cfg.UniqueParams()), files, commas(size), loader.HumanBytes(size), time.Since(begin).Seconds())
+		dir, len(cfg.Tensors()), units.Commas(cfg.UniqueParams()), files, units.Commas(size), units.Bytes(size), time.Since(begin).Seconds())
 	return nil
 }
 
@@ -185,12 +186,4 @@ func moveIntoPlace(tmp, dir string, replace bool) error {
 		return fmt.Errorf("--out: %w", err)
 	}
 	return os.RemoveAll(old)
-}
-
-// humanFloatBytes is loader.HumanBytes for sizes that may not fit an int64.
-func humanFloatBytes(n float64) string {
-	if n < 1<<62 {
-		return loader.HumanBytes(int64(n))
-	}
-	return fmt.Sprintf("%.3g TiB", n/(1<<40))
 }

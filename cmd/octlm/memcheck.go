@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/octlm/octlm/internal/sysinfo"
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/xla"
 )
@@ -37,8 +38,8 @@ func checkFits(dir string, backend compute.Backend, info xla.Info, dtype octlm.D
 	}
 	more := ""
 	if extra > 0 {
-		more = fmt.Sprintf(" + %.1f GiB the command allocates", float64(extra)/(1<<30))
+		more = " + " + units.Bytes(extra) + " the command allocates"
 	}
 	return fmt.Errorf("%s does not fit in memory: it needs %s bytes (%s%s) but %s bytes are available (%s); not loading it",
-		dir, commas(total), need, more, commas(avail.Bytes), avail.Source)
+		dir, units.Commas(total), need, more, units.Commas(avail.Bytes), avail.Source)
 }

@@ -43,7 +43,7 @@ func TestRefusesWhatDoesNotFit(t *testing.T) {
 			if err == nil {
 				t.Fatal("a model larger than the available memory was loaded")
 			}
-			for _, want := range []string{"does not fit in memory", "but 100,000 bytes are available (test)", "f32 weights 0.6 MiB"} {
+			for _, want := range []string{"does not fit in memory", "but 100,000 bytes are available (test)", "f32 weights 641.75 KiB"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q lacks %q", err, want)
 				}

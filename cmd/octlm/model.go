@@ -140,7 +140,7 @@ func withOfflineHint(err error) error {
 
 // halfOnGo is what half precision does to speed on the pure-Go backend, measured with `octlm
 // bench` on a full-size Qwen3-0.6B (2-core AMD Zen 5 with AVX-512 BF16, compute v0.1.14, runs
-// alternated with float32; the README's performance table has the numbers).
+// alternated with float32; docs/performance.md has the numbers).
 var halfOnGo = map[octlm.DType]string{
 	octlm.BFloat16: "bf16 decodes about 1.1-1.3x faster than f32 (half the weight bytes) but prefills about 1.4x slower",
 	octlm.Float16:  "f16 decodes about 2x slower than f32 and prefills about 2x slower",

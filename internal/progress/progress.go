@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/octlm/octlm/internal/units"
 )
 
 // Bar is a progress bar for a count of bytes.
@@ -68,7 +70,7 @@ func (b *Bar) Update(done, total int64) {
 	if !b.terminal {
 		start, end = "", "\n"
 	}
-	fmt.Fprintf(b.w, "%s%s [%s] %s / %s  %.0f MiB/s%s", start, b.label, bar, HumanBytes(done), HumanBytes(total), rate, end)
+	fmt.Fprintf(b.w, "%s%s [%s] %s / %s  %.0f MiB/s%s", start, b.label, bar, units.Bytes(done), units.Bytes(total), rate, end)
 	b.drawn = true
 }
 
@@ -120,18 +122,4 @@ func (w *Writer) Write(p []byte) (int, error) {
 		w.Finish()
 	}
 	return len(p), nil
-}
-
-// HumanBytes formats a byte count with binary units ("1.40 GiB").
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

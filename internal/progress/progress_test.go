@@ -91,22 +91,3 @@ func TestWriterResumes(t *testing.T) {
 		t.Errorf("bar drew after it finished: %q", out.String()[before:])
 	}
 }
-
-func TestHumanBytes(t *testing.T) {
-	tests := []struct {
-		n    int64
-		want string
-	}{
-		{0, "0 B"},
-		{1023, "1023 B"},
-		{1024, "1.00 KiB"},
-		{1536, "1.50 KiB"},
-		{1503238554, "1.40 GiB"},
-		{1 << 40, "1.00 TiB"},
-	}
-	for _, tt := range tests {
-		if got := HumanBytes(tt.n); got != tt.want {
-			t.Errorf("HumanBytes(%d) = %q, want %q", tt.n, got, tt.want)
-		}
-	}
-}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/janpfeifer/gonb/gonbui"
 	"github.com/janpfeifer/gonb/gonbui/protocol"
+	"github.com/octlm/octlm/internal/units"
 )
 
 // InNotebook reports whether the program runs as a gonb cell, so that display functions show
@@ -137,7 +138,7 @@ func TableHTML(caption string, header []string, rows [][]string) string {
 			if i < len(row) {
 				cell = row[i]
 			}
-			fmt.Fprintf(&b, `<td style="text-align:%s%s">%s</td>`, align(i), wrapStyle(cell), html.EscapeString(groupThousands(cell)))
+			fmt.Fprintf(&b, `<td style="text-align:%s%s">%s</td>`, align(i), wrapStyle(cell), html.EscapeString(units.GroupDigits(cell)))
 		}
 		b.WriteString("</tr>")
 	}
@@ -170,26 +171,6 @@ func wrapStyle(cell string) string {
 func isBlank(s string) bool {
 	s = strings.TrimSpace(s)
 	return s == "" || s == "—" || s == "–" || s == "-"
-}
-
-// groupThousands writes a whole number of four digits or more with commas between groups of
-// three (-1234567 → -1,234,567); any other text comes back unchanged.
-func groupThousands(s string) string {
-	digits := strings.TrimPrefix(s, "-")
-	if len(digits) < 4 || strings.TrimLeft(digits, "0123456789") != "" {
-		return s
-	}
-	var b strings.Builder
-	if len(digits) != len(s) {
-		b.WriteByte('-')
-	}
-	for i, d := range digits {
-		if i > 0 && (len(digits)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(d)
-	}
-	return b.String()
 }
 
 // isNumber reports whether s is a number as strconv reads one (3, -0.5, 3.6e-05, NaN, +Inf), a

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/tokenizer"
@@ -23,9 +24,9 @@ import (
 )
 
 const (
-	tinyDir      = "../../testdata/tiny-qwen3"
+	tinyDir      = "../testdata/tiny-qwen3"
 	tinyFile     = tinyDir + "/model.safetensors"
-	tokenizerDir = "../../testdata/qwen3-tokenizer"
+	tokenizerDir = "../testdata/qwen3-tokenizer"
 )
 
 // svgDoc is what the tests read back from an SVG: it must parse as XML.
@@ -247,11 +248,11 @@ func TestHeaderAnatomy(t *testing.T) {
 	if got, want := tab.Rows[0][0], "0 – 8"; got != want {
 		t.Errorf("first row %q, want %q", got, want)
 	}
-	if got, want := tab.Rows[1][0], "8 – "+groupDigits(8+n); got != want {
+	if got, want := tab.Rows[1][0], "8 – "+units.Commas(8+n); got != want {
 		t.Errorf("header row %q, want %q", got, want)
 	}
 	first, last := tab.Rows[2][0], tab.Rows[len(tab.Rows)-1][0]
-	if !strings.HasPrefix(first, groupDigits(8+n)+" – ") || !strings.HasSuffix(last, " – "+groupDigits(st.Size())) {
+	if !strings.HasPrefix(first, units.Commas(8+n)+" – ") || !strings.HasSuffix(last, " – "+units.Commas(st.Size())) {
 		t.Errorf("tensors span %q … %q, want from %d to the file size %d", first, last, 8+n, st.Size())
 	}
 	text, err := HeaderText(tinyFile, 40)
@@ -383,7 +384,7 @@ func TestParameterCount(t *testing.T) {
 // TestParameterCountUntied counts an untied head (tiny-qwen3-untied's own lm_head.weight, 512×64)
 // as parameters, in a row of its own.
 func TestParameterCountUntied(t *testing.T) {
-	tab, err := ParameterCount(filepath.Join("..", "..", "testdata", "tiny-qwen3-untied"))
+	tab, err := ParameterCount(filepath.Join("..", "testdata", "tiny-qwen3-untied"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -786,8 +787,8 @@ func TestLatencyAxisEndsAtTheLastToken(t *testing.T) {
 
 func TestGroupDigits(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 106944: "106,944", -1234567: "-1,234,567"} {
-		if got := groupDigits(n); got != want {
-			t.Errorf("groupDigits(%d) = %q, want %q", n, got, want)
+		if got := units.Commas(n); got != want {
+			t.Errorf("units.Commas(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
@@ -825,10 +826,10 @@ func TestLoadMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(tab.Rows[0][1], groupDigits(cfg.Parameters())+" ") {
+	if !strings.HasPrefix(tab.Rows[0][1], units.Commas(cfg.Parameters())+" ") {
 		t.Errorf("parameters row %q, want %d", tab.Rows[0], cfg.Parameters())
 	}
-	if want := loader.HumanBytes(4 * cfg.Parameters()); tab.Rows[2][1] != want {
+	if want := units.Bytes(4 * cfg.Parameters()); tab.Rows[2][1] != want {
 		t.Errorf("resident float32 weights %q, want %s", tab.Rows[2][1], want)
 	}
 }
@@ -924,8 +925,8 @@ func TestTensorBytes(t *testing.T) {
 	if !d.hasText(fmt.Sprintf("Bytes per tensor: tiny (%d tensors", len(infos))) || !d.hasText("stored size (KiB)") {
 		t.Errorf("title or axis label missing: %q", d.texts)
 	}
-	if !d.hasText(loader.HumanBytes(infos[0].Size)) {
-		t.Errorf("no value label %q", loader.HumanBytes(infos[0].Size))
+	if !d.hasText(units.Bytes(infos[0].Size)) {
+		t.Errorf("no value label %q", units.Bytes(infos[0].Size))
 	}
 	if _, err := TensorBytes("none", nil); err == nil || !strings.Contains(err.Error(), "none has no tensors") {
 		t.Errorf("no tensors: error %v", err)

@@ -126,12 +126,27 @@ func (s *Source) Load(dtype octlm.DType, mutate func(*octlm.Config)) (*octlm.Mod
 
 func (s *Source) load(opts octlm.LoadOptions, mutate func(*octlm.Config)) (*octlm.Model, error) {
 	opts.Backend = s.Backend
-	m, err := octlm.Load(s.Dir, opts)
+	if mutate == nil {
+		m, err := octlm.Load(s.Dir, opts)
+		if err != nil {
+			return nil, fmt.Errorf("figures: loading %s: %w", s.Label, err)
+		}
+		return m, nil
+	}
+	// The checkpoint's weights under a changed configuration (a deliberate bug to measure).
+	cfg, err := s.Config()
+	if err != nil {
+		return nil, err
+	}
+	mutate(&cfg)
+	ckpt, err := loader.OpenCheckpoint(s.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("figures: loading %s: %w", s.Label, err)
 	}
-	if mutate != nil {
-		mutate(&m.Config)
+	defer ckpt.Close()
+	m, err := octlm.LoadCheckpoint(cfg, ckpt, opts)
+	if err != nil {
+		return nil, fmt.Errorf("figures: loading %s: %w", s.Label, err)
 	}
 	return m, nil
 }

@@ -12,7 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
@@ -393,5 +393,5 @@ func HalfGreedy(src *Source, tok *tokenizer.Tokenizer, prompts []Prompt, n int) 
 
 // ModelSummary is one line about a loaded model, for notebooks.
 func ModelSummary(m *octlm.Model, label string) string {
-	return fmt.Sprintf("%s: %s parameters, %s of %s weights on %s", label, humanCount(m.Config.Parameters()), loader.HumanBytes(m.WeightBytes()), m.DType, m.Backend.Name())
+	return fmt.Sprintf("%s: %s parameters, %s of %s weights on %s", label, humanCount(m.Config.Parameters()), units.Bytes(m.WeightBytes()), m.DType, m.Backend.Name())
 }

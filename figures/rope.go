@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/parity"
 )
@@ -127,7 +128,7 @@ func RopeAngles(headDim int, base float64, pairs, positions []int) (Figure, Tabl
 // baseText writes a RoPE base as a reader reads it: 1,000,000, or 31622.8 when not whole.
 func baseText(base float64) string {
 	if base == math.Trunc(base) && math.Abs(base) < 1e15 {
-		return groupDigits(int64(base))
+		return units.Commas(int64(base))
 	}
 	return strconv.FormatFloat(base, 'f', 1, 64)
 }
@@ -138,7 +139,7 @@ func periodText(p float64) string {
 	if p < 1000 {
 		return strconv.FormatFloat(p, 'g', 3, 64)
 	}
-	return groupDigits(int64(math.Round(p)))
+	return units.Commas(int64(math.Round(p)))
 }
 
 // pairingVariant is one way to run the checkpoint's weights.

@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 )
@@ -116,7 +117,7 @@ func HeaderAnatomy(path string) (Figure, Table, error) {
 	if err != nil {
 		return Figure{}, Table{}, err
 	}
-	title := fmt.Sprintf("Anatomy of %s: %s, %d tensors", filepath.Base(path), loader.HumanBytes(h.size), len(h.tensors))
+	title := fmt.Sprintf("Anatomy of %s: %s, %d tensors", filepath.Base(path), units.Bytes(h.size), len(h.tensors))
 	var b strings.Builder
 	svgOpen(&b, anatomyWidth, 270, title)
 	writeWholeFile(&b, h)
@@ -139,7 +140,7 @@ func writeWholeFile(b *strings.Builder, h headerLayout) {
 	const left, right, y1, bh = anatomyLeft, anatomyRight, 56.0, anatomyBar
 	x := func(off int64) float64 { return left + (right-left)*float64(off)/float64(h.size) }
 	fmt.Fprintf(b, `<text class="axis-label" x="%g" y="48">the whole file, to scale (header: %s of %s, %.3g%%)</text>`,
-		left, loader.HumanBytes(h.dataStart()), loader.HumanBytes(h.size), 100*float64(h.dataStart())/float64(h.size))
+		left, units.Bytes(h.dataStart()), units.Bytes(h.size), 100*float64(h.dataStart())/float64(h.size))
 	fmt.Fprintf(b, `<g class="segment" data-kind="header"><rect x="%g" y="%g" width="%.2f" height="%g" fill="%s"/></g>`,
 		left, y1, max(2, x(h.dataStart())-left), bh, palette[1])
 	for _, t := range h.tensors {
@@ -222,7 +223,7 @@ func byteMap(path string, h headerLayout) Table {
 		Header: []string{"bytes", "size", "what", "dtype", "shape"}}
 	t.Rows = append(t.Rows,
 		[]string{"0 – 8", "8", "length prefix: u64 little-endian = " + strconv.FormatInt(h.headerLen, 10), "", ""},
-		[]string{"8 – " + groupDigits(h.dataStart()), strconv.FormatInt(h.headerLen, 10),
+		[]string{"8 – " + units.Commas(h.dataStart()), strconv.FormatInt(h.headerLen, 10),
 			fmt.Sprintf("JSON header (%s, %s, %s of padding)", plural(len(h.tensors), "tensor"), plural(len(h.metadata), "metadata key"), plural(h.padding, "space")), "", ""})
 	for i, ti := range h.tensors {
 		if len(h.tensors) > 12 && i == 8 {
@@ -231,7 +232,7 @@ func byteMap(path string, h headerLayout) Table {
 		if len(h.tensors) > 12 && i >= 8 && i < len(h.tensors)-2 {
 			continue
 		}
-		t.Rows = append(t.Rows, []string{groupDigits(ti.Offset) + " – " + groupDigits(ti.Offset+ti.Size), strconv.FormatInt(ti.Size, 10), ti.Name, string(ti.DType), fmt.Sprint(ti.Shape)})
+		t.Rows = append(t.Rows, []string{units.Commas(ti.Offset) + " – " + units.Commas(ti.Offset+ti.Size), strconv.FormatInt(ti.Size, 10), ti.Name, string(ti.DType), fmt.Sprint(ti.Shape)})
 	}
 	return t
 }
@@ -255,7 +256,7 @@ func byteLabel(n int64) string {
 	if n == 0 {
 		return "0"
 	}
-	return loader.HumanBytes(n)
+	return units.Bytes(n)
 }
 
 // fitLabel fits a tensor name into a box width px wide at font size 10 (about 6 px a character, with room to spare):
@@ -532,28 +533,10 @@ func ParameterCount(dir string) (Table, error) {
 		if k == "lm_head (tied copy)" {
 			share = "—" // a copy of the embedding: not counted
 		}
-		t.Rows = append(t.Rows, []string{k, strconv.Itoa(tensors[k]), strconv.FormatInt(count[k], 10), share, loader.HumanBytes(bytesOf[k])})
+		t.Rows = append(t.Rows, []string{k, strconv.Itoa(tensors[k]), strconv.FormatInt(count[k], 10), share, units.Bytes(bytesOf[k])})
 	}
-	t.Rows = append(t.Rows, []string{"total (unique)", strconv.Itoa(ck.Len()), strconv.FormatInt(total, 10), "100.0%", loader.HumanBytes(stored)})
+	t.Rows = append(t.Rows, []string{"total (unique)", strconv.Itoa(ck.Len()), strconv.FormatInt(total, 10), "100.0%", units.Bytes(stored)})
 	return t, nil
-}
-
-// groupDigits writes n with commas between groups of three digits: 106,944.
-func groupDigits(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, d := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(d)
-	}
-	return b.String()
 }
 
 // humanCount writes a parameter count as 596M or 1.2K.
@@ -681,19 +664,19 @@ func LoadMemory(src *Source, dtype octlm.DType) (Figure, Table, error) {
 	}
 	title := fmt.Sprintf("Streaming load of %s (%s, %s backend)", src.Label, dtype, src.Info.Name)
 	c := chart{Title: title, Width: 760, X: axis{Label: "time since the load began (ms)"}, Y: axis{Label: "MiB"},
-		Series: all, Lines: []refLine{{Label: "resident weights " + loader.HumanBytes(weights), Value: mib(weights), Color: "#555"}},
+		Series: all, Lines: []refLine{{Label: "resident weights " + units.Bytes(weights), Value: mib(weights), Color: "#555"}},
 		Note: fmt.Sprintf("%d samples (every 1 ms and after every tensor); memory relative to the moment before octlm.Load", len(samples))}
 	rssCell := "n/a (no /proc/self/statm)"
 	if hasRSS {
-		rssCell = fmt.Sprintf("%s (%.2f× the weights)", loader.HumanBytes(peakRSS), float64(peakRSS)/float64(weights))
+		rssCell = fmt.Sprintf("%s (%.2f× the weights)", units.Bytes(peakRSS), float64(peakRSS)/float64(weights))
 	}
 	t := Table{Name: "01-load", Caption: "loading " + src.Label,
 		Header: []string{"measure", "value"},
 		Rows: [][]string{
-			{"parameters (unique)", fmt.Sprintf("%s (%s)", groupDigits(params), humanCount(params))},
-			{"checkpoint bytes read", loader.HumanBytes(total.Load())},
-			{"resident weights (" + string(dtype) + ")", loader.HumanBytes(weights)},
-			{"peak Go heap growth", fmt.Sprintf("%s (%.2f× the weights)", loader.HumanBytes(peakHeap), float64(peakHeap)/float64(weights))},
+			{"parameters (unique)", fmt.Sprintf("%s (%s)", units.Commas(params), humanCount(params))},
+			{"checkpoint bytes read", units.Bytes(total.Load())},
+			{"resident weights (" + string(dtype) + ")", units.Bytes(weights)},
+			{"peak Go heap growth", fmt.Sprintf("%s (%.2f× the weights)", units.Bytes(peakHeap), float64(peakHeap)/float64(weights))},
 			{"peak resident set growth", rssCell},
 			{"load time", took.Round(time.Millisecond).String()},
 			{"backend", src.Info.Name},
@@ -728,7 +711,7 @@ func TensorBytes(label string, tensors []loader.TensorInfo) (Figure, error) {
 	left := min(360, 12+6*float64(nameW))
 	right := w - 90 // room for the value labels
 	h := top + rowH*float64(len(tensors)) + 70
-	title := fmt.Sprintf("Bytes per tensor: %s (%d tensors, %s)", label, len(tensors), loader.HumanBytes(total))
+	title := fmt.Sprintf("Bytes per tensor: %s (%d tensors, %s)", label, len(tensors), units.Bytes(total))
 	var b strings.Builder
 	svgOpen(&b, w, h, title)
 	span := float64(largest) / float64(unit)
@@ -749,8 +732,8 @@ func TensorBytes(label string, tensors []loader.TensorInfo) (Figure, error) {
 		fmt.Fprintf(&b, `<g class="series" data-label="%s">`, esc(t.Name))
 		fmt.Fprintf(&b, `<text x="%g" y="%.1f" text-anchor="end" font-size="10">%s</text>`, left-6, y+11, esc(fitLabel(t.Name, left-12)))
 		fmt.Fprintf(&b, `<rect x="%g" y="%.1f" width="%.2f" height="%g" fill="%s"><title>%s: %s %v, %s</title></rect>`,
-			left, y+2, max(0.5, x(float64(t.Size)/float64(unit))-left), rowH-4, kindColor(k), esc(t.Name), t.DType, t.Shape, loader.HumanBytes(t.Size))
-		fmt.Fprintf(&b, `<text class="value" x="%.1f" y="%.1f" font-size="10" fill="#333">%s</text></g>`, x(float64(t.Size)/float64(unit))+4, y+11, esc(loader.HumanBytes(t.Size)))
+			left, y+2, max(0.5, x(float64(t.Size)/float64(unit))-left), rowH-4, kindColor(k), esc(t.Name), t.DType, t.Shape, units.Bytes(t.Size))
+		fmt.Fprintf(&b, `<text class="value" x="%.1f" y="%.1f" font-size="10" fill="#333">%s</text></g>`, x(float64(t.Size)/float64(unit))+4, y+11, esc(units.Bytes(t.Size)))
 	}
 	// Legend: the kinds of tensor present.
 	present := map[string]bool{}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/octlm/octlm/internal/units"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/parity"
 )
@@ -162,7 +163,7 @@ func (r *ParityResult) Histogram() Figure {
 		Lines: []refLine{{Label: "gate 1e-3", Value: parity.Tolerance, Vertical: true},
 			{Label: fmt.Sprintf("worst %.1e", worst), Value: worst, Vertical: true, Color: "#555"}},
 		Note: fmt.Sprintf("%s logits (every position × vocabulary entry of %d cases, full path); %s (%.1f%%) are exactly equal",
-			groupDigits(r.Logits), len(r.Cases), groupDigits(r.Zeros), 100*float64(r.Zeros)/float64(max(1, r.Logits)))}
+			units.Commas(r.Logits), len(r.Cases), units.Commas(r.Zeros), 100*float64(r.Zeros)/float64(max(1, r.Logits)))}
 	return Figure{Name: "04-error-histogram", Title: title, SVG: c.render()}
 }
 
