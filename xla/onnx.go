@@ -116,10 +116,20 @@ func (p Places) onnxNotFound() error {
 	return fmt.Errorf("xla: backend %q: ONNX Runtime library not found; looked at %s; install it with: %s", ONNX, strings.Join(where, ", "), ONNXInstallCommand)
 }
 
+// onnxPassedOver says, per dtype, why the automatic choice does not run it on ONNX Runtime.
+// float16 runs there (its KV cache written by slices), but ONNX Runtime 1.30.0's CPU provider
+// runs few float16 operations itself and casts the rest, weights included, to float32 on every
+// step: Qwen3-0.6B decoded at 0.11 tokens/s, a fifth of its float32 speed in the same sitting,
+// with a peak of 2.57× the weights (Intel Xeon, 2026-12-01; docs/performance.md).
+var onnxPassedOver = map[string]string{
+	"bf16": "ONNX Runtime cannot run it on the CPU",
+	"f16":  "ONNX Runtime's CPU provider casts float16 weights to float32 on every step (a fifth of its float32 decode, 2.6x the memory)",
+}
+
 // OpenForDType is Open for a model held in dtype ("f32", "bf16" or "f16"): the automatic choice
-// passes over ONNX Runtime for bfloat16, which its CPU backend cannot run.
+// passes over ONNX Runtime for the half-precision dtypes (onnxPassedOver says why).
 func OpenForDType(name, dtype string) (compute.Backend, Info, error) {
-	if resolved, _ := resolveName(name); resolved != "" || dtype != "bf16" {
+	if resolved, _ := resolveName(name); resolved != "" || onnxPassedOver[dtype] == "" {
 		return Open(name)
 	}
 	p := DefaultPlaces()
@@ -131,7 +141,7 @@ func OpenForDType(name, dtype string) (compute.Backend, Info, error) {
 	case pl != nil:
 		b, info, err = openPlugin(*pl, "", why)
 	case auto == ONNX:
-		b, info, err = openGo("", why+"; passed over for bf16, which ONNX Runtime cannot run on the CPU")
+		b, info, err = openGo("", why+"; passed over for "+dtype+": "+onnxPassedOver[dtype])
 	default:
 		b, info, err = openGo("", why)
 	}

@@ -141,3 +141,26 @@ func TestONNXMemoryOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenForDTypeHalf: where the automatic choice would take ONNX Runtime, it passes over it for
+// both half-precision dtypes and says why on the backend line; float32 keeps it.
+func TestOpenForDTypeHalf(t *testing.T) {
+	t.Setenv(EnvBackend, "")
+	if name, _ := DefaultPlaces().AutoName(); name != ONNX {
+		t.Skip("the automatic choice here is " + name + ", not onnx")
+	}
+	for _, c := range []struct{ dtype, engine, why string }{
+		{"f32", ONNX, "cpu_mem_arena=false"},
+		{"bf16", Go, "passed over for bf16: ONNX Runtime cannot run it"},
+		{"f16", Go, "passed over for f16: ONNX Runtime's CPU provider casts float16 weights"},
+	} {
+		b, info, err := OpenForDType("", c.dtype)
+		if err != nil {
+			t.Fatalf("%s: %v", c.dtype, err)
+		}
+		b.Finalize()
+		if info.Name != c.engine || !strings.Contains(info.String(), c.why) {
+			t.Errorf("OpenForDType(\"\", %q) = %s; want %s saying %q", c.dtype, info, c.engine, c.why)
+		}
+	}
+}

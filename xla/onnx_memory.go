@@ -12,9 +12,11 @@ import (
 // attended length and cache bucket), and glibc's malloc, with an arena per thread and a
 // threshold for mapping large blocks that rises with every large block freed, keeps freed
 // blocks too. `octlm parity --model testdata/tiny-qwen3-long` (40,960 positions, about a
-// hundred graphs) peaked at 7.9–8.7 GiB as compute-onnx sets ONNX Runtime up and still grew past
-// 1.9 GiB with the arena off alone (26 malloc arenas of 64 MiB and a 450 MiB heap); see
-// docs/performance.md for the peak with both and what they cost in speed.
+// hundred graphs) peaked at 7.9–8.7 GiB as compute-onnx sets ONNX Runtime up, grew past 1.9 GiB
+// with the arena off alone (26 malloc arenas of 64 MiB and a 450 MiB heap, still rising when
+// stopped) and peaked at 1.90 GiB with both, parity unchanged (4.0e-5); the price is page faults
+// on fresh blocks, a fifth of that run's CPU time in the kernel (Intel Xeon, 2 cores, ONNX
+// Runtime 1.30.0, 2026-12-01; docs/performance.md).
 var onnxMemory = struct {
 	// options are the compute-onnx options added unless the backend name sets the same key.
 	options []string
