@@ -119,11 +119,11 @@ func (p Places) onnxNotFound() error {
 // onnxPassedOver says, per dtype, why the automatic choice does not run it on ONNX Runtime.
 // float16 runs there (its KV cache written by slices), but ONNX Runtime 1.30.0's CPU provider
 // runs few float16 operations itself and casts the rest, weights included, to float32 on every
-// step: Qwen3-0.6B decoded at 0.11 tokens/s, a fifth of its float32 speed in the same sitting,
-// with a peak of 2.57× the weights (Intel Xeon, 2026-12-01; docs/performance.md).
+// step: Qwen3-0.6B decoded at a fifth to a third of its float32 speed in the same sitting, with a
+// peak of 2.6–3.0× the weights (Intel Xeon, 2026-12-01; docs/performance.md).
 var onnxPassedOver = map[string]string{
 	"bf16": "ONNX Runtime cannot run it on the CPU",
-	"f16":  "ONNX Runtime's CPU provider casts float16 weights to float32 on every step (a fifth of its float32 decode, 2.6x the memory)",
+	"f16":  "ONNX Runtime's CPU provider casts float16 weights to float32 on every step (a fifth to a third of its float32 decode, 3x the memory)",
 }
 
 // OpenForDType is Open for a model held in dtype ("f32", "bf16" or "f16"): the automatic choice
