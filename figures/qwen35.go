@@ -11,11 +11,11 @@ import (
 
 	"github.com/gomlx/compute"
 
-	"github.com/octlm/octlm/units"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/synth"
 	"github.com/octlm/octlm/parity"
+	"github.com/octlm/octlm/units"
 )
 
 // hybridConfig is the part of a Qwen3.5 config.json (the multimodal wrapper's text_config, or

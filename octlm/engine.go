@@ -36,6 +36,9 @@ type Layout struct {
 	// ColumnRows is how many table rows are decoded at a time while loading a table as columns
 	// (the float32 scratch is ColumnRows × d); 0 means defaultColumnRows.
 	ColumnRows int
+	// HalfCacheBySlice writes a half-precision cache with a dynamic update slice instead of a
+	// scatter-add (see ops.writeCache).
+	HalfCacheBySlice bool
 }
 
 // Defaults chosen by measurement (see docs/performance.md for the full tables).
@@ -67,9 +70,16 @@ const (
 //
 // XLA (and any other engine): rows, one gather; XLA parallelises a product by itself.
 //
-// Every engine pads its products' rows as the pure-Go backend needs (PadMACs); for ONNX Runtime
-// that costs decode speed (issue 22's note: 2.1–3.2 tokens/s padded, 5.9–7.1 unpadded) and is
-// the speed work's to change. Every engine upcasts half-precision q·kᵀ (see ops.dotLastAxes).
+// ONNX Runtime's products are not padded: MLAS runs a one-row product (every decode product)
+// on its matrix-vector kernel straight from the weight, split over the threads, while a product
+// of two rows or more packs the weight panel by panel on every call (weights are graph inputs,
+// never prepacked), so padding made each decode step repack all 2.4 GB of Qwen3-0.6B's float32
+// weights. Unpadded, decode went from 2.1–3.2 to 5.9–7.1 tokens/s (Intel Xeon, 2 cores,
+// ONNX Runtime 1.30.0; docs/performance.md). Its half-precision cache is written by slices
+// (HalfCacheBySlice): its CPU provider has no float16 ScatterND-add kernel.
+//
+// Other engines pad their products' rows as the pure-Go backend needs (PadMACs), unmeasured on
+// XLA. Every engine upcasts half-precision q·kᵀ (see ops.dotLastAxes).
 func LayoutFor(engine xla.Engine) Layout {
 	l := Layout{PadMACs: goPadMACs, UpcastHalfDot: true, ColumnRows: defaultColumnRows}
 	switch engine {
@@ -77,6 +87,8 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.TableColumns = true
 	case xla.EngineONNX:
 		l.EmbedSlices = true
+		l.PadMACs = 0
+		l.HalfCacheBySlice = true
 	}
 	return l
 }
@@ -218,6 +230,29 @@ func (o ops) dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
 	out := DotGeneral(ConvertDType(lhs, dtypes.Float32), []int{lhs.Rank() - 1}, batch,
 		ConvertDType(rhs, dtypes.Float32), []int{rhs.Rank() - 1}, batch)
 	return ConvertDType(out, dtype)
+}
+
+// writeCache writes rows [heads, S, width] into cache [heads, capacity, width] at slots
+// start..start+S-1 of every head, where the cache holds zeros: the updated cache. The caller
+// zeroes padding rows, so they write the zeros already there.
+//
+// A scatter-add of the rows writes only those slots. With HalfCacheBySlice a half-precision cache
+// is written by a dynamic update slice instead: ONNX Runtime 1.30.0's CPU provider has no float16
+// kernel for the ScatterND with reduction "add" that compute-onnx lowers the scatter to
+// (TestONNXHalfCacheWrite in package xla is the reproduction), while the update slice's Pad
+// and Where have one. The caller makes S ≤ capacity − start, so the slice is never moved back.
+func (o ops) writeCache(cache, rows, start *Node) *Node {
+	if o.layout.HalfCacheBySlice && cache.DType() != dtypes.Float32 {
+		zero := ScalarZero(cache.Graph(), start.DType())
+		return DynamicUpdateSlice(cache, rows, []*Node{zero, start, zero})
+	}
+	g := cache.Graph()
+	heads, seqLen := rows.Shape().Dimensions[0], rows.Shape().Dimensions[1]
+	headIdx := Iota(g, shapes.Make(dtypes.Int32, heads, seqLen, 1), 0)
+	slots := Add(ConvertDType(start, dtypes.Int32), Iota(g, shapes.Make(dtypes.Int32, seqLen), 0))
+	slotIdx := BroadcastToDims(Reshape(slots, 1, seqLen, 1), heads, seqLen, 1)
+	indices := Concatenate([]*Node{headIdx, slotIdx}, -1) // [heads, S, 2]
+	return ScatterSum(cache, indices, rows, true, true)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -9,7 +9,6 @@ package octlm
 
 import (
 	"github.com/gomlx/compute/dtypes"
-	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 )
 
@@ -54,5 +53,3 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	logits := ConvertDType(m.arch.logits(s, w, hidden), dtypes.Float32)
 	return append([]*Node{logits}, newState...)
 }
-
-func shapesOf(dtype dtypes.DType, dims ...int) shapes.Shape { return shapes.Make(dtype, dims...) }

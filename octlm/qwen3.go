@@ -150,7 +150,7 @@ func mlp(o ops, w weightSet, x *Node) *Node {
 }
 
 // attention is Qwen3Attention with a KV cache. x: [S, d]. It writes this chunk's keys and
-// values into the caches (zeroed slots, so a scatter-add writes them; padding rows add zeros)
+// values into the caches (zeroed slots; padding rows write zeros, see ops.writeCache)
 // and attends over the first Lb slots with the causal mask. Returns o_proj's output and the
 // updated caches.
 func (q qwen3) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Node) (out, newK, newV *Node) {
@@ -180,11 +180,8 @@ func (q qwen3) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Node
 	perHead := func(t *Node) *Node { return TransposeAllAxes(Mul(t, keep), 1, 0, 2) } // [kvHeads, S, headDim]
 	k = ConvertDType(perHead(k), kCache.DType())
 	v = ConvertDType(perHead(v), vCache.DType())
-	headIdx := Iota(g, shapesOf(dtypes.Int32, kvHeads, seqLen, 1), 0)
-	slotIdx := BroadcastToDims(Reshape(s.positions, 1, seqLen, 1), kvHeads, seqLen, 1)
-	indices := Concatenate([]*Node{headIdx, slotIdx}, -1) // [kvHeads, S, 2]
-	newK = ScatterSum(kCache, indices, k, true, true)
-	newV = ScatterSum(vCache, indices, v, true, true)
+	newK = s.ops.writeCache(kCache, k, s.start)
+	newV = s.ops.writeCache(vCache, v, s.start)
 
 	// Attend over the first Lb slots.
 	keys, values := newK, newV

@@ -17,6 +17,7 @@ import (
 	"math"
 
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 )
 
@@ -127,15 +128,12 @@ func (q qwen35) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Nod
 	query = partialRotary(query, cos, sin, c.RotaryDim)
 	k = partialRotary(k, cos, sin, c.RotaryDim)
 
-	// Write this chunk's keys and values at slots start…start+S−1 by adding into the zeroed
-	// slots; padding rows add zeros, so the slots past the real length stay zero.
+	// Write this chunk's keys and values at slots start…start+S−1 of the zeroed cache (see
+	// ops.writeCache); padding rows write zeros, so the slots past the real length stay zero.
 	keep := ConvertDType(Reshape(real, seqLen, 1, 1), k.DType())
-	headIdx := Iota(g, shapesOf(dtypes.Int32, kvHeads, seqLen, 1), 0)
-	slotIdx := BroadcastToDims(Reshape(Add(start, Iota(g, shapesOf(dtypes.Int32, seqLen), 0)), 1, seqLen, 1), kvHeads, seqLen, 1)
-	indices := Concatenate([]*Node{headIdx, slotIdx}, -1) // [kvHeads, S, 2]
 	toCache := func(t, cache *Node) *Node {
 		t = ConvertDType(TransposeAllAxes(Mul(t, keep), 1, 0, 2), cache.DType()) // [kvHeads, S, hd]
-		return ScatterSum(cache, indices, t, true, true)
+		return o.writeCache(cache, t, start)
 	}
 	newK, newV = toCache(k, kCache), toCache(v, vCache)
 	keys := ConvertDType(SliceAxis(newK, 1, AxisRange(0, attendLen)), query.DType())
@@ -200,7 +198,7 @@ func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node
 	}
 	conv = Mul(conv, Sigmoid(conv))
 	// The new state is the last K−1 real inputs: rows valid … valid+K−2 of in.
-	rows := Add(valid, Iota(g, shapesOf(dtypes.Int32, kernel-1), 0))
+	rows := Add(valid, Iota(g, shapes.Make(dtypes.Int32, kernel-1), 0))
 	newConv = Gather(in, InsertAxes(rows, -1)) // [K−1, convDim]
 
 	qh := Reshape(SliceAxis(conv, 1, AxisRange(0, c.KeyDim())), seqLen, kh, dk)

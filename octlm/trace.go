@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 )
@@ -68,7 +69,7 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 		}
 		idsNode := inputs[0]
 		offsets := graph.Iota(g, idsNode.Shape(), 0)
-		keyPos := graph.Iota(g, shapesOf(dtypes.Int32, rows), 0)
+		keyPos := graph.Iota(g, shapes.Make(dtypes.Int32, rows), 0)
 		s := &step{
 			ops: ops{layout: m.layout}, ids: idsNode,
 			start: graph.Const(g, int32(0)), valid: graph.Const(g, int32(valid)),
@@ -81,7 +82,7 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 			if spec.Float32 {
 				dtype = dtypes.Float32
 			}
-			state = append(state, graph.Zeros(g, shapesOf(dtype, spec.shape(rows)...)))
+			state = append(state, graph.Zeros(g, shapes.Make(dtype, spec.shape(rows)...)))
 		}
 		hiddens, _ := tr.layers(s, w, state)
 		for i, h := range hiddens {

@@ -96,12 +96,13 @@ func (p Places) FindONNX() (lib ONNXLibrary, skipped []string, err error) {
 }
 
 // openONNX opens ONNX Runtime on the CPU with compute-onnx's options (comma-separated, e.g.
-// "intra_op_num_threads=2"; see github.com/gomlx/compute-onnx's README).
+// "intra_op_num_threads=2"; see github.com/gomlx/compute-onnx's README) and onnxMemory's.
 func (p Places) openONNX(opts, reason string) (b compute.Backend, info Info, err error) {
 	lib, skipped, err := p.FindONNX()
 	if err != nil {
 		return nil, Info{}, err
 	}
+	opts, reason, env := onnxMemoryOptions(opts, reason)
 	config := "cpu," + lib.Path
 	if opts != "" {
 		config += "," + opts
@@ -118,7 +119,7 @@ func (p Places) openONNX(opts, reason string) (b compute.Backend, info Info, err
 	if v, ok := b.(interface{ Version() string }); ok {
 		version = v.Version()
 	}
-	return b, Info{Name: ONNX, Options: opts, Plugin: lib.Path, Source: lib.Source, Reason: reason, ONNXVersion: version, Warnings: skipped}, nil
+	return b, Info{Name: ONNX, Options: opts, Plugin: lib.Path, Source: lib.Source, Reason: reason, ONNXVersion: version, Warnings: skipped, Env: env}, nil
 }
 
 // onnxNotFound says where ONNX Runtime was looked for, what was skipped, and how to install it.
@@ -137,10 +138,20 @@ func (p Places) onnxNotFound(skipped []string) error {
 	return fmt.Errorf("xla: backend %q: %w; looked at %s%s; install it with: %s", ONNX, ErrONNXNotFound, strings.Join(where, ", "), msg, ONNXInstallCommand)
 }
 
+// onnxPassedOver says, per dtype, why the automatic choice does not run it on ONNX Runtime.
+// float16 runs there (its KV cache written by slices), but ONNX Runtime 1.30.0's CPU provider
+// runs few float16 operations itself and casts the rest, weights included, to float32 on every
+// step: Qwen3-0.6B decoded at a fifth to a third of its float32 speed in the same sitting, with a
+// peak of 2.6–3.0× the weights (Intel Xeon, 2026-12-01; docs/performance.md).
+var onnxPassedOver = map[string]string{
+	"bf16": "ONNX Runtime cannot run it on the CPU",
+	"f16":  "ONNX Runtime's CPU provider casts float16 weights to float32 on every step (a fifth to a third of its float32 decode, 3x the memory)",
+}
+
 // OpenForDType is Open for a model held in dtype ("f32", "bf16" or "f16"): the automatic choice
-// passes over ONNX Runtime for bfloat16, which its CPU backend cannot run.
+// passes over ONNX Runtime for the half-precision dtypes (onnxPassedOver says why).
 func OpenForDType(name, dtype string) (compute.Backend, Info, error) {
-	if resolved, _ := resolveName(name); resolved != "" || dtype != "bf16" {
+	if resolved, _ := resolveName(name); resolved != "" || onnxPassedOver[dtype] == "" {
 		return Open(name)
 	}
 	p := DefaultPlaces()
@@ -154,7 +165,7 @@ func OpenForDType(name, dtype string) (compute.Backend, Info, error) {
 	case pl != nil:
 		b, info, err = openPlugin(*pl, "", why)
 	case auto == ONNX:
-		b, info, err = openGo("", why+"; passed over for bf16, which ONNX Runtime cannot run on the CPU")
+		b, info, err = openGo("", why+"; passed over for "+dtype+": "+onnxPassedOver[dtype])
 	default:
 		b, info, err = openGo("", why)
 	}

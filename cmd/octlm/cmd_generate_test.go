@@ -151,7 +151,7 @@ func TestGenerateCLI(t *testing.T) {
 		{name: "prompt from stdin", stdin: "Hello there", args: []string{"generate", "-m", tok, "--prompt-file", "-", "-n", "2", "--seed", "5"}, code: 0,
 			stderr: []string{"2 prompt tokens, 2 generated", "seed 5"}},
 		{name: "hub unreachable", args: []string{"generate", "-m", "Nobody/none", "-p", "hi"}, code: 2,
-			stderr: []string{"HF_HUB_OFFLINE=1", "octlm synth --like qwen3-0.6b"}},
+			stderr: []string{"HF_HUB_OFFLINE=1", "octlm synth --like tiny"}},
 	}
 	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:1")
 	t.Setenv("HF_HUB_CACHE", t.TempDir())

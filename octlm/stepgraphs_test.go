@@ -1,0 +1,48 @@
+package octlm
+
+import "testing"
+
+// TestStepGraphsBounded runs a prompt in chunks of growing lengths, so that it needs more step
+// graphs (chunk length × attended length) than a model keeps: the least recently used are freed,
+// at most maxStepGraphs stay compiled, and the logits still match the prompt run in one chunk.
+func TestStepGraphsBounded(t *testing.T) {
+	m := loadFixture(t, "tiny-qwen3", Float32)
+	c := readReference(t, "tiny-qwen3")
+	ids := c[len(c)-1].ids
+	whole, err := m.Forward(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := m.NewCache(len(ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	var got Logits
+	for at, n := 0, 1; at < len(ids); at, n = at+n, n+1 {
+		n = min(n, len(ids)-at)
+		l, err := m.ForwardCached(ids[at:at+n], cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Rows, got.Vocab = got.Rows+l.Rows, l.Vocab
+		got.Data = append(got.Data, l.Data...)
+	}
+	if n := m.CompileStats().Graphs; n <= maxStepGraphs {
+		t.Fatalf("the chunks compiled %d graphs, want more than %d to exercise freeing", n, maxStepGraphs)
+	}
+	if len(m.steps) > maxStepGraphs {
+		t.Errorf("%d step graphs kept, want at most %d", len(m.steps), maxStepGraphs)
+	}
+	if d := maxAbsError(t, got, whole); d > 1e-4 {
+		t.Errorf("chunked logits differ from one chunk by %g", d)
+	}
+	// The first shapes were freed: running them again compiles them again, and still agrees.
+	again, err := m.Forward(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxAbsError(t, again, whole); d > 0 {
+		t.Errorf("the recompiled one-chunk graph differs by %g", d)
+	}
+}
