@@ -53,3 +53,11 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	logits := ConvertDType(m.arch.logits(s, w, hidden), dtypes.Float32)
 	return append([]*Node{logits}, newState...)
 }
+
+// rmsNormalized is the part every RMSNorm shares: x · rsqrt(mean(x²) + eps) over the last axis,
+// computed in float32 whatever x's dtype (the weight, and how it is applied, differ by norm).
+func rmsNormalized(o ops, x *Node, eps float64) *Node {
+	x32 := ConvertDType(x, dtypes.Float32)
+	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
+	return o.rsqrtMul(x32, AddScalar(variance, eps))
+}

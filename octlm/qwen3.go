@@ -133,9 +133,7 @@ func (q qwen3) logits(s *step, w weightSet, hidden *Node) *Node {
 // rmsNorm is Qwen3RMSNorm: statistics in float32, then weight * normalized (no 1+w).
 func rmsNorm(o ops, x, weight *Node, eps float64) *Node {
 	dtype := x.DType()
-	x32 := ConvertDType(x, dtypes.Float32)
-	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
-	x32 = o.rsqrtMul(x32, AddScalar(variance, eps))
+	x32 := rmsNormalized(o, x, eps)
 	for weight.Rank() < x.Rank() {
 		weight = InsertAxes(weight, 0)
 	}

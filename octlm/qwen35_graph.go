@@ -75,9 +75,7 @@ func (q qwen35) logits(s *step, w weightSet, hidden *Node) *Node {
 // stored weight zero-centred.
 func zeroCenteredRMSNorm(o ops, x, weight *Node, eps float64) *Node {
 	dtype := x.DType()
-	x32 := ConvertDType(x, dtypes.Float32)
-	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
-	x32 = o.rsqrtMul(x32, AddScalar(variance, eps))
+	x32 := rmsNormalized(o, x, eps)
 	w := OnePlus(ConvertDType(weight, dtypes.Float32))
 	for w.Rank() < x32.Rank() {
 		w = InsertAxes(w, 0)
@@ -89,9 +87,7 @@ func zeroCenteredRMSNorm(o ops, x, weight *Node, eps float64) *Node {
 // plain weight w; x and z [..., headDim].
 func rmsNormGated(o ops, x, z, weight *Node, eps float64) *Node {
 	dtype := x.DType()
-	x32 := ConvertDType(x, dtypes.Float32)
-	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
-	x32 = o.rsqrtMul(x32, AddScalar(variance, eps))
+	x32 := rmsNormalized(o, x, eps)
 	w := ConvertDType(weight, dtypes.Float32)
 	for w.Rank() < x32.Rank() {
 		w = InsertAxes(w, 0)

@@ -232,23 +232,9 @@ func WriteQwen35(dir string, cfg Qwen35Like, opts Options) error {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg.ConfigJSON(), 0o644); err != nil {
 		return fmt.Errorf("synth: %w", err)
 	}
-	shards := cfg.Shards(opts.MaxShardBytes)
-	for _, shard := range shards {
-		if err := writeQwen35File(filepath.Join(dir, shard.Name), shard.Tensors, opts); err != nil {
-			return err
-		}
-	}
-	if len(shards) > 1 {
-		if err := os.WriteFile(filepath.Join(dir, loader.IndexFileName), IndexJSON(shards), 0o644); err != nil {
-			return fmt.Errorf("synth: %w", err)
-		}
-	}
-	if opts.Manifest {
-		if _, err := loader.WriteManifest(dir, "", "", opts.Progress); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeShards(dir, cfg.Shards(opts.MaxShardBytes), opts, func(path string, specs []loader.TensorSpec) error {
+		return writeQwen35File(path, specs, opts)
+	})
 }
 
 func writeQwen35File(path string, specs []loader.TensorSpec, opts Options) error {

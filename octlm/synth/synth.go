@@ -458,9 +458,16 @@ func WriteWith(dir string, cfg QwenLike, opts Options) error {
 			return fmt.Errorf("synth: %w", err)
 		}
 	}
-	shards := cfg.Shards(opts.MaxShardBytes)
+	return writeShards(dir, cfg.Shards(opts.MaxShardBytes), opts, func(path string, specs []loader.TensorSpec) error {
+		return writeModel(path, specs, cfg, opts)
+	})
+}
+
+// writeShards writes each shard's file with write, the shard index when there are several (as
+// the Hub's sharded checkpoints have), and the manifest when opts asks for one.
+func writeShards(dir string, shards []Shard, opts Options, write func(path string, specs []loader.TensorSpec) error) error {
 	for _, shard := range shards {
-		if err := writeModel(filepath.Join(dir, shard.Name), shard.Tensors, cfg, opts); err != nil {
+		if err := write(filepath.Join(dir, shard.Name), shard.Tensors); err != nil {
 			return err
 		}
 	}
