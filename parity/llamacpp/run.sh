@@ -6,7 +6,7 @@
 # llama.cpp = the prebuilt CPU libraries of npm's node-llama-cpp 3.22.1 (its bundled llama.cpp
 # source, llama/gitRelease.bundle, gives the headers and gguf-py). First run sets up a cache in
 # ${OCTLM_PEER_CACHE:-~/.cache/octlm-peer} (npm install, git clone of the bundle, gcc), as
-# ../shared/peer/llamacpp-bench does; it needs npm, gcc, git and /usr/bin/python3 with Debian's
+# the project's llama.cpp speed peer does; it needs npm, gcc, git and /usr/bin/python3 with Debian's
 # python3-numpy and python3-torch. Prints a markdown table (max |llama.cpp - reference| and top-token
 # agreement per case, whole case in one batch and token by token) and one JSON line. LLB_FA=1 or -1
 # turns llama.cpp's flash attention on or to auto (its default; off here: see docs/qwen35.md).
