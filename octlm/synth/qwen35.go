@@ -5,15 +5,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/octlm/octlm/internal/progress"
 	"github.com/octlm/octlm/loader"
 )
 
@@ -238,21 +235,8 @@ func WriteQwen35(dir string, cfg Qwen35Like, opts Options) error {
 }
 
 func writeQwen35File(path string, specs []loader.TensorSpec, opts Options) error {
-	var total, done int64
-	for _, s := range specs {
-		total += s.Bytes()
-	}
-	var bar *progress.Bar
-	if opts.Progress != nil {
-		bar = progress.New(opts.Progress, "synth: "+filepath.Base(path))
-		defer func() {
-			if done < total {
-				bar.Abandon()
-			} else {
-				bar.Finish()
-			}
-		}()
-	}
+	bar := newFileProgress(opts, path, specs)
+	defer bar.close()
 	buf := make([]byte, 4*chunkElems)
 	return loader.WriteFileFunc(path, specs, fileMetadata, func(i int, w io.Writer) error {
 		s := specs[i]
@@ -267,19 +251,14 @@ func writeQwen35File(path string, specs []loader.TensorSpec, opts Options) error
 			if _, err := w.Write(buf[:width*m]); err != nil {
 				return err
 			}
-			if bar != nil {
-				done += int64(width * m)
-				bar.Update(done, total)
-			}
+			bar.add(int64(width * m))
 		}
 		return nil
 	})
 }
 
 func qwen35Fill(buf []byte, width int, seed int64, name string, c int) {
-	h := fnv.New64a()
-	io.WriteString(h, name)
-	rng := rand.New(rand.NewPCG(uint64(seed)^h.Sum64(), uint64(c)))
+	rng := chunkRNG(seed, name, c)
 	value := func() float32 { return 0.02 * float32(rng.NormFloat64()) }
 	switch {
 	case strings.HasSuffix(name, "linear_attn.norm.weight"):

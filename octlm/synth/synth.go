@@ -489,22 +489,8 @@ const chunkElems = 1 << 20
 
 // writeModel writes one safetensors file holding specs, with random values for cfg.
 func writeModel(path string, specs []loader.TensorSpec, cfg QwenLike, opts Options) error {
-	var total int64
-	for _, s := range specs {
-		total += s.Bytes()
-	}
-	var bar *progress.Bar
-	var done int64
-	if opts.Progress != nil {
-		bar = progress.New(opts.Progress, "synth: "+filepath.Base(path))
-		defer func() {
-			if done < total { // stopped early (an error, an interrupt): no claim of completion
-				bar.Abandon()
-			} else {
-				bar.Finish()
-			}
-		}()
-	}
+	bar := newFileProgress(opts, path, specs)
+	defer bar.close()
 	workers := max(1, runtime.GOMAXPROCS(0))
 	bufs := make([][]byte, workers)
 	for i := range bufs {
@@ -540,10 +526,7 @@ func writeModel(path string, specs []loader.TensorSpec, cfg QwenLike, opts Optio
 				if _, err := w.Write(bufs[k][:2*m]); err != nil {
 					return err
 				}
-				if bar != nil {
-					done += int64(2 * m)
-					bar.Update(done, total)
-				}
+				bar.add(int64(2 * m))
 			}
 		}
 		return nil
@@ -553,9 +536,7 @@ func writeModel(path string, specs []loader.TensorSpec, cfg QwenLike, opts Optio
 // fill writes BF16 values for chunk c of the tensor keyed by name: normal with standard
 // deviation 0.02 for matrices, 1 + N(0, 0.02) for norm weights.
 func fill(buf []byte, seed int64, name string, c int, isNorm bool) {
-	h := fnv.New64a()
-	io.WriteString(h, name)
-	rng := rand.New(rand.NewPCG(uint64(seed)^h.Sum64(), uint64(c)))
+	rng := chunkRNG(seed, name, c)
 	mean := float32(0)
 	if isNorm {
 		mean = 1
@@ -563,5 +544,51 @@ func fill(buf []byte, seed int64, name string, c int, isNorm bool) {
 	for i := 0; i < len(buf); i += 2 {
 		v := mean + 0.02*float32(rng.NormFloat64())
 		binary.LittleEndian.PutUint16(buf[i:], loader.Float32ToBFloat16(v))
+	}
+}
+
+// chunkRNG is the random stream of chunk c of the tensor keyed by name: seeded from the seed, the
+// name and the chunk alone, so chunks can be filled in any order (or in parallel) with the same
+// values.
+func chunkRNG(seed int64, name string, c int) *rand.Rand {
+	h := fnv.New64a()
+	io.WriteString(h, name)
+	return rand.New(rand.NewPCG(uint64(seed)^h.Sum64(), uint64(c)))
+}
+
+// fileProgress is the progress bar of one written file (nil-safe: no bar without opts.Progress).
+type fileProgress struct {
+	bar         *progress.Bar
+	done, total int64
+}
+
+func newFileProgress(opts Options, path string, specs []loader.TensorSpec) *fileProgress {
+	p := &fileProgress{}
+	for _, s := range specs {
+		p.total += s.Bytes()
+	}
+	if opts.Progress != nil {
+		p.bar = progress.New(opts.Progress, "synth: "+filepath.Base(path))
+	}
+	return p
+}
+
+// add counts n more bytes written.
+func (p *fileProgress) add(n int64) {
+	p.done += n
+	if p.bar != nil {
+		p.bar.Update(p.done, p.total)
+	}
+}
+
+// close ends the bar: finished when every byte was written, abandoned otherwise (an error, an
+// interrupt), so a stopped write makes no claim of completion.
+func (p *fileProgress) close() {
+	switch {
+	case p.bar == nil:
+	case p.done < p.total:
+		p.bar.Abandon()
+	default:
+		p.bar.Finish()
 	}
 }
