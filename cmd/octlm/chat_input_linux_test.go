@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,14 +44,7 @@ func chatOnTerminal(t *testing.T, sized bool, state string, args ...string) (con
 	if sized {
 		cmd.Env = append(cmd.Env, "TERM=xterm")
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	terminal.Close()
-	s = watch(controller)
+	s = startOnTerminal(t, cmd, controller, terminal)
 	return controller, s, func() error {
 		io.WriteString(controller, "\x04") // Ctrl-D
 		return waitChatExit(t, cmd, s)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -83,14 +82,7 @@ func runOnTerminal(t *testing.T, typing func(controller io.Writer, s *screen), a
 	// octlm's own dimming off, so that any ESC shown is the model's or the line editor's; the
 	// editor's history in a folder of the test's.
 	cmd.Env = append(cmd.Env, "NO_COLOR=1", "XDG_STATE_HOME="+t.TempDir())
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	terminal.Close() // the command holds its own copy
-	s := watch(controller)
+	s := startOnTerminal(t, cmd, controller, terminal)
 	if typing != nil {
 		typing(controller, s)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -163,14 +164,7 @@ func TestChatTerminal(t *testing.T) {
 	controller, terminal := openPTY(t)
 	cmd := octlmCommand(t, "chat", "-m", tokenizerModel(t), "-n", "40000", "--temperature", "0", "--think=false")
 	cmd.Env = append(cmd.Env, "XDG_STATE_HOME="+t.TempDir()) // the line editor's history stays here
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	terminal.Close() // the command holds its own copy
-	s := watch(controller)
+	s := startOnTerminal(t, cmd, controller, terminal)
 
 	s.waitFor(t, ">>> ", 1)
 	if !strings.Contains(s.text(), "/help for commands") {
@@ -202,4 +196,18 @@ func TestChatTerminal(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("chat did not end on Ctrl-D:\n%q", s.text())
 	}
+}
+
+// startOnTerminal starts cmd with terminal as its controlling terminal (its own session) and
+// returns what it shows on controller; the command is killed when the test ends, if still running.
+func startOnTerminal(t *testing.T, cmd *exec.Cmd, controller, terminal *os.File) *screen {
+	t.Helper()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	terminal.Close() // the command holds its own copy
+	return watch(controller)
 }
