@@ -25,6 +25,11 @@ type Layout struct {
 	// instead of the checkpoint's rows [vocab, d]: the head is then a plain row × matrix
 	// product, and the embedding lookup gathers columns.
 	TableColumns bool
+	// TableBlocks, with TableColumns, splits the columns into this many blocks of
+	// ⌈vocab/TableBlocks⌉ tokens, [TableBlocks, d, ⌈vocab/TableBlocks⌉] (the last block padded
+	// with zero columns): the head is then a batch of TableBlocks products, each with an output
+	// that stays in the cache. 0 or 1 is one block, [d, vocab].
+	TableBlocks int
 	// EmbedSlices looks each token's embedding row up with a DynamicSlice of its own instead of
 	// one Gather (rows only; see ops.embed).
 	EmbedSlices bool
@@ -52,6 +57,11 @@ const (
 	// defaultColumnRows: 4,096 rows are 16 MiB of float32 scratch at Qwen3-0.6B's width
 	// instead of the whole table.
 	defaultColumnRows = 4096
+	// onnxTableBlocks: ONNX Runtime multiplies one row by Qwen3-0.6B's tied head (1024 →
+	// 151,936, float32) at 10–12 GB/s as rows or one block of columns, and at 19–21 GB/s as 4
+	// blocks of columns, a batched product whose every output block stays in the cache
+	// (BenchmarkHeadMatVec, Intel Xeon, 2 threads, ONNX Runtime 1.30.0).
+	onnxTableBlocks = 4
 	// maxPadRows bounds the padding: products that would need more rows are small enough (tiny
 	// test models) to run as they are.
 	maxPadRows = 16
@@ -65,8 +75,10 @@ const (
 // One row times a [1024, 3072] float32 weight: plain 12 GB/s (padded to 4 rows), nn.Linear's
 // [out, in] 8; the head (1024 → 151,936): columns 13 GB/s, rows in blocks of 2,048 7.5.
 //
-// ONNX Runtime: the table as rows, looked up by slices. Measured on a full-size Qwen3-0.6B:
-// decode 5.6 → 7.7 tokens/s and peak RSS 2.36 → 1.21× the weights against one gather per step.
+// ONNX Runtime: the table looked up by slices, measured on a full-size Qwen3-0.6B: decode 5.6 →
+// 7.7 tokens/s and peak RSS 2.36 → 1.21× the weights against one gather per step. The table as
+// columns in 4 blocks (onnxTableBlocks): decode 7.05–7.14 → 7.27–7.32 tokens/s against rows,
+// alternated (Intel Xeon, 2 threads).
 //
 // XLA (and any other engine): rows, one gather; XLA parallelises a product by itself.
 //
@@ -86,6 +98,8 @@ func LayoutFor(engine xla.Engine) Layout {
 	case xla.EngineGo:
 		l.TableColumns = true
 	case xla.EngineONNX:
+		l.TableColumns = true
+		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
 		l.PadMACs = 0
 		l.HalfCacheBySlice = true
@@ -95,10 +109,23 @@ func LayoutFor(engine xla.Engine) Layout {
 
 // tableShape is the resident shape of a [vocab, d] table.
 func (l Layout) tableShape(vocab, d int) []int {
-	if l.TableColumns {
-		return []int{d, vocab}
+	switch {
+	case !l.TableColumns:
+		return []int{vocab, d}
+	case l.tableBlocks() > 1:
+		return []int{l.tableBlocks(), d, ceilDiv(vocab, l.tableBlocks())}
 	}
-	return []int{vocab, d}
+	return []int{d, vocab}
+}
+
+// tableBlocks is TableBlocks, at least 1.
+func (l Layout) tableBlocks() int { return max(l.TableBlocks, 1) }
+
+// tableColumn is where token t's column lies in a table of vocab tokens stored as columns:
+// its block and its column in that block (block 0, column t with one block).
+func (l Layout) tableColumn(t, vocab int) (block, column int) {
+	perBlock := ceilDiv(vocab, l.tableBlocks())
+	return t / perBlock, t % perBlock
 }
 
 // columnRows is ColumnRows or its default.
@@ -113,6 +140,7 @@ func (l Layout) columnRows() int {
 // the products, lookups and functions whose best form depends on the engine.
 type ops struct {
 	layout Layout
+	vocab  int // the tables' real token count (a table in blocks is padded to a multiple of them)
 }
 
 // linear is nn.Linear without bias: x [..., in] · w, with w stored [in, out] (nn.Linear's
@@ -139,25 +167,52 @@ func (o ops) linear(x, w *Node) *Node {
 // bucket. Otherwise one Gather of rows.
 func (o ops) embed(table, ids *Node) *Node {
 	seqLen := ids.Shape().Dimensions[0]
-	if o.layout.TableColumns {
-		d := table.Shape().Dimensions[0]
-		columns := GatherSlices(table, []int{1}, InsertAxes(ids, -1), []int{1}, false) // [S, d, 1]
-		return Reshape(columns, seqLen, d)
-	}
+	table = o.blockedTable(table)
 	d := table.Shape().Dimensions[1]
 	if o.layout.EmbedSlices {
+		// One slice per token: a row [1, d], or a column [d, 1] of a table stored as columns.
 		zero := ScalarZero(ids.Graph(), ids.DType())
 		parts := make([]*Node, seqLen)
 		for i := range parts {
 			id := Reshape(SliceAxis(ids, 0, AxisElem(i))) // scalar
-			parts[i] = DynamicSlice(table, []*Node{id, zero}, []int{1, d})
+			if !o.layout.TableColumns {
+				parts[i] = DynamicSlice(table, []*Node{id, zero}, []int{1, table.Shape().Dimensions[1]})
+				continue
+			}
+			block, column := o.tableColumns(table, id)
+			parts[i] = Reshape(DynamicSlice(table, []*Node{block, zero, column}, []int{1, d, 1}), d, 1)
 		}
 		if len(parts) == 1 {
-			return parts[0]
+			return Reshape(parts[0], 1, d)
 		}
-		return Concatenate(parts, 0)
+		if !o.layout.TableColumns {
+			return Concatenate(parts, 0) // [S, d]
+		}
+		return Transpose(Concatenate(parts, 1), 0, 1) // [d, S] → [S, d]
+	}
+	if o.layout.TableColumns {
+		block, column := o.tableColumns(table, ids)
+		at := Stack([]*Node{block, column}, -1)                                      // [S, 2]
+		columns := GatherSlices(table, []int{0, 2}, at, []int{1, 1}, false) // [S, 1, d, 1]
+		return Reshape(columns, seqLen, d)
 	}
 	return Gather(table, InsertAxes(ids, -1)) // [S, d]
+}
+
+// blockedTable views a table stored as columns as [blocks, d, perBlock] (one block: [1, d, vocab]);
+// a table stored as rows is returned as it is.
+func (o ops) blockedTable(table *Node) *Node {
+	if !o.layout.TableColumns || table.Rank() == 3 {
+		return table
+	}
+	return InsertAxes(table, 0)
+}
+
+// tableColumns is Layout.tableColumn in the graph: the block and the column of each token in
+// ids (a scalar or [S]) within a blocked table [blocks, d, perBlock].
+func (o ops) tableColumns(table, ids *Node) (block, column *Node) {
+	perBlock := ConstAs(ids, table.Shape().Dimensions[2])
+	return Div(ids, perBlock), Sub(ids, Mul(Div(ids, perBlock), perBlock))
 }
 
 // head is the output projection logits = hidden · tableᵀ for hidden [P, d], with the table (the
@@ -172,6 +227,16 @@ func (o ops) embed(table, ids *Node) *Node {
 // is not widened to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per step).
 func (o ops) head(hidden, table *Node) *Node {
 	p := hidden.Shape().Dimensions[0]
+	if o.layout.TableColumns && table.Rank() == 3 {
+		// Blocks [blocks, d, perBlock]: one batched product, the blocks side by side, the
+		// padding columns cut off.
+		blocks, d, perBlock := table.Shape().Dimensions[0], table.Shape().Dimensions[1], table.Shape().Dimensions[2]
+		padded := o.padRows(hidden, d*perBlock)
+		rows := BroadcastToDims(InsertAxes(padded, 0), blocks, padded.Shape().Dimensions[0], d)
+		logits := DotGeneral(rows, []int{2}, []int{0}, table, []int{1}, []int{0}) // [blocks, P(+pad), perBlock]
+		logits = Reshape(TransposeAllAxes(SliceAxis(logits, 1, AxisRange(0, p)), 1, 0, 2), p, blocks*perBlock)
+		return SliceAxis(logits, 1, AxisRange(0, o.vocab))
+	}
 	if o.layout.TableColumns {
 		padded := o.padRows(hidden, table.Shape().Size())
 		logits := DotGeneral(padded, []int{1}, nil, table, []int{0}, nil) // [P(+pad), vocab]

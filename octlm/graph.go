@@ -37,7 +37,7 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	offsets := Iota(g, ids.Shape(), 0) // [S]: 0..S-1
 	positions := Add(start, offsets)   // [S]
 	s := &step{
-		ops:       ops{layout: m.layout},
+		ops:       ops{layout: m.layout, vocab: m.Config.VocabSize},
 		ids:       ids,
 		start:     start,
 		valid:     valid,

@@ -6,7 +6,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/gomlx/compute"
 
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/xla"
@@ -15,12 +18,40 @@ import (
 // loadLayout loads a fixture in float32 with the given layout.
 func loadLayout(t testing.TB, name string, layout Layout) *Model {
 	t.Helper()
-	m, err := Load(fixtureDir(name), LoadOptions{Backend: goBackend(t), Layout: &layout})
+	return loadLayoutOn(t, goBackend(t), name, layout)
+}
+
+// loadLayoutOn is loadLayout on the given backend.
+func loadLayoutOn(t testing.TB, backend compute.Backend, name string, layout Layout) *Model {
+	t.Helper()
+	m, err := Load(fixtureDir(name), LoadOptions{Backend: backend, Layout: &layout})
 	if err != nil {
 		t.Fatalf("loading %s: %v", name, err)
 	}
 	t.Cleanup(m.Close)
 	return m
+}
+
+var (
+	onnxOnce    sync.Once
+	onnxTest    compute.Backend
+	onnxOpenErr error
+)
+
+// onnxBackend is ONNX Runtime, or skips the test where its library is not found.
+func onnxBackend(t testing.TB) compute.Backend {
+	t.Helper()
+	onnxOnce.Do(func() {
+		if _, _, err := xla.DefaultPlaces().FindONNX(); err != nil {
+			onnxOpenErr = err
+			return
+		}
+		onnxTest, _, onnxOpenErr = xla.Open("onnx")
+	})
+	if onnxTest == nil {
+		t.Skipf("ONNX Runtime: %v (install it with: %s)", onnxOpenErr, xla.ONNXInstallCommand)
+	}
+	return onnxTest
 }
 
 // residentDims is the resident shape of the weight named name.
@@ -44,17 +75,28 @@ func TestLayouts(t *testing.T) {
 		name   string
 		layout Layout
 		embed  []int
+		onnx   bool // on ONNX Runtime (skipped where its library is not found): the pure-Go backend has no DynamicSlice
 	}{
-		{"xla", LayoutFor(xla.EngineXLA), rows},
-		{"rows, unpadded", Layout{}, rows}, // (ONNX Runtime's slices need its engine: cmd/octlm's TestParityONNX)
-		{"go", LayoutFor(xla.EngineGo), columns},
-		{"go, 96 rows at a time, unpadded", Layout{TableColumns: true, ColumnRows: 96}, columns}, // 320 rows load in four pieces, the last one short
+		{"xla", LayoutFor(xla.EngineXLA), rows, false},
+		{"rows, unpadded", Layout{}, rows, false},
+		{"rows, slices", Layout{EmbedSlices: true}, rows, true},
+		{"go", LayoutFor(xla.EngineGo), columns, false},
+		{"go, 96 rows at a time, unpadded", Layout{TableColumns: true, ColumnRows: 96}, columns, false}, // 320 rows load in four pieces, the last one short
+		// 320 tokens in 3 blocks of 107 (the last padded by one column), loaded 96 rows at a
+		// time so that pieces straddle blocks; looked up by one gather, then by slices.
+		{"columns in 3 blocks", Layout{TableColumns: true, TableBlocks: 3, ColumnRows: 96}, []int{3, 64, 107}, false},
+		{"columns in 3 blocks, slices, padded rows", Layout{TableColumns: true, TableBlocks: 3, EmbedSlices: true, PadMACs: 16 * 64 * 64}, []int{3, 64, 107}, true},
+		{"onnx", LayoutFor(xla.EngineONNX), []int{onnxTableBlocks, 64, 320 / onnxTableBlocks}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			backend := goBackend(t)
+			if tt.onnx {
+				backend = onnxBackend(t)
+			}
 			for _, name := range fixtures {
-				m := loadLayout(t, name, tt.layout)
+				m := loadLayoutOn(t, backend, name, tt.layout)
 				if name == "tiny-qwen3" {
 					for _, w := range []struct {
 						name string
@@ -147,10 +189,10 @@ func rewriteFixture(t *testing.T, name string, edit func([]loader.WriteTensor) [
 // as rows and as columns (the check must compare each value with its transposed place).
 func TestTiedHead(t *testing.T) {
 	t.Parallel()
-	for _, columns := range []bool{false, true} {
-		t.Run(fmt.Sprintf("columns=%v", columns), func(t *testing.T) {
+	for _, layout := range []Layout{{}, {TableColumns: true}, {TableColumns: true, TableBlocks: 3}} {
+		t.Run(fmt.Sprintf("columns=%v,blocks=%d", layout.TableColumns, layout.TableBlocks), func(t *testing.T) {
 			t.Parallel()
-			testTiedHead(t, Layout{TableColumns: columns})
+			testTiedHead(t, layout)
 		})
 	}
 }

@@ -183,7 +183,7 @@ func BenchmarkLayerDecode(b *testing.B) {
 func BenchmarkLMHead(b *testing.B) {
 	m := benchModel(b, 1, fullVocab)
 	exec, err := NewExec(m.Backend, func(hidden, table, norm *Node) *Node {
-		o := ops{layout: m.layout}
+		o := ops{layout: m.layout, vocab: m.Config.VocabSize}
 		return o.head(rmsNorm(o, hidden, norm, m.Config.Eps()), table)
 	})
 	if err != nil {

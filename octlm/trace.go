@@ -71,7 +71,7 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 		offsets := graph.Iota(g, idsNode.Shape(), 0)
 		keyPos := graph.Iota(g, shapes.Make(dtypes.Int32, rows), 0)
 		s := &step{
-			ops: ops{layout: m.layout}, ids: idsNode,
+			ops: ops{layout: m.layout, vocab: m.Config.VocabSize}, ids: idsNode,
 			start: graph.Const(g, int32(0)), valid: graph.Const(g, int32(valid)),
 			positions: offsets, real: graph.LessThan(offsets, graph.Const(g, int32(valid))), keyPos: keyPos,
 			causal: graph.LessOrEqual(graph.InsertAxes(keyPos, 0), graph.InsertAxes(offsets, -1)),

@@ -208,7 +208,7 @@ func residentTensor(backend compute.Backend, spec weightSpec, layout Layout, e l
 // for Linear weights and tables stored as columns.
 func fill(flat any, spec weightSpec, layout Layout, e loader.Entry, scratch *[]float32) error {
 	if spec.Kind == tableWeight && layout.TableColumns {
-		return fillColumns(flat, spec, layout.columnRows(), e, scratch)
+		return fillColumns(flat, spec, layout, e, scratch)
 	}
 	n := e.Info.NumElements()
 	if spec.Kind != linearWeight {
@@ -241,9 +241,13 @@ func fill(flat any, spec weightSpec, layout Layout, e loader.Entry, scratch *[]f
 	return nil
 }
 
-// fillColumns decodes a table [vocab, d] into flat as columns [d, vocab], rows rows at a time.
-func fillColumns(flat any, spec weightSpec, rowsAtATime int, e loader.Entry, scratch *[]float32) error {
+// fillColumns decodes a table [vocab, d] into flat as columns, rows rows at a time: [d, vocab],
+// or in blocks [blocks, d, perBlock] (Layout.TableBlocks) with the last block's padding columns
+// zeroed.
+func fillColumns(flat any, spec weightSpec, layout Layout, e loader.Entry, scratch *[]float32) error {
 	vocab, d := spec.Shape[0], spec.Shape[1]
+	rowsAtATime := layout.columnRows()
+	perBlock := ceilDiv(vocab, layout.tableBlocks())
 	if cap(*scratch) < rowsAtATime*d {
 		*scratch = make([]float32, rowsAtATime*d)
 	}
@@ -253,28 +257,57 @@ func fillColumns(flat any, spec weightSpec, rowsAtATime int, e loader.Entry, scr
 		if err := e.File.ReadFloat32Range(e.Info, r0*d, values); err != nil {
 			return err
 		}
-		switch dst := flat.(type) {
-		case []float32:
-			parallelTiles(rows, d, func(i0, i1, j0, j1 int) {
-				transpose32(dst[j0*vocab+r0+i0:], vocab, values[i0*d+j0:], d, i1-i0, j1-j0)
-			})
-		case []bfloat16.BFloat16:
-			placeColumns(dst, values, vocab, d, r0, rows, bfloat16.FromFloat32)
-		case []float16.Float16:
-			placeColumns(dst, values, vocab, d, r0, rows, float16.FromFloat32)
-		default:
-			return fmt.Errorf("unsupported resident type %T", flat)
+		// Tokens t0..t1-1 of one block are columns c0.. of that block's [d, perBlock] matrix.
+		for t0 := r0; t0 < r0+rows; {
+			block, c0 := layout.tableColumn(t0, vocab)
+			t1 := min(r0+rows, (block+1)*perBlock)
+			if err := placeColumnRun(flat, values[(t0-r0)*d:(t1-r0)*d], d, block*d*perBlock+c0, perBlock, t1-t0); err != nil {
+				return err
+			}
+			t0 = t1
+		}
+	}
+	if pad := layout.tableBlocks()*perBlock - vocab; pad > 0 && layout.tableBlocks() > 1 {
+		last := (layout.tableBlocks() - 1) * d * perBlock
+		for j := range d {
+			at := last + j*perBlock + perBlock - pad
+			switch dst := flat.(type) {
+			case []float32:
+				clear(dst[at : at+pad])
+			case []bfloat16.BFloat16:
+				clear(dst[at : at+pad])
+			case []float16.Float16:
+				clear(dst[at : at+pad])
+			}
 		}
 	}
 	return nil
 }
 
-// placeColumns writes rows [r0, r0+rows) of a [vocab, d] table, values, into dst as columns
-// [d, vocab], converting as it goes.
-func placeColumns[T any](dst []T, values []float32, vocab, d, r0, rows int, convert func(float32) T) {
+// placeColumnRun writes rows table rows (values, [rows, d]) as columns into flat, starting at
+// element base, with stride between one feature's columns.
+func placeColumnRun(flat any, values []float32, d, base, stride, rows int) error {
+	switch dst := flat.(type) {
+	case []float32:
+		parallelTiles(rows, d, func(i0, i1, j0, j1 int) {
+			transpose32(dst[base+j0*stride+i0:], stride, values[i0*d+j0:], d, i1-i0, j1-j0)
+		})
+	case []bfloat16.BFloat16:
+		placeColumns(dst[base:], values, stride, d, rows, bfloat16.FromFloat32)
+	case []float16.Float16:
+		placeColumns(dst[base:], values, stride, d, rows, float16.FromFloat32)
+	default:
+		return fmt.Errorf("unsupported resident type %T", flat)
+	}
+	return nil
+}
+
+// placeColumns writes rows table rows, values [rows, d], into dst as columns with stride
+// between one feature's columns, converting as it goes.
+func placeColumns[T any](dst []T, values []float32, stride, d, rows int, convert func(float32) T) {
 	parallelTiles(rows, d, func(i0, i1, j0, j1 int) {
 		for j := j0; j < j1; j++ {
-			col := dst[j*vocab+r0:]
+			col := dst[j*stride:]
 			for i := i0; i < i1; i++ {
 				col[i] = convert(values[i*d+j])
 			}
@@ -370,7 +403,11 @@ func checkTiedCopy(first, e loader.Entry, resident *tensors.Tensor, spec weightS
 	at := func(j int) int { return j }
 	if spec.Kind == tableWeight && layout.TableColumns {
 		vocab, d := spec.Shape[0], spec.Shape[1]
-		at = func(j int) int { return (j%d)*vocab + j/d }
+		perBlock := ceilDiv(vocab, layout.tableBlocks())
+		at = func(j int) int {
+			block, column := layout.tableColumn(j/d, vocab)
+			return (block*d+j%d)*perBlock + column
+		}
 	}
 	var mismatch error
 	err = resident.ConstFlatData(func(flat any) {
