@@ -84,6 +84,42 @@ type weightSpec struct {
 	// Copy is another checkpoint name for the same tensor (a tied head's lm_head.weight): if
 	// stored, it must equal this one, and either alone suffices.
 	Copy string
+	// Fuse names a group of Linear weights of the same input that a layout with
+	// FuseProjections keeps as one resident weight, their outputs side by side (q/k/v,
+	// gate/up): consecutive specs with the same Fuse. The graph multiplies them with
+	// ops.projections.
+	Fuse string
+	// Parts, in a resident spec made by fusing (see residentSpecs), are the checkpoint tensors
+	// it holds, in output order; Name is then the group's Fuse and Shape [Σ out, in].
+	Parts []weightSpec
+}
+
+// residentSpecs is the weight table as the engine holds it under layout l: specs as they are,
+// or with each Fuse group of Linear weights merged into one spec whose Parts they are.
+func residentSpecs(specs []weightSpec, l Layout) []weightSpec {
+	if !l.FuseProjections {
+		return specs
+	}
+	var out []weightSpec
+	for i := 0; i < len(specs); {
+		j := i + 1
+		for j < len(specs) && specs[i].Fuse != "" && specs[j].Fuse == specs[i].Fuse {
+			j++
+		}
+		if j-i == 1 {
+			out = append(out, specs[i])
+			i = j
+			continue
+		}
+		fused := weightSpec{Name: specs[i].Fuse, Kind: linearWeight, Float32: specs[i].Float32,
+			Shape: []int{0, specs[i].Shape[1]}, Parts: specs[i:j:j]}
+		for _, part := range fused.Parts {
+			fused.Shape[0] += part.Shape[0]
+		}
+		out = append(out, fused)
+		i = j
+	}
+	return out
 }
 
 // residentShape is the weight's shape on the engine under layout l.
@@ -122,22 +158,67 @@ func (s stateSpec) shape(capacity int) []int {
 // weightSet is the graph's weight parameters by checkpoint name.
 type weightSet struct {
 	byName map[string]*Node
+	parts  map[string]fusedPart // checkpoint names held inside a fused resident weight
 	prefix string
 }
 
-// get is the weight named prefix+name. A name the table does not declare is a bug in the
-// architecture, reported when the graph is built.
-func (w weightSet) get(name string) *Node {
-	n, ok := w.byName[w.prefix+name]
-	if !ok {
-		panic(fmt.Sprintf("octlm: the graph asks for weight %q, which the weight table does not declare", w.prefix+name))
+// fusedPart is where a checkpoint Linear weight lies in a fused resident weight [in, Σ out]:
+// its columns offset..offset+width-1.
+type fusedPart struct {
+	fused         string
+	offset, width int
+}
+
+// newWeightSet binds the resident weights (specs, the engine's table) to their graph nodes.
+func newWeightSet(specs []weightSpec, nodes []*Node) weightSet {
+	w := weightSet{byName: make(map[string]*Node, len(specs)), parts: map[string]fusedPart{}}
+	for i, s := range specs {
+		w.byName[s.Name] = nodes[i]
+		offset := 0
+		for _, part := range s.Parts {
+			w.parts[part.Name] = fusedPart{fused: s.Name, offset: offset, width: part.Shape[0]}
+			offset += part.Shape[0]
+		}
 	}
-	return n
+	return w
+}
+
+// get is the weight named prefix+name. A name the table does not declare is a bug in the
+// architecture, reported when the graph is built. A part of a fused weight is its columns
+// (ops.projections multiplies a whole group at once instead).
+func (w weightSet) get(name string) *Node {
+	if n, ok := w.byName[w.prefix+name]; ok {
+		return n
+	}
+	if p, ok := w.parts[w.prefix+name]; ok {
+		return SliceAxis(w.byName[p.fused], 1, AxisRange(p.offset, p.offset+p.width))
+	}
+	panic(fmt.Sprintf("octlm: the graph asks for weight %q, which the weight table does not declare", w.prefix+name))
+}
+
+// fused is the resident weight that holds exactly the weights names, in this order, and their
+// widths, if the layout fused them.
+func (w weightSet) fused(names []string) (*Node, []int, bool) {
+	widths := make([]int, len(names))
+	offset := 0
+	var fused string
+	for i, name := range names {
+		p, ok := w.parts[w.prefix+name]
+		if !ok || p.offset != offset || (i > 0 && p.fused != fused) {
+			return nil, nil, false
+		}
+		fused, widths[i], offset = p.fused, p.width, offset+p.width
+	}
+	n := w.byName[fused]
+	if n.Shape().Dimensions[1] != offset {
+		return nil, nil, false
+	}
+	return n, widths, true
 }
 
 // under is the same set with names relative to prefix+p ("model.layers.3.").
 func (w weightSet) under(p string) weightSet {
-	return weightSet{byName: w.byName, prefix: w.prefix + p}
+	return weightSet{byName: w.byName, parts: w.parts, prefix: w.prefix + p}
 }
 
 // newArchitecture turns a config.json into an architecture, by its model_type.

@@ -41,6 +41,10 @@ type Layout struct {
 	// ColumnRows is how many table rows are decoded at a time while loading a table as columns
 	// (the float32 scratch is ColumnRows × d); 0 means defaultColumnRows.
 	ColumnRows int
+	// FuseProjections keeps each group of Linear weights of one input that the architecture
+	// marks (weightSpec.Fuse: q/k/v, gate/up) as one resident weight [in, Σ out], multiplied
+	// once (ops.projections).
+	FuseProjections bool
 	// HalfCacheBySlice writes a half-precision cache with a dynamic update slice instead of a
 	// scatter-add (see ops.writeCache).
 	HalfCacheBySlice bool
@@ -101,6 +105,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.TableColumns = true
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
+		l.FuseProjections = true
 		l.PadMACs = 0
 		l.HalfCacheBySlice = true
 	}
@@ -156,6 +161,27 @@ func (o ops) linear(x, w *Node) *Node {
 		y = SliceAxis(y, 0, AxisRange(0, rows))
 	}
 	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
+}
+
+// projections is linear(x, w.get(name)) for each of names, weights of the same input: one
+// product and a split where the layout fused them into one resident weight, else one product
+// each.
+func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
+	out := make([]*Node, len(names))
+	fused, widths, ok := w.fused(names)
+	if !ok {
+		for i, name := range names {
+			out[i] = o.linear(x, w.get(name))
+		}
+		return out
+	}
+	y := o.linear(x, fused)
+	offset := 0
+	for i, width := range widths {
+		out[i] = SliceAxis(y, -1, AxisRange(offset, offset+width))
+		offset += width
+	}
+	return out
 }
 
 // embed looks token IDs [S] up in an embedding table: [S, d].

@@ -28,10 +28,7 @@ const (
 func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	ids, start, valid := inputs[inIDs], inputs[inStart], inputs[inValid]
 	keyPos, logitRows := inputs[inKeyPos], inputs[inLogitRows]
-	w := weightSet{byName: make(map[string]*Node, len(m.specs))}
-	for i, s := range m.specs {
-		w.byName[s.Name] = inputs[numStepInputs+i]
-	}
+	w := newWeightSet(m.specs, inputs[numStepInputs:numStepInputs+len(m.specs)])
 	state := inputs[numStepInputs+len(m.specs):]
 
 	offsets := Iota(g, ids.Shape(), 0) // [S]: 0..S-1

@@ -87,6 +87,8 @@ func TestLayouts(t *testing.T) {
 		{"columns in 3 blocks", Layout{TableColumns: true, TableBlocks: 3, ColumnRows: 96}, []int{3, 64, 107}, false},
 		{"columns in 3 blocks, slices, padded rows", Layout{TableColumns: true, TableBlocks: 3, EmbedSlices: true, PadMACs: 16 * 64 * 64}, []int{3, 64, 107}, true},
 		{"onnx", LayoutFor(xla.EngineONNX), []int{onnxTableBlocks, 64, 320 / onnxTableBlocks}, true},
+		{"go, fused projections", Layout{TableColumns: true, PadMACs: goPadMACs, FuseProjections: true}, columns, false},
+		{"rows, fused projections", Layout{FuseProjections: true}, rows, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,13 +105,23 @@ func TestLayouts(t *testing.T) {
 						want []int
 					}{
 						{EmbeddingName, tt.embed},
-						{"model.layers.0.self_attn.q_proj.weight", []int{64, 128}},
 						{"model.layers.0.self_attn.o_proj.weight", []int{128, 64}},
-						{"model.layers.0.mlp.gate_proj.weight", []int{64, 96}},
 						{"model.layers.0.mlp.down_proj.weight", []int{96, 64}},
 					} {
 						if got := m.residentDims(w.name); !slices.Equal(got, w.want) {
 							t.Errorf("%s resident as %v, want %v", w.name, got, w.want)
+						}
+					}
+					// q/k/v and gate/up: one weight each where the layout fuses them.
+					fusedDims := map[string][]int{"model.layers.0.self_attn.q_proj.weight": {64, 128},
+						"model.layers.0.self_attn.qkv": nil, "model.layers.0.mlp.gate_proj.weight": {64, 96}, "model.layers.0.mlp.gate_up": nil}
+					if tt.layout.FuseProjections {
+						fusedDims = map[string][]int{"model.layers.0.self_attn.q_proj.weight": nil,
+							"model.layers.0.self_attn.qkv": {64, 128 + 2*64}, "model.layers.0.mlp.gate_proj.weight": nil, "model.layers.0.mlp.gate_up": {64, 2 * 96}}
+					}
+					for name, want := range fusedDims {
+						if got := m.residentDims(name); !slices.Equal(got, want) {
+							t.Errorf("%s resident as %v, want %v", name, got, want)
 						}
 					}
 				}

@@ -51,6 +51,7 @@ func (q qwen3) weights() []weightSpec {
 	linear := func(name string, out, in int) weightSpec {
 		return weightSpec{Name: name, Shape: []int{out, in}, Kind: linearWeight}
 	}
+	fused := func(group string, s weightSpec) weightSpec { s.Fuse = group; return s }
 	vector := func(name string, n int) weightSpec { return weightSpec{Name: name, Shape: []int{n}} }
 	embed := weightSpec{Name: EmbeddingName, Shape: []int{c.VocabSize, d}, Kind: tableWeight}
 	if !c.UntiedHead {
@@ -61,9 +62,9 @@ func (q qwen3) weights() []weightSpec {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		specs = append(specs,
 			vector(p+"input_layernorm.weight", d),
-			linear(p+"self_attn.q_proj.weight", c.NHeads*hd, d),
-			linear(p+"self_attn.k_proj.weight", c.KVHeads*hd, d),
-			linear(p+"self_attn.v_proj.weight", c.KVHeads*hd, d),
+			fused(p+"self_attn.qkv", linear(p+"self_attn.q_proj.weight", c.NHeads*hd, d)),
+			fused(p+"self_attn.qkv", linear(p+"self_attn.k_proj.weight", c.KVHeads*hd, d)),
+			fused(p+"self_attn.qkv", linear(p+"self_attn.v_proj.weight", c.KVHeads*hd, d)),
 			linear(p+"self_attn.o_proj.weight", d, c.NHeads*hd),
 		)
 		if c.QKNorm {
@@ -71,8 +72,8 @@ func (q qwen3) weights() []weightSpec {
 		}
 		specs = append(specs,
 			vector(p+"post_attention_layernorm.weight", d),
-			linear(p+"mlp.gate_proj.weight", ff, d),
-			linear(p+"mlp.up_proj.weight", ff, d),
+			fused(p+"mlp.gate_up", linear(p+"mlp.gate_proj.weight", ff, d)),
+			fused(p+"mlp.gate_up", linear(p+"mlp.up_proj.weight", ff, d)),
 			linear(p+"mlp.down_proj.weight", d, ff),
 		)
 	}
@@ -142,8 +143,8 @@ func rmsNorm(o ops, x, weight *Node, eps float64) *Node {
 
 // mlp is Qwen3MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
 func mlp(o ops, w weightSet, x *Node) *Node {
-	gate := o.linear(x, w.get("gate_proj.weight"))
-	up := o.linear(x, w.get("up_proj.weight"))
+	gateUp := o.projections(x, w, "gate_proj.weight", "up_proj.weight")
+	gate, up := gateUp[0], gateUp[1]
 	return o.linear(Mul(Mul(gate, Sigmoid(gate)), up), w.get("down_proj.weight"))
 }
 
@@ -160,9 +161,10 @@ func (q qwen3) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Node
 	capacity := kCache.Shape().Dimensions[1]
 	attendLen := s.causal.Shape().Dimensions[1]
 
-	qs := Reshape(s.ops.linear(x, w.get("q_proj.weight")), seqLen, heads, headDim)
-	k := Reshape(s.ops.linear(x, w.get("k_proj.weight")), seqLen, kvHeads, headDim)
-	v := Reshape(s.ops.linear(x, w.get("v_proj.weight")), seqLen, kvHeads, headDim)
+	qkv := s.ops.projections(x, w, "q_proj.weight", "k_proj.weight", "v_proj.weight")
+	qs := Reshape(qkv[0], seqLen, heads, headDim)
+	k := Reshape(qkv[1], seqLen, kvHeads, headDim)
+	v := Reshape(qkv[2], seqLen, kvHeads, headDim)
 	if c.QKNorm {
 		qs = rmsNorm(s.ops, qs, w.get("q_norm.weight"), c.Eps())
 		k = rmsNorm(s.ops, k, w.get("k_norm.weight"), c.Eps())

@@ -63,10 +63,7 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 	rows := ceilDiv(len(ids), traceRows) * traceRows
 	valid := len(ids)
 	exec, err := graph.NewExec(m.Backend, func(g *graph.Graph, inputs []*graph.Node) []*graph.Node {
-		w := weightSet{byName: make(map[string]*graph.Node, len(m.specs))}
-		for i, s := range m.specs {
-			w.byName[s.Name] = inputs[1+i]
-		}
+		w := newWeightSet(m.specs, inputs[1:1+len(m.specs)])
 		idsNode := inputs[0]
 		offsets := graph.Iota(g, idsNode.Shape(), 0)
 		keyPos := graph.Iota(g, shapes.Make(dtypes.Int32, rows), 0)

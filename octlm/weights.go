@@ -95,20 +95,30 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	if opts.Layout != nil {
 		layout = *opts.Layout
 	}
-	specs := arch.weights()
-	index := make(map[string]int, len(specs))
+	specs := residentSpecs(arch.weights(), layout)
+	// Where each checkpoint tensor goes: resident weight i, as a whole (part -1) or as part j.
+	type place struct{ i, part int }
+	index := make(map[string]place, len(specs))
 	for i, s := range specs {
-		index[s.Name] = i
+		index[s.Name] = place{i, -1}
 		if s.Copy != "" {
-			index[s.Copy] = i
+			index[s.Copy] = place{i, -1}
+		}
+		for j, part := range s.Parts {
+			delete(index, s.Name) // a fused weight has no checkpoint name of its own
+			index[part.Name] = place{i, j}
 		}
 	}
 	m = &Model{Config: cfg, DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs,
 		chunks: opts.Chunks.withDefaults(), weights: make([]*tensors.Tensor, len(specs))}
-	partial := m // error returns set m to nil; partial is what to free
+	fusing := map[int]*fusedFill{} // fused weights with parts still to come
+	partial := m                   // error returns set m to nil; partial is what to free
 	defer func() {
 		if err != nil {
 			partial.Close()
+			for _, f := range fusing {
+				f.abandon()
+			}
 		}
 	}()
 	var total, done int64
@@ -126,7 +136,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 		}
 		name := e.Info.Name
 		where := fmt.Sprintf("%s: tensor %q", e.File.Path(), name)
-		i, ok := index[name]
+		at, ok := index[name]
 		if !ok {
 			if arch.skip(name) {
 				done += e.Info.Size
@@ -134,11 +144,33 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 			}
 			return nil, fmt.Errorf("octlm: %s: unexpected checkpoint tensor", where)
 		}
+		i := at.i
 		spec := specs[i]
+		if at.part >= 0 {
+			spec = spec.Parts[at.part]
+		}
 		if !slices.Equal(e.Info.Shape, spec.Shape) {
 			return nil, fmt.Errorf("octlm: %s: shape %v does not match the config's %v", where, e.Info.Shape, spec.Shape)
 		}
-		if m.weights[i] != nil {
+		switch {
+		case at.part >= 0:
+			f := fusing[i]
+			if f == nil && m.weights[i] == nil {
+				if f, err = newFusedFill(opts.Backend, specs[i], dtype); err != nil {
+					return nil, fmt.Errorf("octlm: %s: %w", where, err)
+				}
+				fusing[i] = f
+			}
+			if f == nil || f.filled[at.part] {
+				return nil, fmt.Errorf("octlm: %s: stored twice", where)
+			}
+			if m.weights[i], err = f.fill(at.part, e, &scratch); err != nil {
+				return nil, fmt.Errorf("octlm: %s: %w", where, err)
+			}
+			if m.weights[i] != nil {
+				delete(fusing, i)
+			}
+		case m.weights[i] != nil:
 			if spec.Copy == "" {
 				return nil, fmt.Errorf("octlm: %s: stored twice", where)
 			}
@@ -146,7 +178,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 			if err := checkTiedCopy(from[i], e, m.weights[i], spec, layout, &scratch); err != nil {
 				return nil, fmt.Errorf("octlm: %s: checkpoint tied weights differ: %w", where, err)
 			}
-		} else {
+		default:
 			t, err := residentTensor(opts.Backend, spec, layout, e, dtype, &scratch)
 			if err != nil {
 				return nil, fmt.Errorf("octlm: %s: %w", where, err)
@@ -159,11 +191,83 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 		}
 	}
 	for i, t := range m.weights {
-		if t == nil {
-			return nil, fmt.Errorf("octlm: %s: missing checkpoint tensor %q", ckpt.Dir(), specs[i].Name)
+		if t != nil {
+			continue
 		}
+		missing := specs[i].Name
+		for j, part := range specs[i].Parts {
+			if f := fusing[i]; f == nil || !f.filled[j] {
+				missing = part.Name
+				break
+			}
+		}
+		return nil, fmt.Errorf("octlm: %s: missing checkpoint tensor %q", ckpt.Dir(), missing)
 	}
 	return m, nil
+}
+
+// fusedFill is a fused resident weight [in, Σ out] while its parts arrive: in a shared backend
+// buffer, or in host memory uploaded once the last part is in.
+type fusedFill struct {
+	backend compute.Backend
+	spec    weightSpec
+	shape   shapes.Shape
+	buffer  compute.Buffer // shared with the host, or nil
+	flat    any
+	filled  []bool
+}
+
+func newFusedFill(backend compute.Backend, spec weightSpec, dtype DType) (*fusedFill, error) {
+	f := &fusedFill{backend: backend, spec: spec, filled: make([]bool, len(spec.Parts)),
+		shape: shapes.Make(spec.residentDType(dtype), spec.Shape[1], spec.Shape[0])}
+	var err error
+	if backend.HasSharedBuffers() {
+		if f.buffer, f.flat, err = backend.NewSharedBuffer(0, f.shape); err != nil {
+			return nil, fmt.Errorf("allocating %s: %w", f.shape, err)
+		}
+	} else {
+		f.flat = dtypes.MakeAnySlice(f.shape.DType, f.shape.Size())
+	}
+	return f, nil
+}
+
+// fill decodes part j from e into its columns; once every part is in, it returns the resident
+// weight (and f is done with).
+func (f *fusedFill) fill(j int, e loader.Entry, scratch *[]float32) (*tensors.Tensor, error) {
+	offset := 0
+	for _, part := range f.spec.Parts[:j] {
+		offset += part.Shape[0]
+	}
+	if err := fillLinear(f.flat, f.spec.Parts[j], e, f.spec.Shape[0], offset, scratch); err != nil {
+		f.abandon()
+		return nil, err
+	}
+	f.filled[j] = true
+	if slices.Contains(f.filled, false) {
+		return nil, nil
+	}
+	buffer := f.buffer
+	if buffer == nil {
+		var err error
+		if buffer, err = f.backend.BufferFromFlatData(0, f.flat, f.shape); err != nil {
+			return nil, fmt.Errorf("moving %s to the device: %w", f.shape, err)
+		}
+	}
+	f.buffer, f.flat = nil, nil
+	t, err := tensors.FromBuffer(buffer)
+	if err != nil {
+		_ = buffer.Finalize()
+		return nil, err
+	}
+	return t, nil
+}
+
+// abandon frees what f holds.
+func (f *fusedFill) abandon() {
+	if f.buffer != nil {
+		_ = f.buffer.Finalize()
+	}
+	f.buffer, f.flat = nil, nil
 }
 
 // residentTensor reads a checkpoint tensor into a new backend buffer laid out as spec says.
@@ -221,20 +325,53 @@ func fill(flat any, spec weightSpec, layout Layout, e loader.Entry, scratch *[]f
 			}
 		}
 	}
-	if cap(*scratch) < n {
-		*scratch = make([]float32, n)
+	if spec.Kind == linearWeight {
+		return fillLinear(flat, spec, e, spec.Shape[0], 0, scratch)
 	}
-	values := (*scratch)[:n]
-	if err := e.File.ReadFloat32(e.Info, values); err != nil {
+	values, err := readScratch(e, n, scratch)
+	if err != nil {
 		return err
 	}
 	switch dst := flat.(type) {
 	case []float32:
-		placeFloat32(dst, values, spec)
+		copy(dst, values)
 	case []bfloat16.BFloat16:
-		place(dst, values, spec, bfloat16.FromFloat32)
+		convertAll(dst, values, bfloat16.FromFloat32)
 	case []float16.Float16:
-		place(dst, values, spec, float16.FromFloat32)
+		convertAll(dst, values, float16.FromFloat32)
+	default:
+		return fmt.Errorf("unsupported resident type %T", flat)
+	}
+	return nil
+}
+
+// readScratch decodes the n elements of e into scratch as float32.
+func readScratch(e loader.Entry, n int, scratch *[]float32) ([]float32, error) {
+	if cap(*scratch) < n {
+		*scratch = make([]float32, n)
+	}
+	values := (*scratch)[:n]
+	return values, e.File.ReadFloat32(e.Info, values)
+}
+
+// fillLinear decodes the Linear weight of e ([out, in]) into flat transposed, as columns
+// offset..offset+out-1 of a resident [in, width] matrix (width = out and offset 0 unless the
+// weight is a part of a fused one).
+func fillLinear(flat any, spec weightSpec, e loader.Entry, width, offset int, scratch *[]float32) error {
+	out, in := spec.Shape[0], spec.Shape[1]
+	values, err := readScratch(e, out*in, scratch)
+	if err != nil {
+		return err
+	}
+	switch dst := flat.(type) {
+	case []float32:
+		parallelTiles(in, out, func(i0, i1, j0, j1 int) {
+			transpose32(dst[i0*width+offset+j0:], width, values[j0*in+i0:], in, j1-j0, i1-i0)
+		})
+	case []bfloat16.BFloat16:
+		placeTransposed(dst, values, out, in, width, offset, bfloat16.FromFloat32)
+	case []float16.Float16:
+		placeTransposed(dst, values, out, in, width, offset, float16.FromFloat32)
 	default:
 		return fmt.Errorf("unsupported resident type %T", flat)
 	}
@@ -315,19 +452,6 @@ func placeColumns[T any](dst []T, values []float32, stride, d, rows int, convert
 	})
 }
 
-// placeFloat32 writes values (checkpoint layout) into dst in spec's resident layout: a Linear
-// weight's [out, in] transposed to [in, out], anything else as stored.
-func placeFloat32(dst, values []float32, spec weightSpec) {
-	if spec.Kind != linearWeight {
-		copy(dst, values)
-		return
-	}
-	out, in := spec.Shape[0], spec.Shape[1]
-	parallelTiles(in, out, func(i0, i1, j0, j1 int) {
-		transpose32(dst[i0*out+j0:], out, values[j0*in+i0:], in, j1-j0, i1-i0)
-	})
-}
-
 // transposeScalar is transpose32 one element at a time.
 func transposeScalar(dst []float32, dstStride int, src []float32, srcStride, rows, cols int) {
 	for r := range rows {
@@ -338,22 +462,23 @@ func transposeScalar(dst []float32, dstStride int, src []float32, srcStride, row
 	}
 }
 
-// place is placeFloat32 for the half-precision types, converting as it goes.
-func place[T any](dst []T, values []float32, spec weightSpec, convert func(float32) T) {
-	if spec.Kind != linearWeight {
-		for j, v := range values {
-			dst[j] = convert(v)
-		}
-		return
-	}
-	out, in := spec.Shape[0], spec.Shape[1]
+// placeTransposed writes values, a Linear weight [out, in], into dst transposed, as columns
+// offset..offset+out-1 of [in, width], converting as it goes.
+func placeTransposed[T any](dst []T, values []float32, out, in, width, offset int, convert func(float32) T) {
 	parallelTiles(in, out, func(i0, i1, j0, j1 int) {
 		for j := j0; j < j1; j++ {
 			for i := i0; i < i1; i++ {
-				dst[i*out+j] = convert(values[j*in+i])
+				dst[i*width+offset+j] = convert(values[j*in+i])
 			}
 		}
 	})
+}
+
+// convertAll writes values into dst, converted.
+func convertAll[T any](dst []T, values []float32, convert func(float32) T) {
+	for j, v := range values {
+		dst[j] = convert(v)
+	}
 }
 
 // parallelTiles calls tile for every 64×64 tile of a [rows, cols] matrix, spread over

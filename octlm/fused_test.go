@@ -1,0 +1,84 @@
+package octlm
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/compute"
+
+	"github.com/octlm/octlm/loader"
+)
+
+// TestFusedProjections loads tiny-qwen3 with q/k/v and gate/up fused into one resident weight
+// each, from checkpoints edited so that the parts arrive out of order, one is missing or one
+// is mis-shaped: the first passes parity, the others are errors naming the tensor. On the
+// pure-Go backend the fused weight is filled in place; on ONNX Runtime (where its library is
+// found) in host memory and uploaded when its last part is in.
+func TestFusedProjections(t *testing.T) {
+	t.Parallel()
+	ref := readReference(t, "tiny-qwen3")[1]
+	byName := func(ts []loader.WriteTensor, name string) int {
+		return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
+	}
+	const q, k, v = "model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.v_proj.weight"
+	const up = "model.layers.0.mlp.up_proj.weight"
+	tests := []struct {
+		name    string
+		edit    func([]loader.WriteTensor) []loader.WriteTensor
+		wantErr string // "" loads and passes parity
+	}{
+		{"parts in reverse order, apart", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			iq, iv := byName(ts, q), byName(ts, v)
+			ts[iq], ts[iv] = ts[iv], ts[iq]
+			last := ts[byName(ts, k)] // k last of all
+			ts = slices.Delete(ts, byName(ts, k), byName(ts, k)+1)
+			return append(ts, last)
+		}, ""},
+		{"k_proj missing", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			return slices.Delete(ts, byName(ts, k), byName(ts, k)+1)
+		}, `missing checkpoint tensor "` + k + `"`},
+		{"up_proj one row short", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			w := &ts[byName(ts, up)]
+			w.Data = w.Data[:len(w.Data)-len(w.Data)/w.Shape[0]]
+			w.Shape = []int{w.Shape[0] - 1, w.Shape[1]}
+			return ts
+		}, `"` + up + `": shape [95 64] does not match the config's [96 64]`},
+	}
+	engines := []struct {
+		name    string
+		backend func(testing.TB) compute.Backend
+		layout  Layout
+	}{
+		{"go", goBackend, Layout{TableColumns: true, PadMACs: goPadMACs, FuseProjections: true}},
+		{"onnx", onnxBackend, Layout{TableColumns: true, TableBlocks: 2, EmbedSlices: true, FuseProjections: true}},
+	}
+	for _, engine := range engines {
+		for _, tt := range tests {
+			t.Run(engine.name+"/"+tt.name, func(t *testing.T) {
+				backend := engine.backend(t)
+				m, err := Load(rewriteFixture(t, "tiny-qwen3", tt.edit), LoadOptions{Backend: backend, Layout: &engine.layout})
+				if tt.wantErr != "" {
+					if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+						t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				if got := m.residentDims("model.layers.1.self_attn.qkv"); !slices.Equal(got, []int{64, 128 + 2*64}) {
+					t.Errorf("q/k/v resident as %v, want [64 256]", got)
+				}
+				got, err := m.Forward(ref.ids)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if worst := maxAbsError(t, got, ref.logits); worst > 1e-4 {
+					t.Fatalf("max abs error %.3g", worst)
+				}
+			})
+		}
+	}
+}
