@@ -218,7 +218,7 @@ func (o ops) embed(table, ids *Node) *Node {
 	}
 	if o.layout.TableColumns {
 		block, column := o.tableColumns(table, ids)
-		at := Stack([]*Node{block, column}, -1)                                      // [S, 2]
+		at := Stack([]*Node{block, column}, -1)                             // [S, 2]
 		columns := GatherSlices(table, []int{0, 2}, at, []int{1, 1}, false) // [S, 1, d, 1]
 		return Reshape(columns, seqLen, d)
 	}

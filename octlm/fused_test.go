@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/xla"
 )
 
 // TestFusedProjections loads tiny-qwen3 with q/k/v and gate/up fused into one resident weight
@@ -80,5 +81,46 @@ func TestFusedProjections(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestQwen35Fused runs the Qwen3.5 fixtures with their projections fused (the DeltaNet's
+// in_proj_qkv/z/b/a, the gated attention's q/k/v, the MLP's gate/up), on the pure-Go backend
+// and in ONNX Runtime's layout on its engine where found, full path against the reference.
+func TestQwen35Fused(t *testing.T) {
+	t.Parallel()
+	engines := []struct {
+		name    string
+		backend func(testing.TB) compute.Backend
+		layout  Layout
+	}{
+		{"go", goBackend, Layout{TableColumns: true, PadMACs: goPadMACs, FuseProjections: true}},
+		{"onnx", onnxBackend, LayoutFor(xla.EngineONNX)},
+	}
+	for _, engine := range engines {
+		t.Run(engine.name, func(t *testing.T) {
+			backend := engine.backend(t)
+			for _, name := range qwen35Fixtures {
+				m := loadLayoutOn(t, backend, name, engine.layout)
+				fused := 0
+				for _, s := range m.specs {
+					if len(s.Parts) > 0 {
+						fused++
+					}
+				}
+				if want := 2 * m.Config.NLayers; fused != want { // every layer: its mixer's inputs and gate/up
+					t.Errorf("%s: %d fused weights, want %d", name, fused, want)
+				}
+				for n, ref := range readReference(t, name) {
+					got, err := m.Forward(ref.ids)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if e := maxAbsError(t, got, ref.logits); e > qwen35Gate {
+						t.Errorf("%s case %d: max abs error %.3g > %g", name, n, e, qwen35Gate)
+					}
+				}
+			}
+		})
 	}
 }

@@ -72,6 +72,7 @@ func qwen35WeightSpecs(c Qwen35Config) []weightSpec {
 	lin := func(name string, out, in int) weightSpec {
 		return weightSpec{Name: name, Shape: []int{out, in}, Kind: linearWeight}
 	}
+	fused := func(group string, s weightSpec) weightSpec { s.Fuse = group; return s }
 	embed := weightSpec{Name: p + "embed_tokens.weight", Shape: []int{c.VocabSize, d}, Kind: tableWeight}
 	if c.Tied {
 		embed.Copy = TiedHeadName // not stored by the Hub's tied models; equal if it is
@@ -81,19 +82,20 @@ func qwen35WeightSpecs(c Qwen35Config) []weightSpec {
 		l := fmt.Sprintf("%slayers.%d.", p, i)
 		specs = append(specs,
 			vec(l+"input_layernorm.weight", d), vec(l+"post_attention_layernorm.weight", d),
-			lin(l+"mlp.gate_proj.weight", c.FF, d), lin(l+"mlp.up_proj.weight", c.FF, d), lin(l+"mlp.down_proj.weight", d, c.FF))
+			fused(l+"mlp.gate_up", lin(l+"mlp.gate_proj.weight", c.FF, d)), fused(l+"mlp.gate_up", lin(l+"mlp.up_proj.weight", c.FF, d)),
+			lin(l+"mlp.down_proj.weight", d, c.FF))
 		if t == FullAttention {
 			a := l + "self_attn."
 			specs = append(specs,
-				lin(a+"q_proj.weight", 2*c.Heads*c.HeadDim, d), lin(a+"k_proj.weight", c.KVHeads*c.HeadDim, d),
-				lin(a+"v_proj.weight", c.KVHeads*c.HeadDim, d), lin(a+"o_proj.weight", d, c.Heads*c.HeadDim),
+				fused(a+"qkv", lin(a+"q_proj.weight", 2*c.Heads*c.HeadDim, d)), fused(a+"qkv", lin(a+"k_proj.weight", c.KVHeads*c.HeadDim, d)),
+				fused(a+"qkv", lin(a+"v_proj.weight", c.KVHeads*c.HeadDim, d)), lin(a+"o_proj.weight", d, c.Heads*c.HeadDim),
 				vec(a+"q_norm.weight", c.HeadDim), vec(a+"k_norm.weight", c.HeadDim))
 			continue
 		}
 		a := l + "linear_attn."
 		specs = append(specs,
-			lin(a+"in_proj_qkv.weight", c.ConvDim(), d), lin(a+"in_proj_z.weight", c.ValueDim(), d),
-			lin(a+"in_proj_b.weight", c.LinValueHeads, d), lin(a+"in_proj_a.weight", c.LinValueHeads, d),
+			fused(a+"in_proj", lin(a+"in_proj_qkv.weight", c.ConvDim(), d)), fused(a+"in_proj", lin(a+"in_proj_z.weight", c.ValueDim(), d)),
+			fused(a+"in_proj", lin(a+"in_proj_b.weight", c.LinValueHeads, d)), fused(a+"in_proj", lin(a+"in_proj_a.weight", c.LinValueHeads, d)),
 			weightSpec{Name: a + "conv1d.weight", Shape: []int{c.ConvDim(), 1, c.ConvKernel}, Float32: true},
 			vec(a+"A_log", c.LinValueHeads), vec(a+"dt_bias", c.LinValueHeads), vec(a+"norm.weight", c.LinValueDim),
 			lin(a+"out_proj.weight", d, c.ValueDim()))

@@ -98,8 +98,9 @@ func rmsNormGated(o ops, x, z, weight *Node, eps float64) *Node {
 
 // q35MLP is Qwen3_5MLP: down_proj(silu(gate_proj(x)) · up_proj(x)).
 func q35MLP(o ops, w weightSet, x *Node) *Node {
-	gate := o.linear(x, w.get("gate_proj.weight"))
-	return o.linear(Mul(Mul(gate, Sigmoid(gate)), o.linear(x, w.get("up_proj.weight"))), w.get("down_proj.weight"))
+	gateUp := o.projections(x, w, "gate_proj.weight", "up_proj.weight")
+	gate, up := gateUp[0], gateUp[1]
+	return o.linear(Mul(Mul(gate, Sigmoid(gate)), up), w.get("down_proj.weight"))
 }
 
 // q35Attention is Qwen3_5Attention with a KV cache: q_proj gives a query and an output gate per
@@ -115,12 +116,13 @@ func (q qwen35) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Nod
 	group := heads / kvHeads
 	attendLen := causal.Shape().Dimensions[1]
 
-	qg := Reshape(o.linear(x, w.get("q_proj.weight")), seqLen, heads, 2*hd) // per head: query | gate
+	qkv := o.projections(x, w, "q_proj.weight", "k_proj.weight", "v_proj.weight")
+	qg := Reshape(qkv[0], seqLen, heads, 2*hd) // per head: query | gate
 	query := SliceAxis(qg, -1, AxisRange(0, hd))
 	gate := Reshape(SliceAxis(qg, -1, AxisRange(hd, 2*hd)), seqLen, heads*hd)
 	query = zeroCenteredRMSNorm(o, query, w.get("q_norm.weight"), c.NormEps)
-	k := zeroCenteredRMSNorm(o, Reshape(o.linear(x, w.get("k_proj.weight")), seqLen, kvHeads, hd), w.get("k_norm.weight"), c.NormEps)
-	v := Reshape(o.linear(x, w.get("v_proj.weight")), seqLen, kvHeads, hd)
+	k := zeroCenteredRMSNorm(o, Reshape(qkv[1], seqLen, kvHeads, hd), w.get("k_norm.weight"), c.NormEps)
+	v := Reshape(qkv[2], seqLen, kvHeads, hd)
 	query = partialRotary(query, cos, sin, c.RotaryDim)
 	k = partialRotary(k, cos, sin, c.RotaryDim)
 
@@ -173,10 +175,11 @@ func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node
 	kh, vh, dk, dv := c.LinKeyHeads, c.LinValueHeads, c.LinKeyDim, c.LinValueDim
 	f32 := dtypes.Float32
 
-	mixedQKV := ConvertDType(o.linear(x, w.get("in_proj_qkv.weight")), f32) // [S, convDim]
-	z := Reshape(o.linear(x, w.get("in_proj_z.weight")), seqLen, vh, dv)
-	b := ConvertDType(o.linear(x, w.get("in_proj_b.weight")), f32) // [S, vh]
-	a := ConvertDType(o.linear(x, w.get("in_proj_a.weight")), f32)
+	proj := o.projections(x, w, "in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight")
+	mixedQKV := ConvertDType(proj[0], f32) // [S, convDim]
+	z := Reshape(proj[1], seqLen, vh, dv)
+	b := ConvertDType(proj[2], f32) // [S, vh]
+	a := ConvertDType(proj[3], f32)
 
 	// conv1d: causal depthwise convolution over time, kernel K, the previous K−1 inputs from
 	// the state (zeros at the start), then SiLU. out[t] = Σ_j w[j] · in[t + j].
