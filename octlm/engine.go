@@ -186,43 +186,52 @@ func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 
 // embed looks token IDs [S] up in an embedding table: [S, d].
 //
-// As columns [d, vocab] it gathers columns. As rows [vocab, d] with EmbedSlices, each token's row
-// is a DynamicSlice of its own: GoMLX's ONNX Runtime backend turns a Gather into a Transpose of
-// the whole table (even an identity one) and a GatherND, a 600 MB copy on every step. One node per
-// token makes long chunks slow to compile (7.5 s for 1024 tokens against 0.5), once per length
-// bucket. Otherwise one Gather of rows.
+// As columns [d, vocab] it gathers columns; in blocks [blocks, d, perBlock] (block, column)
+// pairs. With EmbedSlices each token's row or column is a DynamicSlice of its own: GoMLX's ONNX
+// Runtime backend turns a Gather into a Transpose of the whole table (even an identity one) and
+// a GatherND, a 600 MB copy on every step. One node per token makes long chunks slow to compile
+// (7.5 s for 1024 tokens against 0.5), once per length bucket. Otherwise one Gather of rows.
 func (o ops) embed(table, ids *Node) *Node {
 	seqLen := ids.Shape().Dimensions[0]
-	table = o.blockedTable(table)
-	d := table.Shape().Dimensions[1]
-	if o.layout.EmbedSlices {
-		// One slice per token: a row [1, d], or a column [d, 1] of a table stored as columns.
-		zero := ScalarZero(ids.Graph(), ids.DType())
+	g := ids.Graph()
+	zero := ScalarZero(g, ids.DType())
+	if !o.layout.TableColumns {
+		d := table.Shape().Dimensions[1]
+		if !o.layout.EmbedSlices {
+			return Gather(table, InsertAxes(ids, -1)) // [S, d]
+		}
 		parts := make([]*Node, seqLen)
 		for i := range parts {
 			id := Reshape(SliceAxis(ids, 0, AxisElem(i))) // scalar
-			if !o.layout.TableColumns {
-				parts[i] = DynamicSlice(table, []*Node{id, zero}, []int{1, table.Shape().Dimensions[1]})
-				continue
-			}
-			block, column := o.tableColumns(table, id)
-			parts[i] = Reshape(DynamicSlice(table, []*Node{block, zero, column}, []int{1, d, 1}), d, 1)
+			parts[i] = DynamicSlice(table, []*Node{id, zero}, []int{1, d})
 		}
-		if len(parts) == 1 {
-			return Reshape(parts[0], 1, d)
-		}
-		if !o.layout.TableColumns {
-			return Concatenate(parts, 0) // [S, d]
-		}
-		return Transpose(Concatenate(parts, 1), 0, 1) // [d, S] → [S, d]
+		return Concatenate(parts, 0) // [S, d]
 	}
-	if o.layout.TableColumns {
+	if table.Rank() == 2 && !o.layout.EmbedSlices {
+		// One block [d, vocab]: gather columns (a table in blocks would make the pure-Go
+		// backend's gather copy the whole table on every step).
+		d := table.Shape().Dimensions[0]
+		columns := GatherSlices(table, []int{1}, InsertAxes(ids, -1), []int{1}, false) // [S, d, 1]
+		return Reshape(columns, seqLen, d)
+	}
+	table = o.blockedTable(table) // [blocks, d, perBlock]
+	d := table.Shape().Dimensions[1]
+	if !o.layout.EmbedSlices {
 		block, column := o.tableColumns(table, ids)
 		at := Stack([]*Node{block, column}, -1)                             // [S, 2]
 		columns := GatherSlices(table, []int{0, 2}, at, []int{1, 1}, false) // [S, 1, d, 1]
 		return Reshape(columns, seqLen, d)
 	}
-	return Gather(table, InsertAxes(ids, -1)) // [S, d]
+	parts := make([]*Node, seqLen)
+	for i := range parts {
+		id := Reshape(SliceAxis(ids, 0, AxisElem(i))) // scalar
+		block, column := o.tableColumns(table, id)
+		parts[i] = Reshape(DynamicSlice(table, []*Node{block, zero, column}, []int{1, d, 1}), d, 1)
+	}
+	if len(parts) == 1 {
+		return Reshape(parts[0], 1, d)
+	}
+	return Transpose(Concatenate(parts, 1), 0, 1) // [d, S] → [S, d]
 }
 
 // blockedTable views a table stored as columns as [blocks, d, perBlock] (one block: [1, d, vocab]);

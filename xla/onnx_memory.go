@@ -11,19 +11,30 @@ import (
 // arena keeps every buffer a session has used, for every compiled graph (one per chunk length,
 // attended length and cache bucket), and glibc's malloc, with an arena per thread and a
 // threshold for mapping large blocks that rises with every large block freed, keeps freed
-// blocks too. `octlm parity --model testdata/tiny-qwen3-long` (40,960 positions, about a
-// hundred graphs) peaked at 7.9–8.7 GiB as compute-onnx sets ONNX Runtime up, grew past 1.9 GiB
-// with the arena off alone (26 malloc arenas of 64 MiB and a 450 MiB heap, still rising when
-// stopped) and peaked at 1.90 GiB with both, parity unchanged (4.0e-5); the price is page faults
-// on fresh blocks, a fifth of that run's CPU time in the kernel (Intel Xeon, 2 cores, ONNX
-// Runtime 1.30.0, 2026-12-01; docs/performance.md).
+// blocks too. `octlm parity --model testdata/tiny-qwen3-long` (40,960 positions) peaked at
+// 7.9–8.7 GiB as compute-onnx sets ONNX Runtime up and grew past 1.9 GiB with the arena off
+// alone (26 malloc arenas of 64 MiB, still rising when stopped).
+//
+// So the arena is off, glibc's malloc has one arena, and blocks of mmapThreshold bytes or more
+// are mapped and unmapped on their own. The threshold trades decode speed for memory: a step's
+// buffers under it (at short depth every per-layer buffer of Qwen3-0.6B, the KV cache's
+// included) are reused from the heap, those over it are mapped and zero-filled by page faults
+// afresh on every step. Measured alternated on an Intel Xeon (2 cores, ONNX Runtime 1.30.0), a
+// random Qwen3-0.6B, prompt 128 and 32 decoded tokens / depth 4,096:
+//
+//	256 KiB, 2 arenas (octlm before):   7.37–7.70 tokens/s, 2.46 GiB (1.11× the weights) / 1.54 tokens/s, 4.15 GiB
+//	4 MiB, 1 arena (now):               8.54–8.59 tokens/s, 2.46–2.49 GiB / 1.56 tokens/s, 4.15 GiB
+//	glibc's rising threshold, 1 arena:  8.79–9.0 tokens/s, 2.46 GiB / 1.1–1.7 tokens/s, 6.9–8.6 GiB
+//
+// and the long fixture at 0.9 GiB (256 KiB) and 1.35 GiB (rising threshold); see
+// docs/performance.md for the threshold chosen here.
 var onnxMemory = struct {
 	// options are the compute-onnx options added unless the backend name sets the same key.
 	options []string
 	// arenas and mmapThreshold bound glibc's malloc (M_ARENA_MAX, M_MMAP_THRESHOLD) before
 	// ONNX Runtime starts its threads, unless $GLIBC_TUNABLES or $MALLOC_ARENA_MAX is set.
 	arenas, mmapThreshold int
-}{options: []string{"cpu_mem_arena=false"}, arenas: 2, mmapThreshold: 256 << 10}
+}{options: []string{"cpu_mem_arena=false"}, arenas: 1, mmapThreshold: 4 << 20}
 
 var boundHeapOnce sync.Once
 
