@@ -2,5 +2,5 @@
 
 package xla
 
-// boundNativeHeap does nothing outside Linux with cgo: there is no glibc malloc to set.
-func boundNativeHeap() bool { return false }
+// nativeHeapBound reports false outside Linux with cgo: there is no glibc malloc to set.
+func nativeHeapBound() (arenas, mmapThreshold int, ok bool) { return 0, 0, false }

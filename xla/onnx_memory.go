@@ -2,9 +2,7 @@ package xla
 
 import (
 	"fmt"
-	"os"
 	"strings"
-	"sync"
 )
 
 // onnxMemory is how octlm keeps ONNX Runtime's memory to what a step needs. ONNX Runtime's CPU
@@ -15,31 +13,28 @@ import (
 // 7.9–8.7 GiB as compute-onnx sets ONNX Runtime up and grew past 1.9 GiB with the arena off
 // alone (26 malloc arenas of 64 MiB, still rising when stopped).
 //
-// So the arena is off, glibc's malloc has one arena, and blocks of mmapThreshold bytes or more
-// are mapped and unmapped on their own. The threshold trades decode speed for memory: a step's
-// buffers under it (at short depth every per-layer buffer of Qwen3-0.6B, the KV cache's
-// included) are reused from the heap, those over it are mapped and zero-filled by page faults
-// afresh on every step. Measured alternated on an Intel Xeon (2 cores, ONNX Runtime 1.30.0), a
-// random Qwen3-0.6B, prompt 128 and 32 decoded tokens / depth 4,096:
+// So the arena is off, and when the program starts (xla/malloc_cgo.go) glibc's malloc is set
+// to one arena, with blocks of 4 MiB or more mapped and unmapped on their own. The threshold
+// trades decode speed for memory: a step's buffers under it (at short depth every per-layer
+// buffer of Qwen3-0.6B, the KV cache's included) are reused from the heap, those over it are
+// mapped and zero-filled by page faults afresh on every step. Measured alternated on an Intel
+// Xeon (2 cores, ONNX Runtime 1.30.0), a random Qwen3-0.6B, prompt 128 and 32 decoded tokens /
+// depth 4,096:
 //
 //	256 KiB, 2 arenas (octlm before):   7.37–7.70 tokens/s, 2.46 GiB (1.11× the weights) / 1.54 tokens/s, 4.15 GiB
-//	4 MiB, 1 arena (now):               8.54–8.59 tokens/s, 2.46–2.49 GiB / 1.56 tokens/s, 4.15 GiB
+//	4 MiB, 1 arena (now):               8.28–8.59 tokens/s, 2.46 GiB / 1.55–1.56 tokens/s, 4.15–4.17 GiB
 //	glibc's rising threshold, 1 arena:  8.79–9.0 tokens/s, 2.46 GiB / 1.1–1.7 tokens/s, 6.9–8.6 GiB
 //
-// and the long fixture at 0.9 GiB (256 KiB) and 1.35 GiB (rising threshold); see
-// docs/performance.md for the threshold chosen here.
+// The long fixture peaks at 0.9 GiB (256 KiB), 1.02 GiB (4 MiB) and 1.35 GiB (rising
+// threshold), parity unchanged (4.0e-5). The settings are the C heap's, for the whole process;
+// the pure-Go backend does not use it, XLA's plugins were not measured with it.
 var onnxMemory = struct {
 	// options are the compute-onnx options added unless the backend name sets the same key.
 	options []string
-	// arenas and mmapThreshold bound glibc's malloc (M_ARENA_MAX, M_MMAP_THRESHOLD) before
-	// ONNX Runtime starts its threads, unless $GLIBC_TUNABLES or $MALLOC_ARENA_MAX is set.
-	arenas, mmapThreshold int
-}{options: []string{"cpu_mem_arena=false"}, arenas: 1, mmapThreshold: 4 << 20}
+}{options: []string{"cpu_mem_arena=false"}}
 
-var boundHeapOnce sync.Once
-
-// onnxMemoryOptions adds onnxMemory's options that opts does not set to opts, says so in reason,
-// and bounds the C heap once per process; env lists the heap settings made.
+// onnxMemoryOptions adds onnxMemory's options that opts does not set to opts and says so in
+// reason; env lists the C heap's settings made when the program started.
 func onnxMemoryOptions(opts, reason string) (newOpts, newReason string, env []string) {
 	set := map[string]bool{}
 	for _, o := range strings.Split(opts, ",") {
@@ -64,10 +59,8 @@ func onnxMemoryOptions(opts, reason string) (newOpts, newReason string, env []st
 		opts += strings.Join(added, ",")
 		reason += "; " + strings.Join(added, ",") + " (ONNX Runtime's arena would keep every graph's buffers)"
 	}
-	boundHeapOnce.Do(func() {
-		if os.Getenv("GLIBC_TUNABLES") == "" && os.Getenv("MALLOC_ARENA_MAX") == "" && boundNativeHeap() {
-			env = append(env, fmt.Sprintf("malloc M_ARENA_MAX=%d M_MMAP_THRESHOLD=%d", onnxMemory.arenas, onnxMemory.mmapThreshold))
-		}
-	})
+	if arenas, threshold, ok := nativeHeapBound(); ok {
+		env = append(env, fmt.Sprintf("malloc M_ARENA_MAX=%d M_MMAP_THRESHOLD=%d", arenas, threshold))
+	}
 	return opts, reason, env
 }
