@@ -45,6 +45,11 @@ type Layout struct {
 	// marks (weightSpec.Fuse: q/k/v, gate/up) as one resident weight [in, Σ out], multiplied
 	// once (ops.projections).
 	FuseProjections bool
+	// CopiesCache says the engine writes each step's updated KV cache into new buffers beside
+	// the old ones (ONNX Runtime: a graph input is never updated in place): the memory estimate
+	// counts a second cache. At 4,096 positions of Qwen3-0.6B ONNX Runtime peaked at the weights
+	// + 2.2 caches, the pure-Go backend at the weights + 1.4.
+	CopiesCache bool
 	// HalfCacheBySlice writes a half-precision cache with a dynamic update slice instead of a
 	// scatter-add (see ops.writeCache).
 	HalfCacheBySlice bool
@@ -109,6 +114,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
 		l.FuseProjections = true
+		l.CopiesCache = true
 		l.PadMACs = 0
 		l.HalfCacheBySlice = true
 	}

@@ -15,10 +15,12 @@ type Memory struct {
 	Weights   int64 // the resident weights in the engine's layout
 	KVCache   int64 // the cache for Positions positions (its capacity bucket), fixed-size state included
 	Positions int
-	// Working is the largest transient buffer: the float32 scratch one weight passes through
-	// while it is converted or transposed into place (every Linear weight; Layout.ColumnRows rows of a
-	// table stored as columns; a table stored as rows where the resident dtype is float16, which
-	// the checkpoint's BF16 is not).
+	// Working is the largest transient memory: while loading, the float32 scratch one weight
+	// passes through while it is converted or transposed into place (every Linear weight;
+	// Layout.ColumnRows rows of a table stored as columns; a table stored as rows where the
+	// resident dtype is float16, which the checkpoint's BF16 is not); while running, on an
+	// engine that writes each step's updated cache into new buffers (Layout.CopiesCache), a
+	// second KV cache.
 	Working int64
 }
 
@@ -59,10 +61,13 @@ func memoryNeeded(arch architecture, layout Layout, dtype DType, positions int) 
 			scratch = max(scratch, 4*n) // see fill
 		}
 	}
-	m.Working = scratch
 	cfg := arch.config()
 	sizes := stateBytes(arch.state(), dtype.gomlx())
 	m.KVCache = int64(cacheCapacity(cfg, positions))*sizes.perPosition + sizes.fixed
+	m.Working = scratch
+	if layout.CopiesCache {
+		m.Working = max(scratch, m.KVCache)
+	}
 	return m
 }
 

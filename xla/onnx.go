@@ -170,7 +170,7 @@ func OpenForDType(name, dtype string) (compute.Backend, Info, error) {
 		b, info, err = openGo("", why)
 	}
 	if err == nil {
-		info.Engine = EngineOf(b)
+		info.Engine, info.Automatic = EngineOf(b), true
 	}
 	return b, info, err
 }

@@ -85,6 +85,10 @@ type Info struct {
 	Warnings []string
 	// Engine is the kind of engine the backend is (EngineOf).
 	Engine Engine
+	// Automatic reports that nobody named the backend (no name, no $GOMLX_BACKEND): the
+	// automatic choice opened it, and a caller may choose again for the job (see
+	// OpenAutomaticGo).
+	Automatic bool
 }
 
 // ExactFloat32 reports whether float32 matmuls are computed in full float32 (no TF32), as parity needs.
@@ -256,18 +260,33 @@ func (p Places) autoChoice() (pl *Plugin, name, why string, err error) {
 }
 
 // openAuto opens what AutoName chooses.
-func (p Places) openAuto() (compute.Backend, Info, error) {
+func (p Places) openAuto() (b compute.Backend, info Info, err error) {
 	pl, name, why, err := p.autoChoice()
 	if err != nil {
 		return nil, Info{}, err
 	}
 	switch {
 	case pl != nil:
-		return openPlugin(*pl, "", why)
+		b, info, err = openPlugin(*pl, "", why)
 	case name == ONNX:
-		return p.openONNX("", why)
+		b, info, err = p.openONNX("", why)
+	default:
+		b, info, err = openGo("", why)
 	}
-	return openGo("", why)
+	info.Automatic = true
+	return b, info, err
+}
+
+// OpenAutomaticGo opens the pure-Go backend in place of what the automatic choice opened, for
+// the reason given (a job that does not fit the first one's memory): the reason follows the
+// first choice's own.
+func OpenAutomaticGo(first Info, reason string) (compute.Backend, Info, error) {
+	why, _, _ := strings.Cut(first.Reason, ";")
+	b, info, err := openGo("", why+"; "+reason)
+	if err == nil {
+		info.Engine, info.Automatic = EngineOf(b), true
+	}
+	return b, info, err
 }
 
 // openBestXLA opens the best plugin found for "xla": CUDA with a GPU, else CPU, else the first found.

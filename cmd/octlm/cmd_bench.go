@@ -87,11 +87,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The bandwidth read's buffer is allocated while the model is still loaded; the cache holds
+	// the depth, the prompt and the decoded tokens.
+	positions, bandwidthBytes := *depth+*prompt+*decode, int64(*bandwidth*(1<<30))
+	backend, info = fitEngine(dir, backend, info, dtype, positions, bandwidthBytes)
 	defer backend.Finalize()
 	fmt.Fprintf(stderr, "backend: %s\n", info)
 	warnHalfOnGo(stderr, info, dtype)
-	// The bandwidth read's buffer is allocated while the model is still loaded.
-	if err := checkFits(dir, backend, info, dtype, *prompt+*decode, int64(*bandwidth*(1<<30)), stderr); err != nil {
+	if err := checkFits(dir, backend, info, dtype, positions, bandwidthBytes, stderr); err != nil {
 		return err
 	}
 	bar := progress.New(stderr, "loading")

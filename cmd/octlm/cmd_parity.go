@@ -129,10 +129,15 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	if slices.Contains(halfDTypes, octlm.BFloat16) {
 		widest = string(octlm.BFloat16)
 	}
+	longest := 0
+	for _, c := range ref.Cases {
+		longest = max(longest, c.Positions())
+	}
 	backend, info, err := xla.OpenForDType(mf.backend, widest)
 	if err != nil {
 		return err
 	}
+	backend, info = fitEngine(dir, backend, info, octlm.Float32, longest, 0)
 	defer backend.Finalize()
 	if !info.ExactFloat32() {
 		return fmt.Errorf("backend %s computes float32 matmuls in TF32; parity needs exact float32 (drop the tf32 option)", info.Name)
@@ -150,10 +155,6 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	longest := 0
-	for _, c := range ref.Cases {
-		longest = max(longest, c.Positions())
-	}
 	m, err := loadModel(dir, label, backend, info, octlm.Float32, longest, stderr)
 	if err != nil {
 		return err

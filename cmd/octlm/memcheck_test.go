@@ -5,7 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/compute"
+
 	"github.com/octlm/octlm/internal/sysinfo"
+	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/xla"
 )
 
@@ -62,6 +65,76 @@ func TestRefusesWhatDoesNotFit(t *testing.T) {
 			stderr.Reset()
 			if err := c.run(c.args, &stdout, &stderr); err != nil {
 				t.Fatalf("with room to spare: %v\n%s", err, stderr.String())
+			}
+		})
+	}
+}
+
+// TestFitEngine: where the automatic choice opened ONNX Runtime and a job fits the pure-Go
+// backend's memory but not ONNX Runtime's (which writes a second KV cache each step), the job
+// runs on the pure-Go backend and the short backend line says why; with room for both, or with
+// the backend named, the engine opened is kept.
+func TestFitEngine(t *testing.T) {
+	t.Setenv(xla.EnvBackend, "")
+	dir := testdata("tiny-qwen3-long")
+	const positions = 40960
+	open := func(t *testing.T) (compute.Backend, xla.Info) {
+		b, info, err := xla.OpenForDType("", "f32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Engine != xla.EngineONNX {
+			b.Finalize()
+			t.Skipf("the automatic choice opened %s, not ONNX Runtime", info.Name)
+		}
+		return b, info
+	}
+	b, _ := open(t)
+	onnxNeed, err := octlm.MemoryNeededDir(dir, octlm.Float32, b, positions)
+	b.Finalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	goBackend, _, err := xla.Open("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goNeed, err := octlm.MemoryNeededDir(dir, octlm.Float32, goBackend, positions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if goNeed.Total() >= onnxNeed.Total() {
+		t.Fatalf("the pure-Go backend needs %d bytes, ONNX Runtime %d: want less", goNeed.Total(), onnxNeed.Total())
+	}
+	tests := []struct {
+		name      string
+		available int64
+		named     bool
+		want      string
+	}{
+		{"room for both", 2 * onnxNeed.Total(), false, xla.ONNX},
+		{"room for the pure-Go backend only", (goNeed.Total() + onnxNeed.Total()) / 2, false, xla.Go},
+		{"room for neither", goNeed.Total() / 2, false, xla.ONNX}, // checkFits refuses it
+		{"named", (goNeed.Total() + onnxNeed.Total()) / 2, true, xla.ONNX},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			withAvailable(t, tt.available)
+			b, info := open(t)
+			info.Automatic = !tt.named
+			b, info = fitEngine(dir, b, info, octlm.Float32, positions, 0)
+			defer b.Finalize()
+			if info.Name != tt.want {
+				t.Fatalf("ran on %s, want %s (%s)", info.Name, tt.want, info.Reason)
+			}
+			if tt.want == xla.Go {
+				line := shortBackend(info)
+				t.Logf("backend: %s", line)
+				for _, want := range []string{"note: " + onnxPassedOver, "this job needs", "are available (test)", "updates the KV cache in place"} {
+					if !strings.Contains(line, want) {
+						t.Errorf("backend line %q lacks %q", line, want)
+					}
+				}
 			}
 		})
 	}

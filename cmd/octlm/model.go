@@ -93,6 +93,7 @@ func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer,
 	if err != nil {
 		return nil, err
 	}
+	backend, info = fitEngine(dir, backend, info, dtype, positions, 0)
 	if verbose {
 		fmt.Fprintf(stderr, "backend: %s\n", info)
 	} else {
@@ -191,7 +192,7 @@ func shortBackend(i xla.Info) string {
 	// user must see even on the short line: one note line each.
 	parts := strings.Split(i.Reason, ";")
 	for _, part := range parts[1:] {
-		if part = strings.TrimSpace(part); strings.Contains(part, "skipped") {
+		if part = strings.TrimSpace(part); strings.Contains(part, "skipped") || strings.HasPrefix(part, onnxPassedOver) {
 			s += "\n  note: " + termsafe.Name(part)
 		}
 	}
