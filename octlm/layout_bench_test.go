@@ -199,6 +199,32 @@ func rewriteFixture(t *testing.T, name string, edit func([]loader.WriteTensor) [
 // TestTiedHead checks the stored copy of the tied output head: equal bytes load, either copy
 // alone loads, a copy that differs by one value is refused with both names; with the embedding
 // as rows and as columns (the check must compare each value with its transposed place).
+// loadEdited loads fixture as edit rewrites it, with opts. With wantErr set the load must fail
+// with an error containing it, and nil is returned; otherwise the model (closed when the test
+// ends) must reproduce ref's logits on the full path within 1e-4.
+func loadEdited(t *testing.T, fixture string, edit func([]loader.WriteTensor) []loader.WriteTensor, opts LoadOptions, wantErr string, ref referenceCase) *Model {
+	t.Helper()
+	m, err := Load(rewriteFixture(t, fixture, edit), opts)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("got error %v, want one containing %q", err, wantErr)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	got, err := m.Forward(ref.ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if worst := maxAbsError(t, got, ref.logits); worst > 1e-4 {
+		t.Fatalf("max abs error %.3g", worst)
+	}
+	return m
+}
+
 func TestTiedHead(t *testing.T) {
 	t.Parallel()
 	for _, layout := range []Layout{{}, {TableColumns: true}, {TableColumns: true, TableBlocks: 3}} {

@@ -2,7 +2,6 @@ package octlm
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/octlm/octlm/loader"
@@ -40,24 +39,7 @@ func TestUntiedHead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := Load(rewriteFixture(t, "tiny-qwen3-untied", tt.edit), LoadOptions{Backend: goBackend(t)})
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			got, err := m.Forward(ref.ids)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if worst := maxAbsError(t, got, ref.logits); worst > 1e-4 {
-				t.Fatalf("max abs error %.3g", worst)
-			}
+			loadEdited(t, "tiny-qwen3-untied", tt.edit, LoadOptions{Backend: goBackend(t)}, tt.wantErr, ref)
 		})
 	}
 }
