@@ -54,7 +54,7 @@ func (q qwen35) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 		// Feed-forward block with a residual connection.
 		residual = hidden
 		x = zeroCenteredRMSNorm(s.ops, hidden, l.get("post_attention_layernorm.weight"), c.NormEps)
-		hidden = Add(residual, q35MLP(s.ops, l.under("mlp."), x))
+		hidden = Add(residual, mlp(s.ops, l.under("mlp."), x)) // Qwen3_5MLP is Qwen3MLP
 		hiddens = append(hiddens, hidden)
 	}
 	return hiddens, newState
@@ -94,13 +94,6 @@ func rmsNormGated(o ops, x, z, weight *Node, eps float64) *Node {
 	}
 	z32 := ConvertDType(z, dtypes.Float32)
 	return ConvertDType(Mul(Mul(w, x32), Mul(z32, Sigmoid(z32))), dtype)
-}
-
-// q35MLP is Qwen3_5MLP: down_proj(silu(gate_proj(x)) · up_proj(x)).
-func q35MLP(o ops, w weightSet, x *Node) *Node {
-	gateUp := o.projections(x, w, "gate_proj.weight", "up_proj.weight")
-	gate, up := gateUp[0], gateUp[1]
-	return o.linear(Mul(Mul(gate, Sigmoid(gate)), up), w.get("down_proj.weight"))
 }
 
 // q35Attention is Qwen3_5Attention with a KV cache: q_proj gives a query and an output gate per
