@@ -296,11 +296,16 @@ func ReadConfig(path string) (Config, error) {
 
 // MemoryNeededDir is MemoryNeeded for the checkpoint folder dir, whatever its architecture.
 func MemoryNeededDir(dir string, dtype DType, backend compute.Backend, positions int) (Memory, error) {
+	return MemoryNeededOn(dir, dtype, xla.EngineOf(backend), positions)
+}
+
+// MemoryNeededOn is MemoryNeededDir for a kind of engine, before any backend of it is opened.
+func MemoryNeededOn(dir string, dtype DType, engine xla.Engine, positions int) (Memory, error) {
 	arch, err := readArchitecture(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return Memory{}, err
 	}
-	return memoryNeeded(arch, LayoutFor(xla.EngineOf(backend)), dtype, positions), nil
+	return memoryNeeded(arch, LayoutFor(engine), dtype, positions), nil
 }
 
 // Parameters is the number of parameters in the model's weight table (a tied head, stored as a

@@ -62,18 +62,16 @@ func fitEngine(dir string, backend compute.Backend, info xla.Info, dtype octlm.D
 	if err != nil || onnx.Total()+extra <= avail.Bytes {
 		return backend, info
 	}
-	pureGo, pureInfo, err := xla.OpenAutomaticGo(info, fmt.Sprintf("%s this job needs %s there, %s are available (%s)",
-		onnxPassedOver, units.Bytes(onnx.Total()+extra), units.Bytes(avail.Bytes), avail.Source))
+	pure, err := octlm.MemoryNeededOn(dir, dtype, xla.EngineGo, positions)
+	if err != nil || pure.Total()+extra > avail.Bytes {
+		return backend, info // fits neither: checkFits refuses it with ONNX Runtime's figures
+	}
+	pureGo, pureInfo, err := xla.OpenAutomaticGo(info, fmt.Sprintf("%s this job needs %s there, %s are available (%s), the pure-Go backend updates the KV cache in place and needs %s",
+		onnxPassedOver, units.Bytes(onnx.Total()+extra), units.Bytes(avail.Bytes), avail.Source, units.Bytes(pure.Total()+extra)))
 	if err != nil {
 		return backend, info
 	}
-	need, err := octlm.MemoryNeededDir(dir, dtype, pureGo, positions)
-	if err != nil || need.Total()+extra > avail.Bytes {
-		pureGo.Finalize()
-		return backend, info
-	}
 	backend.Finalize()
-	pureInfo.Reason += fmt.Sprintf(", the pure-Go backend updates the KV cache in place and needs %s", units.Bytes(need.Total()+extra))
 	return pureGo, pureInfo
 }
 

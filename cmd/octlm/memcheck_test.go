@@ -95,11 +95,7 @@ func TestFitEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goBackend, _, err := xla.Open("go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	goNeed, err := octlm.MemoryNeededDir(dir, octlm.Float32, goBackend, positions)
+	goNeed, err := octlm.MemoryNeededOn(dir, octlm.Float32, xla.EngineGo, positions)
 	if err != nil {
 		t.Fatal(err)
 	}
