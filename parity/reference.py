@@ -22,7 +22,6 @@ Needs Python 3.9+, torch, transformers (4.57.6 was the post's reference) and saf
 """
 
 import argparse
-import json
 import os
 import platform
 import re
@@ -34,23 +33,9 @@ import transformers
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
+from reference_cases import read_cases  # parity/reference_cases.py, beside this script
+
 REFERENCE_NAME = re.compile(r"^reference-logits-(0|[1-9][0-9]*)\.safetensors$")
-
-
-def read_cases(path: Path) -> list:
-    """Reads cases.json: a non-empty list of non-empty lists of non-negative integers."""
-    with open(path, encoding="utf-8") as f:
-        cases = json.load(f)
-    if not isinstance(cases, list) or not cases:
-        raise SystemExit(f"{path}: want a non-empty JSON list of lists of token IDs")
-    for n, ids in enumerate(cases):
-        if not isinstance(ids, list) or not ids:
-            raise SystemExit(f"{path}: case {n} must be a non-empty list of token IDs")
-        for i, token in enumerate(ids):
-            # bool is an int in Python; refuse it explicitly.
-            if not isinstance(token, int) or isinstance(token, bool) or token < 0:
-                raise SystemExit(f"{path}: case {n}, position {i}: {token!r} is not a token ID")
-    return cases
 
 
 def exact_float32() -> None:

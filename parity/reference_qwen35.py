@@ -47,6 +47,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from reference_cases import read_cases  # parity/reference_cases.py, beside this script
+
 REFERENCE_NAME = re.compile(r"^reference-(logits|activations)-(0|[1-9][0-9]*)\.safetensors$")
 CHUNK = 64  # transformers' chunk_size for torch_chunk_gated_delta_rule
 
@@ -387,20 +389,6 @@ def forward(model: Model, w: dict, ids, dtype, mode="recurrent", check=None, hid
 
 # ---------------------------------------------------------------------------------------------
 # command line
-
-
-def read_cases(path: Path) -> list:
-    with open(path, encoding="utf-8") as f:
-        cases = json.load(f)
-    if not isinstance(cases, list) or not cases:
-        raise SystemExit(f"{path}: want a non-empty JSON list of lists of token IDs")
-    for n, ids in enumerate(cases):
-        if not isinstance(ids, list) or not ids:
-            raise SystemExit(f"{path}: case {n} must be a non-empty list of token IDs")
-        for i, t in enumerate(ids):
-            if not isinstance(t, int) or isinstance(t, bool) or t < 0:
-                raise SystemExit(f"{path}: case {n}, position {i}: {t!r} is not a token ID")
-    return cases
 
 
 def greedy(model, w, dtype, prompt, steps=24, mode="recurrent"):
