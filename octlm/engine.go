@@ -256,7 +256,8 @@ func (o ops) blockedTable(table *Node) *Node {
 // ids (a scalar or [S]) within a blocked table [blocks, d, perBlock].
 func (o ops) tableColumns(table, ids *Node) (block, column *Node) {
 	perBlock := ConstAs(ids, table.Shape().Dimensions[2])
-	return Div(ids, perBlock), Sub(ids, Mul(Div(ids, perBlock), perBlock))
+	block = Div(ids, perBlock)
+	return block, Sub(ids, Mul(block, perBlock))
 }
 
 // head is the output projection logits = hidden · tableᵀ for hidden [P, d], with the table (the
