@@ -231,7 +231,9 @@ func (h *repoClient) download(ctx context.Context, commit, name string, meta fil
 			hdr["Range"] = fmt.Sprintf("bytes=%d-", have)
 		}
 		deadline := h.opts.RequestTimeout + time.Duration(float64(meta.size-have)/float64(h.opts.MinDownloadRate)*float64(time.Second))
-		resp, err := h.send(ctx, h.client(h.opts.Client, true), http.MethodGet, h.resolveURL(commit, name), hdr, deadline, h.opts.MinDownloadRate)
+		lim := limit{deadline: deadline, minRate: h.opts.MinDownloadRate,
+			setting: fmt.Sprintf("the download's deadline, %s plus 1 s per %d bytes to fetch", EnvTimeout, h.opts.MinDownloadRate)}
+		resp, err := h.send(ctx, h.client(h.opts.Client, nil), http.MethodGet, h.resolveURL(commit, name), hdr, lim)
 		if err != nil {
 			return fmt.Errorf("hub: downloading %s: %w (run again to resume)", name, err)
 		}
