@@ -111,7 +111,7 @@ type limit struct {
 
 // metadataLimit bounds a metadata request (the revision lookup, a HEAD on a resolve URL).
 func (h *repoClient) metadataLimit() limit {
-	return limit{deadline: h.opts.MetadataTimeout, setting: "the deadline of a metadata request, set by " + EnvMetadataTimeout + " in seconds"}
+	return limit{deadline: h.opts.MetadataTimeout, setting: "the deadline of a metadata request, set by " + h.opts.metadataVar}
 }
 
 // send makes a request, asking again (at most maxRetries times) when the Hub answers 429 or 503

@@ -73,6 +73,8 @@ type Options struct {
 	// MaxRetryWait is the longest Retry-After (HTTP 429, 503) that is waited for before asking
 	// again, up to 3 times; a longer one is not waited for. Default 10 s.
 	MaxRetryWait time.Duration
+
+	metadataVar string // the variable to name when the metadata deadline is missed
 }
 
 // Default Hub client timeouts (see Options).
@@ -226,9 +228,13 @@ func (o Options) withDefaults() (Options, error) {
 			o.MetadataTimeout = d
 		case requestGiven:
 			o.MetadataTimeout = o.RequestTimeout // OCTLM_HUB_TIMEOUT bounded every request before HF_HUB_ETAG_TIMEOUT was read
+			o.metadataVar = EnvTimeout + ", " + EnvMetadataTimeout + " being unset"
 		default:
 			o.MetadataTimeout = DefaultMetadataTimeout
 		}
+	}
+	if o.metadataVar == "" {
+		o.metadataVar = EnvMetadataTimeout + " in seconds"
 	}
 	if o.MinDownloadRate <= 0 {
 		o.MinDownloadRate = DefaultMinDownloadRate

@@ -139,7 +139,11 @@ func TestMetadataDeadline(t *testing.T) {
 				}
 				text = err.Error()
 			}
-			for _, want := range []string{"no complete answer within 200ms", "deadline of a metadata request", EnvMetadataTimeout} {
+			named := EnvMetadataTimeout
+			if c.env == EnvTimeout {
+				named = EnvTimeout + ", " + EnvMetadataTimeout + " being unset"
+			}
+			for _, want := range []string{"no complete answer within 200ms", "deadline of a metadata request, set by " + named} {
 				if !strings.Contains(text, want) {
 					t.Errorf("%q lacks %q", text, want)
 				}
