@@ -70,9 +70,11 @@ func TestAbsurdConfigCommands(t *testing.T) {
 		"parity": func(dir string) []string {
 			return []string{"parity", "--model", dir, "--reference", testdata("tiny-qwen3", "reference")}
 		},
-		"bench":   func(dir string) []string { return []string{"bench", "--model", dir} },
-		"chat":    func(dir string) []string { return []string{"chat", "--model", dir} },
-		"figures": func(dir string) []string { return []string{"figures", "--model", dir, "--out", filepath.Join(dir, "figs")} },
+		"bench": func(dir string) []string { return []string{"bench", "--model", dir} },
+		"chat":  func(dir string) []string { return []string{"chat", "--model", dir} },
+		"figures": func(dir string) []string {
+			return []string{"figures", "--model", dir, "--out", filepath.Join(dir, "figs")}
+		},
 		"inspect": func(dir string) []string { return []string{"inspect", dir} },
 	}
 	type testCase struct{ fixture, key, value, command string }
