@@ -18,8 +18,7 @@ import (
 // decoder's settings (Qwen3's whole config, Qwen3.5's text_config).
 func absurdCheckpoint(t *testing.T, fixture string, edit func(text map[string]any)) string {
 	t.Helper()
-	src := fixtureDir(fixture)
-	data, err := os.ReadFile(filepath.Join(src, "config.json"))
+	data, err := os.ReadFile(filepath.Join(fixtureDir(fixture), "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,18 +31,7 @@ func absurdCheckpoint(t *testing.T, fixture string, edit func(text map[string]an
 		text = tc
 	}
 	edit(text)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), must(json.Marshal(top)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	weights, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), weights, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return fixtureWithConfig(t, fixture, must(json.Marshal(top)))
 }
 
 // set is an edit that gives key the integer n.

@@ -11,19 +11,24 @@ import (
 // tinyWithConfig copies the tiny-qwen3 checkpoint with config.json edited.
 func tinyWithConfig(t *testing.T, from, to string) string {
 	t.Helper()
-	src := fixtureDir("tiny-qwen3")
-	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	cfg, err := os.ReadFile(filepath.Join(fixtureDir("tiny-qwen3"), "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(cfg), from) {
 		t.Fatalf("config.json lacks %q", from)
 	}
+	return fixtureWithConfig(t, "tiny-qwen3", []byte(strings.Replace(string(cfg), from, to, 1)))
+}
+
+// fixtureWithConfig copies a fixture's model.safetensors into a new folder beside config.
+func fixtureWithConfig(t *testing.T, fixture string, config []byte) string {
+	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(strings.Replace(string(cfg), from, to, 1)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), config, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	weights, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
+	weights, err := os.ReadFile(filepath.Join(fixtureDir(fixture), "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
