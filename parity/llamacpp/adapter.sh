@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# adapter.sh: llama.cpp as an independent judge of a LoRA adapter on a Qwen3 checkpoint.
+# adapter.sh: llama.cpp as an independent judge of a LoRA adapter on a Qwen3 or Qwen3.5 checkpoint.
 #
 #   parity/llamacpp/adapter.sh [--model DIR] [--adapter DIR]... [--scale S] [--threads N] [--out DIR]
 #
-# --model: a Qwen3 checkpoint folder with cases.json (default testdata/tiny-qwen3); --adapter: a PEFT
+# --model: a Qwen3 or Qwen3.5 checkpoint folder with cases.json (default testdata/tiny-qwen3); --adapter: a PEFT
 # LoRA folder (adapter_config.json, adapter_model.safetensors), repeatable (default the
 # reference-adapter and init-adapter of testdata/tiny-qwen3-finetune/lora). llama.cpp's own
 # converters make float32 GGUFs of both (convert_hf_to_gguf.py, convert_lora_to_gguf.py, through

@@ -5,14 +5,14 @@ adapter.sh).
     adapter_compare.py --lllogits BIN --src LLAMA_SRC --work DIR --model MODEL [--threads N]
                        [--scale S] [--out DIR] ADAPTER...
 
-MODEL is a Qwen3 checkpoint folder (config.json, safetensors, cases.json, reference/); each ADAPTER a
+MODEL is a Qwen3 or Qwen3.5 checkpoint folder (config.json, safetensors, cases.json, reference/); each ADAPTER a
 PEFT LoRA folder (adapter_config.json, adapter_model.safetensors). Converts MODEL to a float32 GGUF
 with llama.cpp's convert_hf_to_gguf.py and every ADAPTER to a float32 GGUF adapter with its
 convert_lora_to_gguf.py (both through adapter_gguf.py), has llama.cpp compute every case's logits
 with the adapter applied at scale S (default 1: llama.cpp multiplies by alpha / r itself) twice
 (the whole case in one batch; one token at a time, the last 64 after the rest in one batch for
 cases over 256 tokens), and compares them with the float64 reference: parity/reference_qwen35.py's
-eager Qwen3 forward on weights merged as PEFT defines LoRA, W + S·(lora_alpha / r)·B·A, in float64
+eager Qwen3 / Qwen3.5 forward (the DeltaNet layers token by token) on weights merged as PEFT defines LoRA, W + S·(lora_alpha / r)·B·A, in float64
 (the same function as PEFT's unmerged x·Wᵀ + S·(alpha/r)·(x·Aᵀ)·Bᵀ, up to float64 rounding).
 
 Also reported, to read the numbers by: llama.cpp without the adapter against the float64 base
@@ -47,7 +47,9 @@ import torch.nn.functional as F  # noqa: E402
 from reference_cases import read_cases  # noqa: E402
 from reference_qwen35 import Model, forward, read_tensors, write_safetensors  # noqa: E402
 
-PEFT_PREFIX = "base_model.model.model."
+# PEFT's names: base_model.model. + the checkpoint's name; the checkpoint's decoder prefix as
+# reference_qwen35.Model strips it (Qwen3.5: model.language_model., Qwen3: model.).
+PEFT_PREFIXES = ("base_model.model.model.language_model.", "base_model.model.model.")
 
 
 class Adapter:
@@ -72,10 +74,11 @@ class Adapter:
         raw = read_tensors(folder / "adapter_model.safetensors")
         self.pairs = {}
         for name, arr in raw.items():
+            prefix = next((p for p in PEFT_PREFIXES if name.startswith(p)), None)
             for part in ("lora_A", "lora_B"):
                 suffix = f".{part}.weight"
-                if name.startswith(PEFT_PREFIX) and name.endswith(suffix):
-                    key = name[len(PEFT_PREFIX):-len(suffix)] + ".weight"
+                if prefix is not None and name.endswith(suffix):
+                    key = name[len(prefix):-len(suffix)] + ".weight"
                     self.pairs.setdefault(key, {})[part] = arr
                     break
             else:
@@ -177,8 +180,6 @@ def main() -> None:
         raise SystemExit(f"--scale {a.scale}: want a finite number")
     a.work.mkdir(parents=True, exist_ok=True)
     model = Model(a.model)
-    if model.arch != "qwen3":
-        raise SystemExit(f"{a.model}: model_type {model.cfg.get('model_type')!r}; adapter.sh compares Qwen3 checkpoints")
     adapters = [Adapter(d) for d in a.adapters]  # refuse bad input before the slow part
     cases = read_cases(a.model / "cases.json")
     base_gguf = a.work / "base-f32.gguf"

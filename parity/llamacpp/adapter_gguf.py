@@ -27,6 +27,9 @@ file adds, only where needed:
     the model's size). Evaluation runs on token IDs, so the vocabulary's content does not matter;
     hyperparameters, tensor names and values are the converter's.
 
+For `lora`, one fix of llama.cpp's converter where it fails: Qwen3.5 adapters on linear_attn.out_proj
+(lora_v_head_reorder below).
+
 A LoRA GGUF holds `adapter.lora.alpha` = PEFT's lora_alpha and, per target, `NAME.lora_a` [r, in]
 and `NAME.lora_b` [out, r] (ggml order); llama.cpp scales B·A by user_scale · alpha / r at run
 time (llama-graph.cpp, build_lora_mm), so scale 1.0 reproduces PEFT's alpha / r.
@@ -114,20 +117,55 @@ def shim_safetensors() -> None:
     sys.modules["safetensors.torch"] = sub
 
 
-def minimal_vocab_for(model_dir: Path) -> None:
-    """Replaces set_vocab of the converter's model class for model_dir by add_minimal_vocab."""
+def model_class(model_dir: Path):
+    """The converter's model class for model_dir, and its hyperparameters, as its main() finds them."""
     import conversion
-    from qwen35_gguf import add_minimal_vocab
 
     hparams = conversion.ModelBase.load_hparams(model_dir, False)
     arch = conversion.get_model_architecture(hparams, conversion.ModelType.TEXT)
-    cls = conversion.get_model_class(arch)
+    return conversion.get_model_class(arch), hparams
+
+
+def minimal_vocab_for(cls, hparams: dict) -> None:
+    """Replaces set_vocab of the converter's model class cls by add_minimal_vocab."""
+    from qwen35_gguf import add_minimal_vocab
+
     vocab = hparams.get("text_config", hparams)["vocab_size"]
 
     def set_vocab(self):
         add_minimal_vocab(self.gguf_writer, vocab)
 
     cls.set_vocab = set_vocab
+
+
+def lora_v_head_reorder() -> None:
+    """llama.cpp issue #21125: for Qwen3.5 with more value than key heads, the converter reorders
+    out_proj's columns with _reorder_v_heads (reshape, permute, reshape), which a LoraTorchTensor
+    (W = B·A) cannot do along A's row size: NotImplementedError. Where that happens, the permutation
+    _reorder_v_heads itself computes (run on an index vector) is applied to A's columns, as the
+    upstream fixes propose (pull requests #24627, #28324). Row reorders (dim 0) stay theirs."""
+    try:
+        from conversion import qwen
+    except ImportError:
+        return
+    base = getattr(qwen, "_LinearAttentionVReorderBase", None)
+    if base is None:
+        return
+    original = base._reorder_v_heads
+
+    def reorder(tensor, dim, num_k_heads, num_v_per_k, head_dim):
+        try:
+            return original(tensor, dim, num_k_heads, num_v_per_k, head_dim)
+        except NotImplementedError:
+            if not hasattr(tensor, "get_lora_A_B") or len(tensor.shape) != 2 or dim not in (1, -1):
+                raise
+        import torch
+        a, b = tensor.get_lora_A_B()
+        index = torch.arange(a.shape[-1]).reshape(1, -1)
+        perm = original(index, 1, num_k_heads, num_v_per_k, head_dim)[0]
+        return type(tensor)(a.index_select(-1, perm), b)
+
+    base._reorder_v_heads = staticmethod(reorder)
 
 
 def run(script: Path, argv: list) -> None:
@@ -161,12 +199,17 @@ def main() -> None:
     tmp = a.out.with_name(a.out.name + ".tmp")
     try:
         if a.what == "base":
+            cls, hparams = model_class(a.model)
             if not (a.model / "tokenizer.json").is_file() or getattr(sys.modules.get("transformers"), "stand_in", False):
-                minimal_vocab_for(a.model)
-            run(src / "convert_hf_to_gguf.py", ["--outtype", "f32", "--outfile", str(tmp), str(a.model)])
+                minimal_vocab_for(cls, hparams)
+            # text decoding only: no multi-token-prediction block (octlm's Qwen3.5 fixtures declare
+            # mtp_num_hidden_layers but hold no mtp.* weights)
+            flags = ["--no-mtp"] if getattr(cls, "supports_mtp_export", False) else []
+            run(src / "convert_hf_to_gguf.py", ["--outtype", "f32", *flags, "--outfile", str(tmp), str(a.model)])
         else:
             if not (a.adapter / "adapter_config.json").is_file():
                 raise SystemExit(f"{a.adapter}: no adapter_config.json (want a PEFT LoRA adapter folder)")
+            lora_v_head_reorder()
             run(src / "convert_lora_to_gguf.py", ["--outtype", "f32", "--base", str(a.base), "--outfile", str(tmp), str(a.adapter)])
         if not tmp.is_file():
             raise SystemExit(f"{a.out}: the converter wrote nothing")
