@@ -3,9 +3,9 @@
 #
 #   parity/llamacpp/adapter.sh [--model DIR] [--adapter DIR]... [--scale S] [--threads N] [--out DIR]
 #
-# --model: a Qwen3 or Qwen3.5 checkpoint folder with cases.json (default testdata/tiny-qwen3); --adapter: a PEFT
-# LoRA folder (adapter_config.json, adapter_model.safetensors), repeatable (default the
-# reference-adapter and init-adapter of testdata/tiny-qwen3-finetune/lora). llama.cpp's own
+# --model: a Qwen3 or Qwen3.5 checkpoint folder with cases.json (default testdata/tiny-qwen3);
+# --adapter: a PEFT LoRA folder (adapter_config.json, adapter_model.safetensors), repeatable (default
+# the reference-adapter and init-adapter of testdata/tiny-qwen3-finetune/lora). llama.cpp's own
 # converters make float32 GGUFs of both (convert_hf_to_gguf.py, convert_lora_to_gguf.py, through
 # adapter_gguf.py, which stands in for the Python packages they import that are not installed);
 # lllogits loads the base with the adapter applied at --scale (default 1: llama.cpp multiplies by
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
 	--scale) scale=$2; shift 2 ;;
 	--threads) threads=$2; shift 2 ;;
 	--out) out=(--out "$(abs "$2")"); shift 2 ;;
-	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,19p' "$0"; exit 0 ;;
 	*) echo "adapter.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
