@@ -5,10 +5,11 @@ packages they import are missing, for adapter.sh.
     adapter_gguf.py --src LLAMA_SRC base MODEL_DIR OUT.gguf
     adapter_gguf.py --src LLAMA_SRC lora --base MODEL_DIR ADAPTER_DIR OUT.gguf
 
-LLAMA_SRC is the llama.cpp source tree (node-llama-cpp's bundle, cloned by adapter.sh): its gguf-py
+LLAMA_SRC is the llama.cpp source tree (node-llama-cpp's bundle, cloned by setup.sh): its gguf-py
 and conversion/ package are imported from there, and the converter scripts run unmodified as
-__main__ (runpy), float32 output (--outtype f32), written to OUT.gguf.tmp and renamed. What this
-file adds, only where needed:
+__main__ (runpy), float32 output (--outtype f32; for `base` also --no-mtp where the model class
+has a multi-token-prediction block: text decoding only), written to OUT.gguf.tmp and renamed.
+What this file adds, only where needed:
 
   - `transformers` (imported at the top of conversion/base.py and convert_lora_to_gguf.py) when it is
     not installed: a stand-in whose AutoConfig/AutoTokenizer.from_pretrained raise OSError.
@@ -31,7 +32,7 @@ For `lora`, one fix of llama.cpp's converter where it fails: Qwen3.5 adapters on
 (lora_v_head_reorder below).
 
 A LoRA GGUF holds `adapter.lora.alpha` = PEFT's lora_alpha and, per target, `NAME.lora_a` [r, in]
-and `NAME.lora_b` [out, r] (ggml order); llama.cpp scales B·A by user_scale · alpha / r at run
+and `NAME.lora_b` [out, r] (row-major, as PEFT's A and B; ggml's ne lists them reversed); llama.cpp scales B·A by user_scale · alpha / r at run
 time (llama-graph.cpp, build_lora_mm), so scale 1.0 reproduces PEFT's alpha / r.
 """
 
