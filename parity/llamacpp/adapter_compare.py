@@ -68,7 +68,12 @@ class Adapter:
             if cfg.get(field, False) != ok:
                 # llama.cpp's converter and runtime implement plain LoRA with scale alpha / r only.
                 raise SystemExit(f"{cfg_path}: {field} is {cfg[field]!r}; only plain LoRA is compared here")
-        self.folder, self.r, self.alpha = folder, int(cfg["r"]), float(cfg["lora_alpha"])
+        r, alpha = cfg.get("r"), cfg.get("lora_alpha")
+        if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+            raise SystemExit(f"{cfg_path}: r {r!r}: want a positive integer")
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+            raise SystemExit(f"{cfg_path}: lora_alpha {alpha!r}: want a finite number")
+        self.folder, self.r, self.alpha = folder, r, float(alpha)
         if cfg.get("rank_pattern") or cfg.get("alpha_pattern"):
             raise SystemExit(f"{cfg_path}: rank_pattern/alpha_pattern are not supported here")
         raw = read_tensors(folder / "adapter_model.safetensors")
