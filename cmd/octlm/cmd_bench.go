@@ -83,18 +83,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	backend, info, err := xla.OpenForDType(mf.backend, string(dtype))
-	if err != nil {
-		return err
-	}
 	// The bandwidth read's buffer is allocated while the model is still loaded; the cache holds
 	// the depth, the prompt and the decoded tokens.
 	positions, bandwidthBytes := *depth+*prompt+*decode, int64(*bandwidth*(1<<30))
-	backend, info = fitEngine(dir, backend, info, dtype, positions, bandwidthBytes)
+	job := modelJob(mf.backend, dir, dtype, positions, bandwidthBytes, stderr)
+	backend, info, err := xla.Choose(job)
+	if err != nil {
+		return err
+	}
 	defer backend.Finalize()
 	fmt.Fprintf(stderr, "backend: %s\n", info)
 	warnHalfOnGo(stderr, info, dtype)
-	if err := checkFits(dir, backend, info, dtype, positions, bandwidthBytes, stderr); err != nil {
+	if err := job.Fits(info); err != nil {
 		return err
 	}
 	bar := progress.New(stderr, "loading")
