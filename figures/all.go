@@ -41,8 +41,8 @@ func AnglePairs(headDim int) []int {
 	return out
 }
 
-// AnglePositions are the positions RopeAngles draws.
-var AnglePositions = []int{0, 1, 2, 3, 4, 8, 64, 1000, 30000}
+// AnglePositions returns the positions RopeAngles draws in 02-rope.
+func AnglePositions() []int { return []int{0, 1, 2, 3, 4, 8, 64, 1000, 30000} }
 
 // Set is every output of All.
 type Set struct {
@@ -129,7 +129,7 @@ func (set *Set) addRope(src *Source, cfg octlm.Config, logf func(format string, 
 		return err
 	}
 	set.Figures = append(set.Figures, f)
-	f, t, err := RopeAngles(cfg.HeadWidth(), cfg.Base(), AnglePairs(cfg.HeadWidth()), AnglePositions)
+	f, t, err := RopeAngles(cfg.HeadWidth(), cfg.Base(), AnglePairs(cfg.HeadWidth()), AnglePositions())
 	if err != nil {
 		return err
 	}

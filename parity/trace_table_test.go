@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"strings"
-	"unicode/utf8"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestTraceRows: a row per hidden state, the embedding first, the first parted position shown

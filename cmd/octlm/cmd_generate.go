@@ -406,3 +406,12 @@ func parseIDs(s string) ([]int, error) {
 	}
 	return ids, nil
 }
+
+// tokenizerNote explains, for a Qwen3.5 folder, why it has no tokenizer.
+func tokenizerNote(dir string) string {
+	data, err := fileio.ReadFile(filepath.Join(dir, "config.json"), octlm.MaxConfigBytes)
+	if err != nil || !octlm.IsQwen35Config(data) {
+		return ""
+	}
+	return " (Qwen3.5's tokenizer, 248,320 entries, is not available here: Qwen3.5 runs on token IDs)"
+}

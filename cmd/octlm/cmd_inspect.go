@@ -334,3 +334,44 @@ func digitRun(s string) int {
 	}
 	return n
 }
+
+// inspectQwen35 adds the architecture, its layer types and the tensors the decoder skips to an
+// inspect report of a Qwen3.5 folder.
+func inspectQwen35(r *inspectReport) {
+	cfg, err := octlm.Qwen35ConfigFrom(r.Config)
+	if err != nil {
+		r.Architecture = "qwen3_5 (config refused: " + err.Error() + ")"
+		return
+	}
+	form := "Qwen3_5ForCausalLM (text only)"
+	if cfg.Multimodal {
+		form = "Qwen3_5ForConditionalGeneration (multimodal; octlm runs its text decoder)"
+	}
+	r.Architecture = "qwen3_5: " + form
+	r.LayerTypes = cfg.LayerTypes
+	r.DecoderSummary = cfg.Summary()
+	for _, p := range octlm.Qwen35SkippedPrefixes {
+		s := octlm.SkippedTensors{Prefix: p}
+		for _, t := range r.Tensors {
+			if strings.HasPrefix(t.Name, p) {
+				s.Count++
+				s.Bytes += t.Bytes
+			}
+		}
+		r.Skipped = append(r.Skipped, s)
+	}
+}
+
+// printQwen35Summary prints inspectQwen35's lines.
+func printQwen35Summary(w io.Writer, r *inspectReport) {
+	if r.Architecture == "" {
+		return
+	}
+	fmt.Fprintf(w, "architecture:   %s\n", printable(r.Architecture))
+	if r.DecoderSummary != "" {
+		fmt.Fprintf(w, "decoder:        %s\n", printable(r.DecoderSummary))
+	}
+	for _, s := range r.Skipped {
+		fmt.Fprintf(w, "skipped:        %s* %d tensors, %s (%s): not read by the text decoder\n", printable(s.Prefix), s.Count, units.Commas(s.Bytes), units.Bytes(s.Bytes))
+	}
+}
