@@ -685,7 +685,7 @@ func TestGenerationAndHalf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompts, err := Prompts(tinySource, tok, HalfQuestions)
+	prompts, err := Prompts(tinySource, tok, HalfQuestions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -895,7 +895,7 @@ func TestSourceWithoutReference(t *testing.T) {
 		t.Errorf("tokenizer from %q with %d tokens", from, tok.VocabSize())
 	}
 	// Without cases.json or a reference, a tiny vocabulary has no prompts.
-	if _, err := Prompts(src, tok, HalfQuestions); err == nil {
+	if _, err := Prompts(src, tok, HalfQuestions()); err == nil {
 		t.Error("Prompts: no error")
 	}
 }
