@@ -34,14 +34,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	reps := fs.Int("reps", 1, "timed prefill+decode runs; the report gives the best and the median")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16] [--reps 1] [--json]\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16] [--reps 1] [--json]\n\n"+
 			"Loads the checkpoint (timed against a plain read of the same files), compiles, runs a\n"+
 			"prompt of random token IDs on top of --depth positions already in the KV cache and decodes\n"+
 			"greedily, then measures the memory read bandwidth and reports decode speed as a fraction\n"+
-			"of it (the roofline ratio). Progress on stderr, results on stdout.\n\nflags:")
+			"of it (the roofline ratio). Progress on w, results on stdout.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsTo(stdout, fs, args); err != nil {
 		return err
 	}
 	if mf.model == "" {

@@ -81,7 +81,7 @@ type chatArgs struct {
 // runChatIO holds a chat on stdin and stdout. Once the model is loaded (before, Ctrl-C ends the
 // process as usual) it handles Ctrl-C itself: it stops the reply in progress.
 func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	a, err := parseChatArgs(args, stderr)
+	a, err := parseChatArgs(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 }
 
 // parseChatArgs reads chat's flags.
-func parseChatArgs(args []string, stderr io.Writer) (chatArgs, error) {
+func parseChatArgs(args []string, stdout, stderr io.Writer) (chatArgs, error) {
 	var a chatArgs
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -141,7 +141,8 @@ func parseChatArgs(args []string, stderr io.Writer) (chatArgs, error) {
 	fs.BoolVar(&a.history, "history", true, "on a terminal, keep the lines typed in $XDG_STATE_HOME/octlm/chat_history (default ~/.local/state/octlm; mode 0600) for Up/Down and Ctrl-R, across runs")
 	alias(fs, "m", "model")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm chat -m DIR|Org/Name [--system TEXT] [--think=false] [flags]\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm chat -m DIR|Org/Name [--system TEXT] [--think=false] [flags]\n\n"+
 			"A conversation with a Qwen3 model, rendered with Qwen3's chat template. Each line you type\n"+
 			"is a user turn; the reply streams as it is generated (on a terminal, the thinking part is\n"+
 			"dimmed; otherwise it stays between <think> and </think>). With stdin not a terminal, each\n"+
@@ -150,7 +151,7 @@ func parseChatArgs(args []string, stderr io.Writer) (chatArgs, error) {
 			"goes on (piped, the exit status is then 2).\n\n"+chatHelp+"\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsTo(stdout, fs, args); err != nil {
 		return a, err
 	}
 	var err error

@@ -66,7 +66,7 @@ type generatePrompt struct {
 }
 
 func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	a, err := parseGenerateArgs(args, stdin, stderr)
+	a, err := parseGenerateArgs(args, stdin, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 
 // parseGenerateArgs reads generate's flags and the prompt they name (a --prompt-file, stdin
 // for -), refusing anything but exactly one non-empty prompt.
-func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (generateArgs, error) {
+func parseGenerateArgs(args []string, stdin io.Reader, stdout, stderr io.Writer) (generateArgs, error) {
 	var a generateArgs
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -145,15 +145,16 @@ func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (genera
 	alias(fs, "m", "model")
 	alias(fs, "p", "prompt")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm generate -m DIR|Org/Name (-p TEXT | --prompt-file FILE | --chat MESSAGE | --prompt-ids 1,2,3) [flags]\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm generate -m DIR|Org/Name (-p TEXT | --prompt-file FILE | --chat MESSAGE | --prompt-ids 1,2,3) [flags]\n\n"+
 			"Continues the prompt and streams the text to stdout as tokens arrive; a summary line\n"+
-			"(tokens, stop reason, speed, seed) goes to stderr. --chat renders one user turn with\n"+
+			"(tokens, stop reason, speed, seed) goes to w. --chat renders one user turn with\n"+
 			"Qwen3's chat template ('octlm chat' holds a conversation). Sampling is random unless\n"+
 			"--seed is given or --temperature is 0. Ctrl-C stops: what was generated and the summary\n"+
 			"are printed, exit status 130.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsTo(stdout, fs, args); err != nil {
 		return a, err
 	}
 	set := map[string]bool{}

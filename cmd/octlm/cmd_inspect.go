@@ -68,8 +68,10 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print a JSON report (every tensor, the totals, the config) instead of text")
 	listTensors := fs.Bool("tensors", false, "list every tensor (name, dtype, shape, bytes; layers in numeric order) before the summary")
 	offline := fs.Bool("offline", false, "resolve Hub names from the cache only (like HF_HUB_OFFLINE=1)")
+	model := fs.String("model", "", "the `PATH` to inspect, as the positional argument is")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm inspect [--tensors] [--json] PATH\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm inspect [--tensors] [--json] PATH   (or --model PATH)\n\n"+
 			"PATH is a .safetensors file, a checkpoint folder (model.safetensors or a sharded\n"+
 			"model.safetensors.index.json) or a Hub name Org/Name[@revision]. Every header is\n"+
 			"validated; the summary gives entries, parameters (stored copies of tied weights\n"+
@@ -77,10 +79,14 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 			"--tensors lists the tensors too, in natural order (layers 0, 1, 2, ..., 10).\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, "PATH"); err != nil {
+	if err := parseFlagsTo(stdout, fs, args, "[PATH]"); err != nil {
 		return err
 	}
-	report, err := inspectPath(context.Background(), fs.Arg(0), *offline, stderr)
+	path, err := pathArg(fs, *model, "PATH")
+	if err != nil {
+		return err
+	}
+	report, err := inspectPath(context.Background(), path, *offline, stderr)
 	if err != nil {
 		return err
 	}

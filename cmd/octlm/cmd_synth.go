@@ -21,7 +21,7 @@ import (
 )
 
 func init() {
-	register("synth", "write a random checkpoint in the Hub's Qwen3 layout", func(args []string) error {
+	register("synth", "write a random checkpoint in the Hub's Qwen3 or Qwen3.5 layout", func(args []string) error {
 		return runSynth(args, os.Stdout, os.Stderr)
 	})
 }
@@ -52,17 +52,19 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tokDir := fs.String("tokenizer-dir", "", "copy the tokenizer files from this folder instead of the built-in Qwen3 ones")
 	manifest := fs.Bool("manifest", false, "also write "+loader.ManifestFileName)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm synth [--like qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|tiny|tiny-fixture] --out DIR [--force] [--seed N] [--layers N] ...\n\n"+
-			"Writes config.json, generation_config.json, BF16 weights with every Qwen3 tensor under\n"+
-			"the Hub's names (lm_head.weight: a copy of the embedding where tied, its own in Qwen3-8B),\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm synth [--like "+strings.Join(append(synth.LikeNames(), synth.Qwen35LikeNames()...), "|")+"] --out DIR [--force] [--seed N] [--layers N] ...\n\n"+
+			"Writes config.json, generation_config.json, BF16 weights with every Qwen3 or Qwen3.5 tensor\n"+
+			"under the Hub's names (lm_head.weight: a copy of the embedding where tied, its own in Qwen3-8B),\n"+
 			"sharded as the Hub's are (model.safetensors up to 4 GB, else model-0000N-of-0000M shards\n"+
-			"and model.safetensors.index.json), and Qwen3's tokenizer files. Values are random (normal,\n"+
+			"and model.safetensors.index.json), and Qwen3's tokenizer files (Qwen3.5's shapes have none:\n"+
+			"they run on token IDs). Values are random (normal,\n"+
 			"std 0.02; norms near 1): for speed and memory work, never for output quality. The folder\n"+
 			"is built beside DIR and renamed into place when complete; sizes that do not fit the free\n"+
 			"disk are refused before writing.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsTo(stdout, fs, args); err != nil {
 		return err
 	}
 	if *out == "" {
