@@ -39,7 +39,7 @@ func TestInterspersedFlags(t *testing.T) {
 			fs.SetOutput(io.Discard)
 			tensors := fs.Bool("tensors", false, "")
 			out := fs.String("out", "", "")
-			err := parseFlagsTo(io.Discard, fs, tt.args, tt.positional...)
+			err := parseFlags(fs, tt.args, tt.positional...)
 			if tt.err != "" {
 				var ue usageError
 				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.err) {

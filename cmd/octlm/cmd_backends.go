@@ -34,7 +34,7 @@ func backends(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(w, "usage: octlm backends [--install cpu|cuda|cuda12|cuda13] [--check=false] [--backend NAME]")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *install != "" && *backend != "" {

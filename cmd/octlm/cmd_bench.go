@@ -42,7 +42,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			"of it (the roofline ratio). Progress on w, results on stdout.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if mf.model == "" {

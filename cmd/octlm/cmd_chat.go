@@ -81,7 +81,7 @@ type chatArgs struct {
 // runChatIO holds a chat on stdin and stdout. Once the model is loaded (before, Ctrl-C ends the
 // process as usual) it handles Ctrl-C itself: it stops the reply in progress.
 func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	a, err := parseChatArgs(args, stdout, stderr)
+	a, err := parseChatArgs(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 }
 
 // parseChatArgs reads chat's flags.
-func parseChatArgs(args []string, stdout, stderr io.Writer) (chatArgs, error) {
+func parseChatArgs(args []string, stderr io.Writer) (chatArgs, error) {
 	var a chatArgs
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -151,7 +151,7 @@ func parseChatArgs(args []string, stdout, stderr io.Writer) (chatArgs, error) {
 			"goes on (piped, the exit status is then 2).\n\n"+chatHelp+"\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return a, err
 	}
 	var err error

@@ -44,7 +44,7 @@ func figuresCmd(args []string, stdout, stderr io.Writer) error {
 			"under the same names are replaced only with --force.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *outFlag == "" {

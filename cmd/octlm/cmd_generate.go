@@ -66,7 +66,7 @@ type generatePrompt struct {
 }
 
 func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	a, err := parseGenerateArgs(args, stdin, stdout, stderr)
+	a, err := parseGenerateArgs(args, stdin, stderr)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 
 // parseGenerateArgs reads generate's flags and the prompt they name (a --prompt-file, stdin
 // for -), refusing anything but exactly one non-empty prompt.
-func parseGenerateArgs(args []string, stdin io.Reader, stdout, stderr io.Writer) (generateArgs, error) {
+func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (generateArgs, error) {
 	var a generateArgs
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -154,7 +154,7 @@ func parseGenerateArgs(args []string, stdin io.Reader, stdout, stderr io.Writer)
 			"are printed, exit status 130.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return a, err
 	}
 	set := map[string]bool{}

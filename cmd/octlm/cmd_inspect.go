@@ -79,7 +79,7 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 			"--tensors lists the tensors too, in natural order (layers 0, 1, 2, ..., 10).\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args, "[PATH]"); err != nil {
+	if err := parseFlags(fs, args, "[PATH]"); err != nil {
 		return err
 	}
 	path, err := pathArg(fs, *model, "PATH")

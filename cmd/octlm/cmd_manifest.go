@@ -38,7 +38,7 @@ func manifest(args []string, stdout, stderr io.Writer) error {
 			"replaced only with --force. With --verify, checks DIR against it (exit 1 on a mismatch).\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args, "[DIR]"); err != nil {
+	if err := parseFlags(fs, args, "[DIR]"); err != nil {
 		return err
 	}
 	dir, err := pathArg(fs, *model, "DIR")

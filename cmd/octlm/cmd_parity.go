@@ -39,7 +39,7 @@ type parityFlags struct {
 
 // runParity is `octlm parity`: results (table and verdict) to stdout, progress to stderr.
 func runParity(args []string, stdout, stderr io.Writer) error {
-	pf, err := parseParityFlags(args, stdout, stderr)
+	pf, err := parseParityFlags(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 }
 
 // parseParityFlags reads `octlm parity`'s flags (usage on -h).
-func parseParityFlags(args []string, stdout, stderr io.Writer) (*parityFlags, error) {
+func parseParityFlags(args []string, stderr io.Writer) (*parityFlags, error) {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pf := &parityFlags{}
@@ -139,7 +139,7 @@ func parseParityFlags(args []string, stdout, stderr io.Writer) (*parityFlags, er
 			"(exit status 1) when any is non-finite or off by more than %g. Bad input exits with status 2.\n\n", parity.Tolerance)
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	var err error

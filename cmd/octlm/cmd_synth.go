@@ -64,7 +64,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"disk are refused before writing.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {

@@ -34,7 +34,7 @@ func runTemplate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 			"optional enable_thinking) and writes each rendered prompt as one JSON string a line.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *model == "" {

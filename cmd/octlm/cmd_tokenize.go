@@ -37,7 +37,7 @@ func runTokenizeIO(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 			"arrays of IDs and writes JSON strings.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *model == "" {

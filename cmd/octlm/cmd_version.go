@@ -32,7 +32,7 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 			"and the PJRT plugins found; 'octlm backends' loads and checks them.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlagsTo(stdout, fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	info := buildinfo.Read()

@@ -17,11 +17,6 @@ import (
 // flag list. Bad flags, and positional arguments other than the ones named, are usage errors; a
 // name in brackets ("[PATH]") may be left out.
 func parseFlags(fs *flag.FlagSet, args []string, positional ...string) error {
-	return parseFlagsTo(os.Stdout, fs, args, positional...)
-}
-
-// parseFlagsTo is parseFlags with the help written to help.
-func parseFlagsTo(help io.Writer, fs *flag.FlagSet, args []string, positional ...string) error {
 	usage := fs.Usage
 	out := fs.Output()
 	fs.Usage = func() {}
@@ -31,7 +26,7 @@ func parseFlagsTo(help io.Writer, fs *flag.FlagSet, args []string, positional ..
 	fs.Usage = usage
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(help)
+			fs.SetOutput(os.Stdout) // help asked for: `octlm NAME -h | less` shows it
 			usage()
 			fs.SetOutput(out)
 			return errHelp
