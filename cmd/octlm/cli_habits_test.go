@@ -176,3 +176,13 @@ func TestErrorLine(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorPrefixOnce: a library error from package octlm reaches the terminal with the command's
+// prefix only (it used to read "octlm generate: octlm: a prompt of …").
+func TestErrorPrefixOnce(t *testing.T) {
+	_, stderr, code := runOctlm(t, "", "generate", "-m", testdata("tiny-qwen3"), "--prompt-ids", "1", "-n", "100000")
+	if code != 2 || !strings.Contains(stderr, "octlm generate: a prompt of 1 tokens plus 100000 new tokens exceeds the context length") ||
+		strings.Contains(stderr, "octlm: a prompt") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
