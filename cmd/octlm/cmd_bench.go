@@ -39,7 +39,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			"Loads the checkpoint (timed against a plain read of the same files), compiles, runs a\n"+
 			"prompt of random token IDs on top of --depth positions already in the KV cache and decodes\n"+
 			"greedily, then measures the memory read bandwidth and reports decode speed as a fraction\n"+
-			"of it (the roofline ratio). Progress on w, results on stdout.\n\nflags:")
+			"of it (the roofline ratio). Progress on stderr, results on stdout.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {

@@ -148,7 +148,7 @@ func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (genera
 		w := fs.Output()
 		fmt.Fprintln(w, "usage: octlm generate -m DIR|Org/Name (-p TEXT | --prompt-file FILE | --chat MESSAGE | --prompt-ids 1,2,3) [flags]\n\n"+
 			"Continues the prompt and streams the text to stdout as tokens arrive; a summary line\n"+
-			"(tokens, stop reason, speed, seed) goes to w. --chat renders one user turn with\n"+
+			"(tokens, stop reason, speed, seed) goes to stderr. --chat renders one user turn with\n"+
 			"Qwen3's chat template ('octlm chat' holds a conversation). Sampling is random unless\n"+
 			"--seed is given or --temperature is 0. Ctrl-C stops: what was generated and the summary\n"+
 			"are printed, exit status 130.\n\nflags:")
