@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/internal/progress"
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/units"
 )
@@ -198,7 +199,7 @@ func (h *repoClient) download(ctx context.Context, commit, name string, meta fil
 	if st, err := os.Lstat(part); err == nil && st.Mode().IsRegular() && st.Size() <= meta.size {
 		have = st.Size()
 	}
-	if free := freeBytes(filepath.Dir(blob)); free >= 0 && meta.size-have > free {
+	if free := sysinfo.FreeDiskBytes(filepath.Dir(blob)); free >= 0 && meta.size-have > free {
 		return fmt.Errorf("hub: %s: %s needs %s more on disk, %s is free in %s: refused before downloading",
 			h.repo, name, units.Bytes(meta.size-have), units.Bytes(free), filepath.Dir(blob))
 	}

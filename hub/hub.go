@@ -24,11 +24,13 @@ import (
 	"github.com/octlm/octlm/loader"
 )
 
-// DefaultFiles are the file patterns (path.Match against the repository path) Resolve
+// DefaultFiles returns the file patterns (path.Match against the repository path) Resolve
 // downloads: what a checkpoint needs, not the README or the duplicate vocab.json/merges.txt.
-var DefaultFiles = []string{
-	"config.json", "generation_config.json", "*.safetensors", loader.IndexFileName,
-	"tokenizer.json", "tokenizer_config.json",
+func DefaultFiles() []string {
+	return []string{
+		"config.json", "generation_config.json", "*.safetensors", loader.IndexFileName,
+		"tokenizer.json", "tokenizer_config.json",
+	}
 }
 
 // Options configures Resolve. Zero values take the environment's settings, like Python's
@@ -40,7 +42,7 @@ type Options struct {
 	CacheDir string       // default CacheDir()
 	Token    string       // default $HF_TOKEN, else the token file; sent to the endpoint's origin only
 	Offline  bool         // never touch the network; also set by HF_HUB_OFFLINE=1
-	Files    []string     // patterns of files to fetch; default DefaultFiles
+	Files    []string     // patterns of files to fetch; default DefaultFiles()
 	Progress io.Writer    // download and hashing progress, warnings; nil for silence
 	Client   *http.Client // default: a client with ConnectTimeout and ResponseTimeout
 
@@ -190,7 +192,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Offline = true
 	}
 	if o.Files == nil {
-		o.Files = DefaultFiles
+		o.Files = DefaultFiles()
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
