@@ -1,0 +1,222 @@
+package train
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/gomlx/compute"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
+
+	"github.com/octlm/octlm/xla"
+)
+
+// toyModel is a stand-in for the decoder in the loop's tests: an embedding, one Linear
+// (up_proj) through tanh and a Linear head. Its host twin (hostLoss) computes the same loss in
+// float64.
+type toyModel struct{ vocab, d, h int }
+
+func (m toyModel) Params() []Param {
+	return []Param{
+		{Name: "model.embed_tokens.weight", Shape: []int{m.vocab, m.d}},
+		{Name: "model.layers.0.mlp.up_proj.weight", Shape: []int{m.h, m.d}, Linear: true, Module: "model.layers.0.mlp.up_proj"},
+		{Name: "lm_head.weight", Shape: []int{m.vocab, m.h}, Linear: true, Module: "lm_head"},
+	}
+}
+
+func (m toyModel) Logits(ids, lengths *Node, w []*Node, ad *Adapters) *Node {
+	linear := func(x, weight *Node, name string) *Node {
+		y := Einsum("bsi,oi->bso", x, weight)
+		if ad == nil {
+			return y
+		}
+		ab, ok := ad.Modules[name]
+		if !ok {
+			return y
+		}
+		xa := x
+		if ad.Dropout != nil {
+			xa = ad.Dropout(x)
+		}
+		low := Einsum("bsi,ri->bsr", xa, ab[0])
+		return Add(y, MulScalar(Einsum("bsr,or->bso", low, ab[1]), ad.Scale))
+	}
+	x := Gather(w[0], InsertAxes(ids, -1))
+	hid := Tanh(linear(x, w[1], "model.layers.0.mlp.up_proj.weight"))
+	return linear(hid, w[2], "lm_head.weight")
+}
+
+// hostLoss is the toy model's summed loss in float64, for weights values (LoRA: adapters of
+// up_proj A, B with scale).
+func (m toyModel) hostLoss(b Batch, values [][]float64, a, bm []float64, r int, scale float64) float64 {
+	emb, up, head := values[0], values[1], values[2]
+	var sum float64
+	for i := range b.B {
+		for s := range b.S {
+			tgt := b.Targets[i*b.S+s]
+			if tgt == IgnoreIndex {
+				continue
+			}
+			x := emb[int(b.IDs[i*b.S+s])*m.d:][:m.d]
+			hid := make([]float64, m.h)
+			low := make([]float64, r)
+			for k := range r {
+				for j := range m.d {
+					low[k] += x[j] * a[k*m.d+j]
+				}
+			}
+			for o := range m.h {
+				v := 0.0
+				for j := range m.d {
+					v += x[j] * up[o*m.d+j]
+				}
+				for k := range r {
+					v += scale * low[k] * bm[o*r+k]
+				}
+				hid[o] = math.Tanh(v)
+			}
+			logits := make([]float64, m.vocab)
+			mx := math.Inf(-1)
+			for v := range m.vocab {
+				for o := range m.h {
+					logits[v] += hid[o] * head[v*m.h+o]
+				}
+				mx = max(mx, logits[v])
+			}
+			z := 0.0
+			for _, l := range logits {
+				z += math.Exp(l - mx)
+			}
+			sum += math.Log(z) + mx - logits[tgt]
+		}
+	}
+	return sum
+}
+
+var goBackend = sync.OnceValues(func() (compute.Backend, error) {
+	b, _, err := xla.Open("go")
+	return b, err
+})
+
+func backendForTest(t *testing.T) compute.Backend {
+	t.Helper()
+	b, err := goBackend()
+	if err != nil {
+		t.Skipf("no pure-Go backend: %v", err)
+	}
+	return b
+}
+
+// toyRun is a toy model with random weights and rows.
+func toyRun(t *testing.T, s Settings) (toyModel, *Trainer) {
+	t.Helper()
+	m := toyModel{vocab: 11, d: 6, h: 5}
+	rng := rand.New(rand.NewPCG(1, 2))
+	weights := func(p Param) ([]float32, error) {
+		v := make([]float32, p.Size())
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * 0.5)
+		}
+		return v, nil
+	}
+	var rows []Example
+	for n := range 5 {
+		ex := Example{}
+		for range 3 + n {
+			id := int32(rng.IntN(m.vocab))
+			ex.IDs = append(ex.IDs, id)
+			ex.Labels = append(ex.Labels, id)
+		}
+		ex.Labels[0] = IgnoreIndex
+		rows = append(rows, ex)
+	}
+	tr, err := NewTrainer(m, backendForTest(t), weights, rows, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return m, tr
+}
+
+func toySettings(full bool) Settings {
+	return Settings{Steps: 10, Batch: 2, GradAccum: 1, LR: 1e-2, Schedule: Schedule{Kind: "constant", Total: 10},
+		AdamW: AdamW{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, Full: full,
+		LoRA: LoRASettings{R: 2, Alpha: 4, Targets: []string{"up_proj"}}, Seed: 3, PadMultiple: 4}
+}
+
+func widen(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// TestGradientsAgainstFiniteDifferences checks the graph's loss and LoRA gradients against the
+// host's float64 loss and its central differences.
+func TestGradientsAgainstFiniteDifferences(t *testing.T) {
+	m, tr := toyRun(t, toySettings(false))
+	// B must not be zero for A's gradient to be: give it values.
+	for i := range tr.Trainable[1].Data {
+		tr.Trainable[1].Data[i] = float32(math.Sin(float64(i)))
+	}
+	batch := tr.microBatches(1)[0]
+	sum, grads, err := tr.forwardBackward(batch, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := make([][]float64, 3)
+	for i := range tr.params {
+		v, err := tensors.CopyFlatData[float32](tr.base[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		base[i] = widen(v)
+	}
+	a, b := widen(tr.Trainable[0].Data), widen(tr.Trainable[1].Data)
+	scale := tr.LoRAConfig.Scale()
+	want := m.hostLoss(batch, base, a, b, 2, scale)
+	if math.Abs(sum-want) > 1e-5*math.Abs(want) {
+		t.Errorf("summed loss %v, host %v", sum, want)
+	}
+	const h = 1e-5
+	for ti, x := range [][]float64{a, b} {
+		for j := range x {
+			orig := x[j]
+			x[j] = orig + h
+			up := m.hostLoss(batch, base, a, b, 2, scale)
+			x[j] = orig - h
+			down := m.hostLoss(batch, base, a, b, 2, scale)
+			x[j] = orig
+			fd := (up - down) / (2 * h)
+			if got := float64(grads[ti][j]); math.Abs(got-fd) > 1e-4*max(1, math.Abs(fd)) {
+				t.Errorf("%s[%d]: gradient %v, finite differences %v", tr.Trainable[ti].Name, j, got, fd)
+			}
+		}
+	}
+}
+
+func TestTrainingLowersTheLoss(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		_, tr := toyRun(t, toySettings(full))
+		var first, last float64
+		for k := range 10 {
+			res, err := tr.RunStep(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Steps 1 and 6 read the same rows (5 rows, batch 2, wrapping after 2.5 steps).
+			switch k {
+			case 0:
+				first = res.Loss
+			case 5:
+				last = res.Loss
+			}
+		}
+		if !(last < first) {
+			t.Errorf("full %v: the loss on the same rows went from %v to %v", full, first, last)
+		}
+	}
+}
