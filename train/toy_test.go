@@ -3,6 +3,9 @@ package train
 import (
 	"math"
 	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -217,6 +220,61 @@ func TestTrainingLowersTheLoss(t *testing.T) {
 		}
 		if !(last < first) {
 			t.Errorf("full %v: the loss on the same rows went from %v to %v", full, first, last)
+		}
+	}
+}
+
+func TestResumeGivesTheSameWeights(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		s := toySettings(full)
+		s.Shuffle = true
+		s.LoRA.Dropout = 0.1
+		_, straight := toyRun(t, s)
+		for range 6 {
+			if _, err := straight.RunStep(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := t.TempDir()
+		_, first := toyRun(t, s)
+		var log []LogRow
+		for range 3 {
+			res, err := first.RunStep(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log = append(log, RowOf(res, 0))
+			if _, err := first.SaveCheckpoint(out, t.TempDir(), log, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps, err := Checkpoints(out)
+		if err != nil || len(steps) != 2 || steps[1] != 3 {
+			t.Fatalf("checkpoints %v (%v), want the newest two, 2 and 3", steps, err)
+		}
+		_, second := toyRun(t, s)
+		rows, err := second.Resume(filepath.Join(out, CheckpointName(3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 3 || second.Step != 3 {
+			t.Fatalf("resumed at step %d with %d log rows, want 3 and 3", second.Step, len(rows))
+		}
+		for range 3 {
+			if _, err := second.RunStep(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, tr := range straight.Trainable {
+			if !slices.Equal(tr.Data, second.Trainable[i].Data) {
+				t.Errorf("full %v: %s differs between the straight and the resumed run", full, tr.Name)
+			}
+		}
+		other := s
+		other.Seed++
+		_, third := toyRun(t, other)
+		if _, err := third.Resume(filepath.Join(out, CheckpointName(3))); err == nil || !strings.Contains(err.Error(), "another run") {
+			t.Errorf("a checkpoint of another seed: %v", err)
 		}
 	}
 }

@@ -353,8 +353,8 @@ func (a *Adapter) Write(dir string) error {
 		m := a.Modules[module]
 		na, nb := TensorNames(module)
 		tensors = append(tensors,
-			loader.WriteTensor{Name: na, DType: loader.F32, Shape: []int{m.Rank, m.In}, Data: float32Bytes(m.A)},
-			loader.WriteTensor{Name: nb, DType: loader.F32, Shape: []int{m.Out, m.Rank}, Data: float32Bytes(m.B)})
+			loader.WriteTensor{Name: na, DType: loader.F32, Shape: []int{m.Rank, m.In}, Data: Float32Bytes(m.A)},
+			loader.WriteTensor{Name: nb, DType: loader.F32, Shape: []int{m.Out, m.Rank}, Data: Float32Bytes(m.B)})
 	}
 	cfg, err := json.MarshalIndent(a.Config, "", "  ")
 	if err != nil {
@@ -370,14 +370,4 @@ func (a *Adapter) Write(dir string) error {
 		return fmt.Errorf("lora: %w", err)
 	}
 	return nil
-}
-
-// float32Bytes is v little-endian.
-func float32Bytes(v []float32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, x := range v {
-		b := math.Float32bits(x)
-		out[4*i], out[4*i+1], out[4*i+2], out[4*i+3] = byte(b), byte(b>>8), byte(b>>16), byte(b>>24)
-	}
-	return out
 }

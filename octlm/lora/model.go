@@ -1,6 +1,7 @@
 package lora
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -72,31 +73,40 @@ func WriteModel(dir, srcDir string, specs []loader.TensorSpec, fill func(i int, 
 // EncodeFloat32 writes v to w as dtype (F32, BF16 or F16, rounded to nearest even), in bounded
 // chunks.
 func EncodeFloat32(w io.Writer, v []float32, dtype loader.DType) error {
-	size := dtype.Size()
 	if dtype != loader.F32 && dtype != loader.BF16 && dtype != loader.F16 {
 		return fmt.Errorf("lora: cannot write %s weights (float32, bfloat16 or float16)", dtype)
 	}
-	buf := make([]byte, 0, 1<<16)
-	for i, x := range v {
-		switch dtype {
-		case loader.F32:
-			b := math.Float32bits(x)
-			buf = append(buf, byte(b), byte(b>>8), byte(b>>16), byte(b>>24))
-		case loader.BF16:
-			h := loader.Float32ToBFloat16(x)
-			buf = append(buf, byte(h), byte(h>>8))
-		case loader.F16:
-			h := loader.Float32ToFloat16(x)
-			buf = append(buf, byte(h), byte(h>>8))
-		}
-		if len(buf)+size > cap(buf) || i == len(v)-1 {
-			if _, err := w.Write(buf); err != nil {
-				return err
+	const chunk = 1 << 14
+	buf := make([]byte, 0, 4*chunk)
+	for start := 0; start < len(v); start += chunk {
+		part := v[start:min(start+chunk, len(v))]
+		buf = buf[:0]
+		for _, x := range part {
+			switch dtype {
+			case loader.F32:
+				b := math.Float32bits(x)
+				buf = append(buf, byte(b), byte(b>>8), byte(b>>16), byte(b>>24))
+			case loader.BF16:
+				h := loader.Float32ToBFloat16(x)
+				buf = append(buf, byte(h), byte(h>>8))
+			case loader.F16:
+				h := loader.Float32ToFloat16(x)
+				buf = append(buf, byte(h), byte(h>>8))
 			}
-			buf = buf[:0]
+		}
+		if _, err := w.Write(buf); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// Float32Bytes is v as float32 little-endian bytes.
+func Float32Bytes(v []float32) []byte {
+	var b bytes.Buffer
+	b.Grow(4 * len(v))
+	_ = EncodeFloat32(&b, v, loader.F32) // a bytes.Buffer never fails
+	return b.Bytes()
 }
 
 // Merge writes into outDir the checkpoint in modelDir with a merged into its weights:
