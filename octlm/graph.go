@@ -76,6 +76,7 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	ids, start, valid := inputs[inIDs], inputs[inStart], inputs[inValid]
 	keyPos, logitRows := inputs[inKeyPos], inputs[inLogitRows]
 	w := newWeightSet(m.specs, inputs[numStepInputs:numStepInputs+len(m.specs)])
+	w.adapter = m.adapter.nodes(g)
 	state := inputs[numStepInputs+len(m.specs):]
 
 	// One sequence: a batch of one, its state with a batch axis of one.

@@ -57,6 +57,7 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 	valid := len(ids)
 	exec, err := graph.NewExec(m.Backend, func(g *graph.Graph, inputs []*graph.Node) []*graph.Node {
 		w := newWeightSet(m.specs, inputs[1:1+len(m.specs)])
+		w.adapter = m.adapter.nodes(g)
 		s := newStep(ops{layout: m.layout, vocab: m.Config.VocabSize}, graph.InsertAxes(inputs[0], 0),
 			graph.Const(g, []int32{0}), graph.Const(g, []int32{int32(valid)}), rows, true)
 		var state []*graph.Node
