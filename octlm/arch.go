@@ -28,6 +28,8 @@ type architecture interface {
 	// prefill's attention budget) and DModel. An architecture with more settings keeps them
 	// itself.
 	config() Config
+	// shape is the small shape the shared machinery reads.
+	shape() Shape
 	// sizeNames are the checkpoint names the config's sizes are checked against before the
 	// weight table is built: the embedding's (and its stored copies'), [vocab, d], and the prefix
 	// of the numbered layers ("model.layers."), NLayers of them.
@@ -41,27 +43,24 @@ type architecture interface {
 	// state is what the cache holds, in order, for a cache of capacity positions: per layer
 	// either keys/values indexed by position or a fixed-size recurrent state.
 	state() []stateSpec
-	// forward runs the decoder on one chunk: the embedding and every layer. It returns the
-	// hidden states [S, d] before the final norm, and the new cache state, one node per
-	// stateSpec, same shapes and dtypes as the ones given.
-	forward(s *step, w weightSet, state []*Node) (hidden *Node, newState []*Node)
+	// layers runs the decoder on one chunk: the embedding and every layer. It returns the
+	// hidden state [B, S, d] after the embedding and after each layer (NLayers+1 of them, the
+	// last before the final norm; the trace compares them all), and the new cache state, one
+	// node per stateSpec with a leading batch axis, same shapes and dtypes as the ones given
+	// (nil without a cache: s.cached false).
+	layers(s *step, w weightSet, state []*Node) (hiddens, newState []*Node)
 	// logits is the final norm and the output head on the rows that want logits, hidden
 	// [P, d]: [P, vocab].
 	logits(s *step, w weightSet, hidden *Node) *Node
 }
 
-// step is one chunk of the step graph as an architecture sees it: S token IDs (padded to a
-// length bucket; only the first `valid` are real) starting at cache position start, attending
-// over the first Lb cache slots.
-type step struct {
-	ops       ops   // the engine's layout: products, lookups, rsqrt
-	ids       *Node // int32 [S]: token IDs, padded with zeros
-	start     *Node // int32 []: cache position of ids[0]
-	valid     *Node // int32 []: how many of the S ids are real
-	positions *Node // int32 [S]: start + 0..S-1
-	real      *Node // bool [S]: the first valid rows (padding rows must not change a recurrent state)
-	keyPos    *Node // int32 [Lb]: 0..Lb-1, the cache slots attended to
-	causal    *Node // bool [S, Lb]: slot j is visible from row i (keyPos[j] ≤ positions[i])
+// Shape is a decoder's shape as the shared machinery reads it, whatever the architecture.
+type Shape struct {
+	Vocab   int // tokens in the vocabulary (embedding rows)
+	Context int // context length (max_position_embeddings)
+	Width   int // hidden size d
+	Heads   int // attention heads (of a full-attention layer)
+	Layers  int // decoder layers
 }
 
 // weightKind says how a checkpoint tensor is laid out on the engine.
@@ -157,9 +156,10 @@ func (s stateSpec) shape(capacity int) []int {
 
 // weightSet is the graph's weight parameters by checkpoint name.
 type weightSet struct {
-	byName map[string]*Node
-	parts  map[string]fusedPart // checkpoint names held inside a fused resident weight
-	prefix string
+	byName  map[string]*Node
+	parts   map[string]fusedPart // checkpoint names held inside a fused resident weight
+	prefix  string
+	adapter *LoRANodes // applied unmerged by ops.projections; nil: none
 }
 
 // fusedPart is where a checkpoint Linear weight lies in a fused resident weight [in, Σ out]:
@@ -218,7 +218,8 @@ func (w weightSet) fused(names []string) (*Node, []int, bool) {
 
 // under is the same set with names relative to prefix+p ("model.layers.3.").
 func (w weightSet) under(p string) weightSet {
-	return weightSet{byName: w.byName, parts: w.parts, prefix: w.prefix + p}
+	w.prefix += p
+	return w
 }
 
 // newArchitecture turns a config.json into an architecture, by its model_type.

@@ -56,6 +56,7 @@ type Model struct {
 	arch    architecture
 	layout  Layout
 	specs   []weightSpec      // the architecture's weight table
+	adapter *LoRA             // applied unmerged in the step graph; nil: none
 	weights []*tensors.Tensor // one per spec, in the layout
 	chunks  ChunkOptions
 

@@ -34,6 +34,11 @@ type SkippedTensors struct {
 	Bytes  int64  `json:"bytes"`
 }
 
+func (q qwen35) shape() Shape {
+	c := q.c
+	return Shape{Vocab: c.VocabSize, Context: c.ContextLength, Width: c.Hidden, Heads: c.Heads, Layers: c.NLayers}
+}
+
 // config is the shape the shared machinery reads.
 func (q qwen35) config() Config {
 	c := q.c

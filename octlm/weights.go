@@ -42,6 +42,9 @@ type LoadOptions struct {
 	Layout *Layout
 	// Chunks bound the prefill's chunk rows; zero fields take the defaults.
 	Chunks ChunkOptions
+	// Adapter, when set, is a LoRA applied unmerged in every step graph; its modules must be
+	// Linear weights of the model, of their sizes. The model keeps it (do not change it after).
+	Adapter *LoRA
 }
 
 // Load reads a Hugging Face checkpoint folder (config.json and model.safetensors, or a sharded
@@ -96,6 +99,11 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 		layout = *opts.Layout
 	}
 	specs := residentSpecs(arch.weights(), layout)
+	if opts.Adapter != nil {
+		if err := opts.Adapter.check(specs); err != nil {
+			return nil, err
+		}
+	}
 	// Where each checkpoint tensor goes: resident weight i, as a whole (part -1) or as part j.
 	type place struct{ i, part int }
 	index := make(map[string]place, len(specs))
@@ -109,7 +117,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 			index[part.Name] = place{i, j}
 		}
 	}
-	m = &Model{Config: cfg, DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs,
+	m = &Model{Config: cfg, DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs, adapter: opts.Adapter,
 		chunks: opts.Chunks.withDefaults(), weights: make([]*tensors.Tensor, len(specs))}
 	fusing := map[int]*fusedFill{} // fused weights with parts still to come
 	partial := m                   // error returns set m to nil; partial is what to free
