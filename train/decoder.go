@@ -1,8 +1,26 @@
 package train
 
-import "errors"
+import (
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 
-// OpenModel reads the architecture of the checkpoint folder dir as a differentiable Model.
+	"github.com/octlm/octlm/octlm"
+)
+
+// decoderModel is the decoder's training forward (octlm.Decoder.TrainingLogits) as a Model.
+type decoderModel struct{ d *octlm.Decoder }
+
+// OpenModel reads the architecture of the checkpoint folder dir (Qwen3 or Qwen3.5, no weights)
+// as a differentiable Model.
 func OpenModel(dir string) (Model, error) {
-	return nil, errors.New("train: the decoder's training forward (octlm.Decoder) is not merged yet")
+	d, err := octlm.ReadDecoder(dir)
+	if err != nil {
+		return nil, err
+	}
+	return decoderModel{d}, nil
+}
+
+func (m decoderModel) Params() []Param { return m.d.Weights() }
+
+func (m decoderModel) Logits(ids, lengths *Node, weights []*Node, adapters *Adapters) *Node {
+	return m.d.TrainingLogits(ids, lengths, weights, adapters)
 }

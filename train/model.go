@@ -2,20 +2,16 @@ package train
 
 import (
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+
+	"github.com/octlm/octlm/octlm"
 )
 
-// Param is one weight of the model being trained, in checkpoint layout: its checkpoint name,
-// shape, whether it is an nn.Linear weight [out, in] (a LoRA target) and, for one, PEFT's module
-// path (model.layers.0.self_attn.q_proj).
-type Param struct {
-	Name   string
-	Shape  []int
-	Linear bool
-	Module string
-}
+// Param is one weight of the model being trained, as the decoder declares it: checkpoint name
+// and layout, whether it is an nn.Linear (a LoRA target) and PEFT's module path for one.
+type Param = octlm.WeightInfo
 
-// Size is the number of values of p.
-func (p Param) Size() int {
+// size is the number of values of p.
+func size(p Param) int {
 	n := 1
 	for _, d := range p.Shape {
 		n *= d
@@ -23,14 +19,8 @@ func (p Param) Size() int {
 	return n
 }
 
-// Adapters are LoRA matrices applied unmerged in the forward, y = x·Wᵀ + Scale·(drop(x)·Aᵀ)·Bᵀ,
-// keyed by the Linear's Param.Name: [0] is A [r, in], [1] is B [out, r].
-type Adapters struct {
-	Scale   float64
-	Modules map[string][2]*Node
-	// Dropout is applied to x before A (nil: none).
-	Dropout func(x *Node) *Node
-}
+// Adapters are LoRA matrices applied unmerged in the forward, as the decoder takes them.
+type Adapters = octlm.LoRANodes
 
 // Model is the differentiable forward the loop trains: the decoder's TrainingLogits
 // (FromDecoder) or, in tests, a small stand-in.

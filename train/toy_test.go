@@ -43,8 +43,8 @@ func (m toyModel) Logits(ids, lengths *Node, w []*Node, ad *Adapters) *Node {
 		if ad.Dropout != nil {
 			xa = ad.Dropout(x)
 		}
-		low := Einsum("bsi,ri->bsr", xa, ab[0])
-		return Add(y, MulScalar(Einsum("bsr,or->bso", low, ab[1]), ad.Scale))
+		low := Einsum("bsi,ri->bsr", xa, ab.A)
+		return Add(y, MulScalar(Einsum("bsr,or->bso", low, ab.B), ad.Scale))
 	}
 	x := Gather(w[0], InsertAxes(ids, -1))
 	hid := Tanh(linear(x, w[1], "model.layers.0.mlp.up_proj.weight"))
@@ -118,7 +118,7 @@ func toyRun(t *testing.T, s Settings) (toyModel, *Trainer) {
 	m := toyModel{vocab: 11, d: 6, h: 5}
 	rng := rand.New(rand.NewPCG(1, 2))
 	weights := func(p Param) ([]float32, error) {
-		v := make([]float32, p.Size())
+		v := make([]float32, size(p))
 		for i := range v {
 			v[i] = float32(rng.NormFloat64() * 0.5)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/lora"
 )
 
@@ -115,7 +116,7 @@ func CheckpointWeights(dir string) (WeightSource, func() error, error) {
 		if !slices.Equal(e.Info.Shape, p.Shape) {
 			return nil, fmt.Errorf("train: %s: tensor %q is %v, the model wants %v", dir, p.Name, e.Info.Shape, p.Shape)
 		}
-		out := make([]float32, p.Size())
+		out := make([]float32, size(p))
 		if err := e.File.ReadFloat32(e.Info, out); err != nil {
 			return nil, err
 		}
@@ -166,15 +167,7 @@ func NewTrainer(model Model, backend compute.Backend, weights WeightSource, rows
 }
 
 // Linears are the model's Linear weights as package lora describes them.
-func Linears(params []Param) []lora.Linear {
-	var out []lora.Linear
-	for _, p := range params {
-		if p.Linear && len(p.Shape) == 2 {
-			out = append(out, lora.Linear{Name: p.Name, Module: p.Module, Out: p.Shape[0], In: p.Shape[1]})
-		}
-	}
-	return out
-}
+func Linears(params []Param) []lora.Linear { return lora.Linears(params) }
 
 // initLoRA sets up the adapter's trainable matrices from init or fresh.
 func (t *Trainer) initLoRA(init *lora.Adapter) error {
@@ -298,9 +291,9 @@ func (t *Trainer) graphFn(g *Graph, in []*Node) []*Node {
 	wrt := weights
 	if !t.Settings.Full {
 		ab := in[k:]
-		adapters = &Adapters{Scale: t.LoRAConfig.Scale(), Modules: map[string][2]*Node{}}
+		adapters = &Adapters{Scale: t.LoRAConfig.Scale(), Modules: map[string]octlm.LoRAPair{}}
 		for _, m := range t.modules {
-			adapters.Modules[t.params[m.param].Name] = [2]*Node{ab[m.a], ab[m.b]}
+			adapters.Modules[t.params[m.param].Name] = octlm.LoRAPair{A: ab[m.a], B: ab[m.b]}
 		}
 		if dropout {
 			p := t.LoRAConfig.LoraDropout

@@ -25,6 +25,7 @@ import (
 
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm"
 )
 
 // File names of a PEFT adapter folder.
@@ -169,11 +170,9 @@ func ParseConfig(data []byte) (Config, error) {
 	return c, nil
 }
 
-// Matrices are one module's A [Rank, In] and B [Out, Rank], float32 row-major.
-type Matrices struct {
-	A, B          []float32
-	Rank, In, Out int
-}
+// Matrices are one module's A [Rank, In] and B [Out, Rank], float32 row-major, as the decoder
+// applies them.
+type Matrices = octlm.LoRAMatrices
 
 // Adapter is a LoRA adapter: its configuration and its matrices keyed by PEFT's module path
 // (model.layers.0.self_attn.q_proj).
@@ -256,6 +255,53 @@ func splitName(name string) (module string, which int, ok bool) {
 // TensorNames are PEFT's names of a module's A and B.
 func TensorNames(module string) (a, b string) {
 	return namePrefix + module + ".lora_A.weight", namePrefix + module + ".lora_B.weight"
+}
+
+// Linears are the Linear weights of a decoder's weight table.
+func Linears(ws []octlm.WeightInfo) []Linear {
+	var out []Linear
+	for _, w := range ws {
+		if w.Linear && len(w.Shape) == 2 {
+			out = append(out, Linear{Name: w.Name, Module: w.Module, Out: w.Shape[0], In: w.Shape[1]})
+		}
+	}
+	return out
+}
+
+// ToLoRA is a as the decoder applies it at inference (octlm.LoadOptions.Adapter): its matrices
+// keyed by the Linear weight's checkpoint name, after Validate.
+func (a *Adapter) ToLoRA(linears []Linear) (*octlm.LoRA, error) {
+	if err := a.Validate(linears); err != nil {
+		return nil, err
+	}
+	l := &octlm.LoRA{Scale: a.Config.Scale(), Modules: map[string]octlm.LoRAMatrices{}}
+	for _, lin := range linears {
+		if m, ok := a.Modules[lin.Module]; ok {
+			l.Modules[lin.Name] = m
+		}
+	}
+	return l, nil
+}
+
+// FromLoRA is the adapter of cfg holding l's matrices (keyed by checkpoint name) under PEFT's
+// module paths. cfg's scale must be l's.
+func FromLoRA(cfg Config, l *octlm.LoRA, linears []Linear) (*Adapter, error) {
+	if math.Abs(cfg.Scale()-l.Scale) > 1e-12*math.Abs(l.Scale) {
+		return nil, fmt.Errorf("lora: the configuration's scale %v is not the adapter's %v", cfg.Scale(), l.Scale)
+	}
+	module := map[string]string{}
+	for _, lin := range linears {
+		module[lin.Name] = lin.Module
+	}
+	a := &Adapter{Config: cfg, Modules: map[string]Matrices{}}
+	for name, m := range l.Modules {
+		mod, ok := module[name]
+		if !ok {
+			return nil, fmt.Errorf("lora: %q is not a Linear weight of the model", name)
+		}
+		a.Modules[mod] = m
+	}
+	return a, a.Validate(linears)
 }
 
 // Linear is one of a model's nn.Linear weights: its checkpoint name
