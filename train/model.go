@@ -1,6 +1,8 @@
 package train
 
 import (
+	"strings"
+
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 
 	"github.com/octlm/octlm/octlm"
@@ -44,4 +46,14 @@ func LossSum(logits, targets *Node) (sum, count *Node) {
 	picked := ReduceSum(Mul(logp, OneHot(safe, vocab, logits.DType())), -1)
 	nll := Where(counted, Neg(picked), ZerosLike(picked))
 	return ReduceAllSum(nll), ReduceAllSum(ConvertDType(counted, logits.DType()))
+}
+
+// Vocab is the number of rows of the model's token embedding (0 if it has none).
+func Vocab(m Model) int {
+	for _, p := range m.Params() {
+		if strings.HasSuffix(p.Name, "embed_tokens.weight") && len(p.Shape) == 2 {
+			return p.Shape[0]
+		}
+	}
+	return 0
 }

@@ -31,15 +31,15 @@ func init() {
 // finetuneFlags are `octlm finetune`'s flags, named as Hugging Face's TrainingArguments, PEFT's
 // LoraConfig and TRL's SFTConfig name them.
 type finetuneFlags struct {
-	model, data, out, backend, logPath, saveGrads, initAdapter string
-	steps, batch, gradAccum, warmup, maxLength, saveEvery, keep   int
-	epochs, lr, wd, beta1, beta2, eps, maxGradNorm                float64
-	schedule, saveDType, baseDType, targets                       string
-	loraR                                                         int
-	loraAlpha, loraDropout                                        float64
-	rslora, full, shuffle, resume, gradCkpt                       bool
-	seed                                                          uint64
-	maxShardBytes                                                 int64
+	model, data, out, backend, logPath, saveGrads, initAdapter  string
+	steps, batch, gradAccum, warmup, maxLength, saveEvery, keep int
+	epochs, lr, wd, beta1, beta2, eps, maxGradNorm              float64
+	schedule, saveDType, baseDType, targets                     string
+	loraR                                                       int
+	loraAlpha, loraDropout                                      float64
+	rslora, full, shuffle, resume, gradCkpt                     bool
+	seed                                                        uint64
+	maxShardBytes                                               int64
 }
 
 func (f *finetuneFlags) register(fs *flag.FlagSet) {
@@ -151,7 +151,7 @@ func finetune(ctx context.Context, f *finetuneFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := train.DataOptions{Vocab: vocabOf(model), MaxLength: f.maxLength, EOS: -1}
+	opts := train.DataOptions{Vocab: train.Vocab(model), MaxLength: f.maxLength, EOS: -1}
 	if tok, err := tokenizer.LoadDir(dir); err == nil {
 		opts.Tokenizer = tok
 		if id, ok := tok.SpecialToken("eos_token"); ok {
@@ -280,16 +280,6 @@ func finetune(ctx context.Context, f *finetuneFlags, stderr io.Writer) error {
 	bar.finish()
 	fmt.Fprintf(stderr, "wrote %s\n", printable(f.out))
 	return nil
-}
-
-// vocabOf is the vocabulary size the model's embedding has.
-func vocabOf(m train.Model) int {
-	for _, p := range m.Params() {
-		if strings.HasSuffix(p.Name, "embed_tokens.weight") {
-			return p.Shape[0]
-		}
-	}
-	return 0
 }
 
 // trainLog is the --log file: one JSON row per step, each line flushed.
