@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm/lora"
+	"github.com/octlm/octlm/train"
+)
+
+const (
+	ftModel   = "../../testdata/tiny-qwen3"
+	ftFixture = "../../testdata/tiny-qwen3-finetune"
+)
+
+// loraFixtureArgs are the flags of tiny-qwen3-finetune/lora's run (train.json).
+func loraFixtureArgs(out string, steps int) []string {
+	return []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl",
+		"--init-adapter", ftFixture + "/lora/init-adapter", "--steps", itoa(steps), "--batch", "2",
+		"--lr", "1e-3", "--lr-schedule", "constant", "--max-grad-norm", "0", "--shuffle=false", "--out", out}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// adapterGap is the largest |a − b| over two adapter folders' matrices, relative to each
+// tensor's largest entry.
+func adapterGap(t *testing.T, a, b string) float64 {
+	t.Helper()
+	x, err := lora.Read(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := lora.Read(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Modules) != len(y.Modules) {
+		t.Fatalf("%d modules against %d", len(x.Modules), len(y.Modules))
+	}
+	worst := 0.0
+	for name, m := range y.Modules {
+		n, ok := x.Modules[name]
+		if !ok {
+			t.Fatalf("module %s missing from %s", name, a)
+		}
+		for _, pair := range [][2][]float32{{n.A, m.A}, {n.B, m.B}} {
+			var d, s float64
+			for i := range pair[1] {
+				d = max(d, math.Abs(float64(pair[0][i]-pair[1][i])))
+				s = max(s, math.Abs(float64(pair[1][i])))
+			}
+			worst = max(worst, d/s)
+		}
+	}
+	return worst
+}
+
+// TestFinetuneMatchesReference runs the command on the fixture's LoRA run: the adapter it writes,
+// the log and the saved gradients against the float64 reference.
+func TestFinetuneMatchesReference(t *testing.T) {
+	out := t.TempDir()
+	logPath, grads := filepath.Join(out, "log.jsonl"), filepath.Join(t.TempDir(), "g.safetensors")
+	_, stderr, code := runOctlm(t, "", append(loraFixtureArgs(out, 5), "--log", logPath, "--save-gradients", grads)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if gap := adapterGap(t, out, ftFixture+"/lora/reference-adapter"); gap > 1e-5 {
+		t.Errorf("the adapter differs from the reference by %.3g of a tensor's largest entry", gap)
+	}
+	cfg, err := os.ReadFile(filepath.Join(out, lora.ConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"peft_type": "LORA"`, `"task_type": "CAUSAL_LM"`, `"base_model_name_or_path": "../../testdata/tiny-qwen3"`, `"bias": "none"`} {
+		if !strings.Contains(string(cfg), want) {
+			t.Errorf("adapter_config.json lacks %s", want)
+		}
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var ref []train.LogRow
+	refData, _ := os.ReadFile(ftFixture + "/lora/reference-losses.json")
+	if err := json.Unmarshal(refData, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != len(ref) {
+		t.Fatalf("%d log rows, want %d", len(lines), len(ref))
+	}
+	for i, line := range lines {
+		var row train.LogRow
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatal(err)
+		}
+		if row.Type != "train_step" || row.Step != i+1 || row.Tokens != ref[i].Tokens || math.Abs(row.Loss-ref[i].Loss) > 1e-4 || row.TokensPerSecond <= 0 {
+			t.Errorf("log row %d: %+v, reference %+v", i+1, row, ref[i])
+		}
+	}
+	f, err := loader.Open(grads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n := len(f.Tensors()); n != 28 {
+		t.Errorf("%d gradient tensors, want 28 (A and B of 14 modules)", n)
+	}
+	if _, ok := f.Lookup("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"); !ok {
+		t.Error("the gradients are not under PEFT's names")
+	}
+}
+
+// startFinetune starts the command and returns it with a reader of its stderr lines.
+func startFinetune(t *testing.T, args ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := octlmCommand(t, args...)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, bufio.NewScanner(pipe)
+}
+
+// waitLine reads lines until one contains want.
+func waitLine(t *testing.T, sc *bufio.Scanner, want string) {
+	t.Helper()
+	var seen []string
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), want) {
+			return
+		}
+		seen = append(seen, sc.Text())
+	}
+	t.Fatalf("no line containing %q; got:\n%s", want, strings.Join(seen, "\n"))
+}
+
+// drain reads the rest of the lines (so the process never blocks on a full pipe).
+func drain(sc *bufio.Scanner) {
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+}
+
+// TestFinetuneKilledAndResumed kills the command with SIGKILL once it has written a checkpoint,
+// resumes it, and checks that it ends with the adapter of an uninterrupted run.
+func TestFinetuneKilledAndResumed(t *testing.T) {
+	const steps = 60
+	straight := t.TempDir()
+	if _, stderr, code := runOctlm(t, "", loraFixtureArgs(straight, steps)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	out := t.TempDir()
+	args := append(loraFixtureArgs(out, steps), "--save-every", "1", "--keep", "2", "--lora-dropout", "0")
+	cmd, sc := startFinetune(t, args...)
+	waitLine(t, sc, "checkpoint-3")
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	drain(sc)
+	if code := waitExit(t, cmd); code != -1 {
+		t.Fatalf("exit status %d: the run ended before the kill", code)
+	}
+	if _, err := os.Stat(filepath.Join(out, lora.WeightsFile)); err == nil {
+		t.Fatal("the killed run wrote its result")
+	}
+	_, stderr, code := runOctlm(t, "", append(args, "--resume")...)
+	if code != 0 {
+		t.Fatalf("resumed: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "resumed from") {
+		t.Errorf("stderr does not say where it resumed: %s", stderr)
+	}
+	if gap := adapterGap(t, out, straight); gap > 1e-6 {
+		t.Errorf("the resumed run's adapter differs from the uninterrupted one's by %.3g", gap)
+	}
+	steps2, err := train.Checkpoints(out)
+	if err != nil || len(steps2) != 2 || steps2[1] != steps {
+		t.Errorf("checkpoints %v (%v), want the newest two ending at %d", steps2, err, steps)
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("a temporary %s was left in --out", e.Name())
+		}
+	}
+}
+
+// TestFinetuneSignals: SIGINT and SIGTERM write a checkpoint and end with 130 and 143.
+func TestFinetuneSignals(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			out := t.TempDir()
+			cmd, sc := startFinetune(t, loraFixtureArgs(out, 100000)...)
+			waitLine(t, sc, "step 1/")
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			drain(sc)
+			if code := waitExit(t, cmd); code != tc.code {
+				t.Fatalf("exit status %d, want %d", code, tc.code)
+			}
+			steps, err := train.Checkpoints(out)
+			if err != nil || len(steps) != 1 {
+				t.Fatalf("checkpoints %v (%v), want the one written on the signal", steps, err)
+			}
+			if _, err := lora.Read(filepath.Join(out, train.CheckpointName(steps[0]))); err != nil {
+				t.Errorf("the checkpoint is not a readable adapter: %v", err)
+			}
+		})
+	}
+}
+
+func TestFinetuneBadInput(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte("{\"input_ids\": [1, 2, 3]}\n{\"input_ids\": [1, 999]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"ID outside the vocabulary", []string{"finetune", "--model", ftModel, "--data", bad, "--steps", "1", "--out", out}, "bad.jsonl:2: input_ids[1]: token ID 999 outside the vocabulary"},
+		{"no steps", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--out", out}, "give --steps or --epochs"},
+		{"unknown target", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--lora-targets", "qkv", "--out", out}, `target module "qkv" matches none`},
+		{"bad schedule", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--lr-schedule", "step", "--out", out}, `unknown learning-rate schedule "step"`},
+		{"resume without checkpoints", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--resume", "--out", out}, "no checkpoint-K folder"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := runOctlm(t, "", tc.args...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(out, lora.WeightsFile)); err == nil {
+		t.Error("a refused run wrote an adapter")
+	}
+}
+
+func TestMergeCommand(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "merged")
+	_, stderr, code := runOctlm(t, "", "merge", "--model", ftModel, "--adapter", ftFixture+"/lora/init-adapter", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, err := loader.OpenCheckpoint(out); err != nil {
+		t.Fatal(err)
+	}
+	dora := t.TempDir()
+	cfg, _ := os.ReadFile(ftFixture + "/lora/init-adapter/" + lora.ConfigFile)
+	w, _ := os.ReadFile(ftFixture + "/lora/init-adapter/" + lora.WeightsFile)
+	os.WriteFile(filepath.Join(dora, lora.ConfigFile), []byte(strings.Replace(string(cfg), `"use_dora": false`, `"use_dora": true`, 1)), 0o644)
+	os.WriteFile(filepath.Join(dora, lora.WeightsFile), w, 0o644)
+	_, stderr, code = runOctlm(t, "", "merge", "--model", ftModel, "--adapter", dora, "--out", filepath.Join(t.TempDir(), "x"))
+	if code != 2 || !strings.Contains(stderr, "use_dora (DoRA)") {
+		t.Errorf("a DoRA adapter: exit %d, %s", code, stderr)
+	}
+}
