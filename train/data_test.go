@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/octlm/octlm/octlm/tokenizer"
 )
 
 // byteTokenizer is a tokenizer for tests: one ID per byte, and IDs 256 and 257 for the chat
@@ -210,4 +212,34 @@ func FuzzParseJSONL(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMessagesWithQwen3Tokenizer renders a conversation with Qwen3's template and tokenizer and
+// checks that exactly the assistant turns (through <|im_end|>) are learned.
+func TestMessagesWithQwen3Tokenizer(t *testing.T) {
+	tok, err := tokenizer.LoadDir("../testdata/qwen3-tokenizer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := `{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}`
+	rows, err := ParseJSONL(strings.NewReader(row), "chat.jsonl", DataOptions{Vocab: 151936, Tokenizer: tok, EOS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var learned []int
+	for i, l := range rows[0].Labels {
+		if l != IgnoreIndex {
+			if l != rows[0].IDs[i] {
+				t.Fatalf("label %d is %d, the token %d", i, l, rows[0].IDs[i])
+			}
+			learned = append(learned, int(l))
+		}
+	}
+	got, err := tok.Decode(learned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Hello!<|im_end|><think>\n\n</think>\n\n4<|im_end|>"; got != want {
+		t.Errorf("learned text %q, want %q", got, want)
+	}
 }

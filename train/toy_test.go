@@ -278,3 +278,33 @@ func TestResumeGivesTheSameWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestGradientAccumulation: two micro-batches of one row give the step of one batch of two (the
+// loss divided by the tokens counted over both).
+func TestGradientAccumulation(t *testing.T) {
+	one := toySettings(false)
+	two := one
+	two.Batch, two.GradAccum = 1, 2
+	_, a := toyRun(t, one)
+	_, b := toyRun(t, two)
+	for range 3 {
+		ra, err := a.RunStep(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := b.RunStep(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ra.Tokens != rb.Tokens || math.Abs(ra.Loss-rb.Loss) > 1e-5 || math.Abs(ra.GradNorm-rb.GradNorm) > 1e-5*ra.GradNorm {
+			t.Errorf("step %d: batch 2 %+v, 2 micro-batches of 1 %+v", ra.Step, ra, rb)
+		}
+	}
+	for i, x := range a.Trainable {
+		for j, v := range x.Data {
+			if math.Abs(float64(v-b.Trainable[i].Data[j])) > 1e-6 {
+				t.Fatalf("%s[%d]: %v with accumulation, %v without", x.Name, j, b.Trainable[i].Data[j], v)
+			}
+		}
+	}
+}

@@ -420,7 +420,7 @@ func (t *Trainer) forwardBackward(b Batch, step int) (float64, [][]float32, erro
 			_ = x.FinalizeAll()
 		}
 	}()
-	outs, err := t.exec.Exec(args...)
+	outs, err := t.exec.Call(args...)
 	if err != nil {
 		return 0, nil, fmt.Errorf("train: step %d: %w", step, err)
 	}
