@@ -2,6 +2,7 @@ package train
 
 import (
 	"math"
+	"os"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -98,8 +99,14 @@ func (m toyModel) hostLoss(b Batch, values [][]float64, a, bm []float64, r int, 
 	return sum
 }
 
+// goBackend is the backend the loop's tests run on: the pure-Go one, or $OCTLM_TRAIN_BACKEND
+// (e.g. onnx) to check another.
 var goBackend = sync.OnceValues(func() (compute.Backend, error) {
-	b, _, err := xla.Open("go")
+	name := os.Getenv("OCTLM_TRAIN_BACKEND")
+	if name == "" {
+		name = "go"
+	}
+	b, _, err := xla.Open(name)
 	return b, err
 })
 
