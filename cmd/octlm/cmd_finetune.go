@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/octlm/octlm/figures"
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/lora"
@@ -31,15 +32,15 @@ func init() {
 // finetuneFlags are `octlm finetune`'s flags, named as Hugging Face's TrainingArguments, PEFT's
 // LoraConfig and TRL's SFTConfig name them.
 type finetuneFlags struct {
-	model, data, out, backend, logPath, saveGrads, initAdapter  string
-	steps, batch, gradAccum, warmup, maxLength, saveEvery, keep int
-	epochs, lr, wd, beta1, beta2, eps, maxGradNorm              float64
-	schedule, saveDType, baseDType, targets                     string
-	loraR                                                       int
-	loraAlpha, loraDropout                                      float64
-	rslora, full, shuffle, resume, gradCkpt                     bool
-	seed                                                        uint64
-	maxShardBytes                                               int64
+	model, data, out, backend, logPath, saveGrads, initAdapter, plot string
+	steps, batch, gradAccum, warmup, maxLength, saveEvery, keep      int
+	epochs, lr, wd, beta1, beta2, eps, maxGradNorm                   float64
+	schedule, saveDType, baseDType, targets                          string
+	loraR                                                            int
+	loraAlpha, loraDropout                                           float64
+	rslora, full, shuffle, resume, gradCkpt                          bool
+	seed                                                             uint64
+	maxShardBytes                                                    int64
 }
 
 func (f *finetuneFlags) register(fs *flag.FlagSet) {
@@ -70,6 +71,7 @@ func (f *finetuneFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.targets, "lora-targets", "q_proj,v_proj", "comma-separated modules (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; Qwen3.5 also in_proj_qkv,in_proj_z,out_proj) or all-linear")
 	fs.StringVar(&f.initAdapter, "init-adapter", "", "start from this PEFT adapter `DIR` (its r, alpha and targets)")
 	fs.StringVar(&f.logPath, "log", "", "write one JSON row per step to `FILE.jsonl`")
+	fs.StringVar(&f.plot, "plot", "", "draw the loss per step into `FILE.svg` when the run ends")
 	fs.StringVar(&f.saveGrads, "save-gradients", "", "write step 1's gradients (before clipping) to `FILE.safetensors`")
 	fs.IntVar(&f.saveEvery, "save-every", 0, "write a checkpoint every K steps (0: only when interrupted)")
 	fs.IntVar(&f.keep, "keep", 0, "keep only the newest N checkpoints (0: all)")
@@ -254,6 +256,11 @@ func finetune(ctx context.Context, f *finetuneFlags, stderr io.Writer) error {
 			if err := save(); err != nil {
 				return err
 			}
+		}
+	}
+	if f.plot != "" && len(history) > 0 {
+		if err := fileio.WriteFile(f.plot, figures.LossCurve(history, filepath.Base(f.out)).SVG); err != nil {
+			return err
 		}
 	}
 	if ctx.Err() != nil {

@@ -68,9 +68,13 @@ func adapterGap(t *testing.T, a, b string) float64 {
 func TestFinetuneMatchesReference(t *testing.T) {
 	out := t.TempDir()
 	logPath, grads := filepath.Join(out, "log.jsonl"), filepath.Join(t.TempDir(), "g.safetensors")
-	_, stderr, code := runOctlm(t, "", append(loraFixtureArgs(out, 5), "--log", logPath, "--save-gradients", grads)...)
+	plot := filepath.Join(t.TempDir(), "loss.svg")
+	_, stderr, code := runOctlm(t, "", append(loraFixtureArgs(out, 5), "--log", logPath, "--save-gradients", grads, "--plot", plot)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if svg, err := os.ReadFile(plot); err != nil || !strings.Contains(string(svg), "5 steps") {
+		t.Errorf("--plot: %v, or no 5-step curve", err)
 	}
 	if gap := adapterGap(t, out, ftFixture+"/lora/reference-adapter"); gap > 1e-5 {
 		t.Errorf("the adapter differs from the reference by %.3g of a tensor's largest entry", gap)
