@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
 
@@ -136,32 +138,52 @@ func NewTrainer(model Model, backend compute.Backend, weights WeightSource, rows
 	}
 	t := &Trainer{Settings: s, model: model, backend: backend, params: model.Params(), rows: rows,
 		order: NewOrder(len(rows), s.Shuffle, s.Seed)}
-	values := make([][]float32, len(t.params))
-	for i, p := range t.params {
-		v, err := weights(p)
-		if err != nil {
-			return nil, err
-		}
-		values[i] = v
-	}
 	if s.Full {
 		if init != nil {
 			return nil, errors.New("train: an initial adapter is for LoRA, not a full fine-tune")
 		}
-		for i, p := range t.params {
-			t.Trainable = append(t.Trainable, Tensor{Name: p.Name, Shape: p.Shape, Data: values[i]})
+		for _, p := range t.params {
+			v, err := weights(p)
+			if err != nil {
+				return nil, err
+			}
+			t.Trainable = append(t.Trainable, Tensor{Name: p.Name, Shape: p.Shape, Data: v})
 		}
 	} else {
+		// The frozen weights go to the backend one at a time, no host copy kept.
 		t.base = make([]*tensors.Tensor, len(t.params))
 		for i, p := range t.params {
-			t.base[i] = tensors.FromFlatDataAndDimensions(values[i], p.Shape...)
+			v, err := weights(p)
+			if err != nil {
+				t.Close()
+				return nil, err
+			}
+			if t.base[i], err = resident(backend, v, p.Shape); err != nil {
+				t.Close()
+				return nil, fmt.Errorf("train: %s: %w", p.Name, err)
+			}
 		}
 		if err := t.initLoRA(init); err != nil {
+			t.Close()
 			return nil, err
 		}
 	}
 	for _, tr := range t.Trainable {
 		t.Moments = append(t.Moments, NewMoments(len(tr.Data)))
+	}
+	return t, nil
+}
+
+// resident is v [shape] as a tensor held by the backend.
+func resident(backend compute.Backend, v []float32, shape []int) (*tensors.Tensor, error) {
+	buf, err := backend.BufferFromFlatData(0, v, shapes.Make(dtypes.Float32, shape...))
+	if err != nil {
+		return nil, err
+	}
+	t, err := tensors.FromBuffer(buf)
+	if err != nil {
+		_ = buf.Finalize()
+		return nil, err
 	}
 	return t, nil
 }
@@ -452,7 +474,9 @@ func (t *Trainer) Close() {
 		t.exec = nil
 	}
 	for _, b := range t.base {
-		_ = b.FinalizeAll()
+		if b != nil {
+			_ = b.FinalizeAll()
+		}
 	}
 	t.base = nil
 }

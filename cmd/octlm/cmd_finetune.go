@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,7 @@ type finetuneFlags struct {
 	rslora, full, shuffle, resume, gradCkpt                          bool
 	seed                                                             uint64
 	maxShardBytes                                                    int64
+	set                                                              []string // the flags given
 }
 
 func (f *finetuneFlags) register(fs *flag.FlagSet) {
@@ -141,6 +143,15 @@ func runFinetune(args []string, stderr io.Writer) error {
 	case f.keep < 0 || f.saveEvery < 0:
 		return usageError{"--keep and --save-every must not be negative"}
 	}
+	fs.Visit(func(fl *flag.Flag) { f.set = append(f.set, fl.Name) })
+	if f.initAdapter != "" {
+		for _, name := range f.set {
+			switch name {
+			case "lora-r", "lora-alpha", "lora-targets", "lora-rslora":
+				return usageError{fmt.Sprintf("--%s with --init-adapter: the adapter's adapter_config.json sets it", name)}
+			}
+		}
+	}
 	return finetune(ctx, &f, stderr)
 }
 
@@ -174,6 +185,9 @@ func finetune(ctx context.Context, f *finetuneFlags, stderr io.Writer) error {
 	if f.initAdapter != "" {
 		if init, err = lora.Read(f.initAdapter); err != nil {
 			return err
+		}
+		if slices.Contains(f.set, "lora-dropout") { // a training setting, not the adapter's shape
+			init.Config.LoraDropout = f.loraDropout
 		}
 	}
 	if err := fileio.CheckWritableDir(f.out); err != nil {
@@ -210,11 +224,16 @@ func finetune(ctx context.Context, f *finetuneFlags, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "resumed from %s (step %d of %d)\n", printable(from), tr.Step, s.Steps)
 	}
-	log, err := openTrainLog(f.logPath, f.resume)
+	log, err := openTrainLog(f.logPath)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
+	for _, row := range history { // a resumed log holds the checkpoint's steps, then the new ones
+		if err := log.write(row); err != nil {
+			return err
+		}
+	}
 	what := fmt.Sprintf("LoRA r %d, alpha %g on %s", tr.LoRAConfig.R, tr.LoRAConfig.LoraAlpha, strings.Join(tr.LoRAConfig.TargetModules, ","))
 	if s.Full {
 		what = "every weight"
@@ -292,16 +311,12 @@ func finetune(ctx context.Context, f *finetuneFlags, stderr io.Writer) error {
 // trainLog is the --log file: one JSON row per step, each line flushed.
 type trainLog struct{ f *os.File }
 
-// openTrainLog opens path (none: ""), appending when resuming, else replacing it.
-func openTrainLog(path string, resume bool) (*trainLog, error) {
+// openTrainLog opens path (none: ""), replacing what it held.
+func openTrainLog(path string) (*trainLog, error) {
 	if path == "" {
 		return &trainLog{}, nil
 	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	if resume {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
-	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}

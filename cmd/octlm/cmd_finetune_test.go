@@ -164,11 +164,12 @@ func drain(sc *bufio.Scanner) {
 func TestFinetuneKilledAndResumed(t *testing.T) {
 	const steps = 60
 	straight := t.TempDir()
-	if _, stderr, code := runOctlm(t, "", loraFixtureArgs(straight, steps)...); code != 0 {
+	if _, stderr, code := runOctlm(t, "", append(loraFixtureArgs(straight, steps), "--lora-dropout", "0.1", "--shuffle")...); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	out := t.TempDir()
-	args := append(loraFixtureArgs(out, steps), "--save-every", "1", "--keep", "2", "--lora-dropout", "0")
+	logPath := filepath.Join(t.TempDir(), "log.jsonl")
+	args := append(loraFixtureArgs(out, steps), "--lora-dropout", "0.1", "--shuffle", "--save-every", "1", "--keep", "2", "--log", logPath)
 	cmd, sc := startFinetune(t, args...)
 	waitLine(t, sc, "checkpoint-3")
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -190,6 +191,9 @@ func TestFinetuneKilledAndResumed(t *testing.T) {
 	}
 	if gap := adapterGap(t, out, straight); gap > 1e-6 {
 		t.Errorf("the resumed run's adapter differs from the uninterrupted one's by %.3g", gap)
+	}
+	if data, err := os.ReadFile(logPath); err != nil || strings.Count(string(data), "\n") != steps {
+		t.Errorf("the resumed log holds %d rows (%v), want one per step, %d", strings.Count(string(data), "\n"), err, steps)
 	}
 	steps2, err := train.Checkpoints(out)
 	if err != nil || len(steps2) != 2 || steps2[1] != steps {
@@ -246,6 +250,7 @@ func TestFinetuneBadInput(t *testing.T) {
 		{"no steps", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--out", out}, "give --steps or --epochs"},
 		{"unknown target", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--lora-targets", "qkv", "--out", out}, `target module "qkv" matches none`},
 		{"bad schedule", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--lr-schedule", "step", "--out", out}, `unknown learning-rate schedule "step"`},
+		{"rank with an initial adapter", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--init-adapter", ftFixture + "/lora/init-adapter", "--lora-r", "8", "--out", out}, "--lora-r with --init-adapter"},
 		{"resume without checkpoints", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--resume", "--out", out}, "no checkpoint-K folder"},
 	}
 	for _, tc := range tests {
