@@ -1,25 +1,17 @@
 package octlm
 
-// The architecture seam: what one model family brings (its config, its named weight table, what
-// its cache holds per layer, and its graph), behind one small interface. Everything else in the
-// package (loading, chunked prefill, the cache's buckets, generation, parity) runs any
-// architecture without knowing which. Qwen3 (qwen3.go) is the first; docs/decoder.md says how a
-// second one plugs in.
+// The architecture seam: what one model family brings (its shape, its named weight table, what
+// its cache holds per layer, and its layers), behind one small interface. Everything else in the
+// package (loading, chunked prefill, the cache's buckets, batches, generation, parity, the
+// training forward) runs any architecture without knowing which. Qwen3 (qwen3.go) and Qwen3.5
+// (qwen35.go, qwen35_graph.go) implement it; registry.go finds one by config.json's model_type;
+// docs/decoder.md says what a third touches.
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strings"
-	"sync"
 
-	"github.com/gomlx/compute"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
-
-	"github.com/octlm/octlm/internal/fileio"
-	"github.com/octlm/octlm/xla"
 )
 
 // architecture is one model family's decoder.
@@ -220,105 +212,4 @@ func (w weightSet) fused(names []string) (*Node, []int, bool) {
 func (w weightSet) under(p string) weightSet {
 	w.prefix += p
 	return w
-}
-
-// newArchitecture turns a config.json into an architecture, by its model_type.
-type newArchitecture func(configJSON []byte) (architecture, error)
-
-var (
-	archMu        sync.Mutex
-	architectures = map[string]newArchitecture{}
-)
-
-// registerArchitecture makes Load accept checkpoints whose config.json has this model_type. It is
-// called from an architecture file's init.
-func registerArchitecture(modelType string, fn newArchitecture) {
-	archMu.Lock()
-	defer archMu.Unlock()
-	if _, dup := architectures[modelType]; dup {
-		panic("octlm: architecture " + modelType + " registered twice")
-	}
-	architectures[modelType] = fn
-}
-
-// architectureFor reads config.json's model_type and builds that architecture.
-func architectureFor(configJSON []byte) (architecture, error) {
-	var head struct {
-		ModelType *string `json:"model_type"`
-	}
-	if err := json.NewDecoder(bytes.NewReader(configJSON)).Decode(&head); err != nil {
-		return nil, fmt.Errorf("octlm: config: not a JSON object: %w", err)
-	}
-	archMu.Lock()
-	defer archMu.Unlock()
-	if head.ModelType == nil {
-		return nil, fmt.Errorf("octlm: config: model_type missing (want one of %s)", knownTypes())
-	}
-	fn, ok := architectures[*head.ModelType]
-	if !ok {
-		return nil, fmt.Errorf("octlm: config: unsupported model_type %q (want one of %s)", *head.ModelType, knownTypes())
-	}
-	return fn(configJSON)
-}
-
-// knownTypes lists the registered model types; archMu is held.
-func knownTypes() string {
-	var names []string
-	for k := range architectures {
-		names = append(names, fmt.Sprintf("%q", k))
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
-
-// readArchitecture reads a config.json file (a regular file of at most MaxConfigBytes) and
-// builds its architecture.
-func readArchitecture(path string) (architecture, error) {
-	data, err := fileio.ReadFile(path, MaxConfigBytes)
-	if err != nil {
-		return nil, fmt.Errorf("octlm: %w", err)
-	}
-	arch, err := architectureFor(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return arch, nil
-}
-
-// ReadConfig reads the config.json of any architecture Load accepts and returns the shape the
-// shared machinery reads (vocabulary, context length, widths); for Qwen3 it is the whole Config.
-func ReadConfig(path string) (Config, error) {
-	arch, err := readArchitecture(path)
-	if err != nil {
-		return Config{}, err
-	}
-	return arch.config(), nil
-}
-
-// MemoryNeededDir is MemoryNeeded for the checkpoint folder dir, whatever its architecture.
-func MemoryNeededDir(dir string, dtype DType, backend compute.Backend, positions int) (Memory, error) {
-	return MemoryNeededOn(dir, dtype, xla.EngineOf(backend), positions)
-}
-
-// MemoryNeededOn is MemoryNeededDir for a kind of engine, before any backend of it is opened.
-func MemoryNeededOn(dir string, dtype DType, engine xla.Engine, positions int) (Memory, error) {
-	arch, err := readArchitecture(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return Memory{}, err
-	}
-	return memoryNeeded(arch, LayoutFor(engine), dtype, positions), nil
-}
-
-// Parameters is the number of parameters in the model's weight table (a tied head, stored as a
-// copy of the embedding, counted once).
-func (m *Model) Parameters() int64 {
-	var n int64
-	for _, s := range m.specs {
-		p := int64(1)
-		for _, d := range s.Shape {
-			p *= int64(d)
-		}
-		n += p
-	}
-	return n
 }

@@ -73,7 +73,7 @@ func TestSecondArchitecture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ckpt.Close()
-	cfg, err := ReadQwenConfig(fixtureDir("tiny-qwen3") + "/config.json")
+	cfg, err := ReadQwen3Config(fixtureDir("tiny-qwen3") + "/config.json")
 	if err != nil {
 		t.Fatal(err)
 	}

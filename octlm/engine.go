@@ -7,6 +7,7 @@ package octlm
 // runs; this file is the only one in the package that does, by the typed xla.Engine.
 
 import (
+	"path/filepath"
 	"slices"
 
 	"github.com/gomlx/compute"
@@ -392,3 +393,20 @@ func (o ops) writeCache(cache, rows, start *Node) *Node {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// layoutOf is the layout of the engine behind backend.
+func layoutOf(backend compute.Backend) Layout { return LayoutFor(xla.EngineOf(backend)) }
+
+// MemoryNeededDir is MemoryNeeded for the checkpoint folder dir, whatever its architecture.
+func MemoryNeededDir(dir string, dtype DType, backend compute.Backend, positions int) (Memory, error) {
+	return MemoryNeededOn(dir, dtype, xla.EngineOf(backend), positions)
+}
+
+// MemoryNeededOn is MemoryNeededDir for a kind of engine, before any backend of it is opened.
+func MemoryNeededOn(dir string, dtype DType, engine xla.Engine, positions int) (Memory, error) {
+	arch, err := readArchitecture(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return Memory{}, err
+	}
+	return memoryNeeded(arch, LayoutFor(engine), dtype, positions), nil
+}

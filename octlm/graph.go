@@ -59,40 +59,57 @@ func forward(a architecture, s *step, w weightSet, state []*Node) (*Node, []*Nod
 	return hiddens[len(hiddens)-1], newState
 }
 
-// stepInputs are the non-weight inputs of the step graph, in order.
+// stepInputs are the non-weight inputs of the step graph, in order, for a batch of B sequences.
 const (
-	inIDs       = iota // int32 [S]: token IDs, padded
-	inStart            // int32 []: cache position of ids[0]
-	inValid            // int32 []: how many of the S ids are real
+	inIDs       = iota // int32 [B, S]: token IDs, padded
+	inStart            // int32 [B]: cache position of ids[b, 0]
+	inValid            // int32 [B]: how many of the S ids of each row are real
 	inKeyPos           // int32 [Lb]: 0..Lb-1, the cache slots attended to (its length sets Lb)
-	inLogitRows        // int32 [P]: rows of the chunk whose logits are returned
+	inLogitRows        // int32 [B, P]: rows of each sequence's chunk whose logits are returned
 	numStepInputs
 )
 
 // stepGraph builds the decoder step. inputs: the step inputs above, then the weights in the
-// order of the weight table (m.specs), then the cache state (the architecture's stateSpecs).
-// Outputs: logits [P, vocab] in float32, then the updated state in the same order.
+// order of the weight table (m.specs), then each sequence's cache state in turn (the
+// architecture's stateSpecs, no batch axis; all of one capacity). Outputs: logits [B·P, vocab] in
+// float32, then each sequence's updated state in the same order.
 func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	ids, start, valid := inputs[inIDs], inputs[inStart], inputs[inValid]
 	keyPos, logitRows := inputs[inKeyPos], inputs[inLogitRows]
 	w := newWeightSet(m.specs, inputs[numStepInputs:numStepInputs+len(m.specs)])
 	w.adapter = m.adapter.nodes(g)
-	state := inputs[numStepInputs+len(m.specs):]
+	caches := inputs[numStepInputs+len(m.specs):]
+	batch, seqLen := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
+	nState := len(caches) / batch
 
-	// One sequence: a batch of one, its state with a batch axis of one.
-	s := newStep(ops{layout: m.layout, vocab: m.Config.VocabSize}, InsertAxes(ids, 0), Reshape(start, 1), Reshape(valid, 1),
-		keyPos.Shape().Dimensions[0], true)
-	batched := make([]*Node, len(state))
-	for i, t := range state {
-		batched[i] = InsertAxes(t, 0)
+	// The sequences' states stacked on a batch axis.
+	state := make([]*Node, nState)
+	for i := range state {
+		if batch == 1 {
+			state[i] = InsertAxes(caches[i], 0)
+			continue
+		}
+		parts := make([]*Node, batch)
+		for b := range parts {
+			parts[b] = caches[b*nState+i]
+		}
+		state[i] = Stack(parts, 0)
 	}
-	hidden, newState := forward(m.arch, s, w, batched)
-	for i, t := range newState {
-		newState[i] = Squeeze(t, 0)
-	}
+	s := newStep(ops{layout: m.layout, vocab: m.Config.VocabSize}, ids, start, valid, keyPos.Shape().Dimensions[0], true)
+	hidden, newState := forward(m.arch, s, w, state)
 
 	// Only the rows that need logits go through the final norm and the vocabulary projection.
-	hidden = Gather(Squeeze(hidden, 0), InsertAxes(logitRows, -1)) // [P, d]
-	logits := ConvertDType(m.arch.logits(s, w, hidden), dtypes.Float32)
-	return append([]*Node{logits}, newState...)
+	wanted := logitRows.Shape().Dimensions[1]
+	flatRows := Add(logitRows, MulScalar(Iota(g, logitRows.Shape(), 0), seqLen))                                     // [B, P] into [B·S]
+	hidden = Gather(Reshape(hidden, batch*seqLen, hidden.Shape().Dimensions[2]), Reshape(flatRows, batch*wanted, 1)) // [B·P, d]
+	outputs := []*Node{ConvertDType(m.arch.logits(s, w, hidden), dtypes.Float32)}
+	for b := range batch {
+		for _, t := range newState {
+			if batch > 1 {
+				t = SliceAxis(t, 0, AxisElem(b))
+			}
+			outputs = append(outputs, Squeeze(t, 0))
+		}
+	}
+	return outputs
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/octlm/octlm/units"
-	"github.com/octlm/octlm/xla"
 )
 
 // Memory is what a model needs resident, worked out from its Config before any weight is read.
@@ -37,7 +36,7 @@ func (m Memory) String() string {
 // and a cache of positions positions: exactly the weights Load allocates and the cache NewCache
 // allocates, plus the largest transient buffer.
 func MemoryNeeded(cfg Config, dtype DType, backend compute.Backend, positions int) Memory {
-	return memoryNeeded(qwen3{cfg}, LayoutFor(xla.EngineOf(backend)), dtype, positions)
+	return memoryNeeded(qwen3{cfg}, layoutOf(backend), dtype, positions)
 }
 
 // memoryNeeded derives the estimate from the architecture's weight table and cache state.

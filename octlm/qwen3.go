@@ -26,7 +26,7 @@ type qwen3 struct{ c Config }
 
 func init() {
 	registerArchitecture("qwen3", func(data []byte) (architecture, error) {
-		c, err := QwenConfig(data)
+		c, err := Qwen3ConfigFrom(data)
 		if err != nil {
 			return nil, err
 		}

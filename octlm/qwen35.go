@@ -23,9 +23,13 @@ func init() {
 	}
 }
 
-// Qwen35SkippedPrefixes are the tensors a text decoder does not use: the vision tower and the
+// qwen35SkippedPrefixes are the tensors a text decoder does not use: the vision tower and the
 // multi-token-prediction head. Load skips them without reading their bytes.
-var Qwen35SkippedPrefixes = []string{"model.visual.", "mtp."}
+var qwen35SkippedPrefixes = [...]string{"model.visual.", "mtp."}
+
+// Qwen35SkippedPrefixes are the name prefixes of the checkpoint tensors a Qwen3.5 text decoder
+// skips (the vision tower, the multi-token-prediction head), a new slice on each call.
+func Qwen35SkippedPrefixes() []string { return append([]string(nil), qwen35SkippedPrefixes[:]...) }
 
 // SkippedTensors counts the checkpoint tensors under one skipped prefix.
 type SkippedTensors struct {
@@ -55,7 +59,7 @@ func (q qwen35) sizeNames() ([]string, string) {
 }
 
 func (q qwen35) skip(name string) bool {
-	for _, p := range Qwen35SkippedPrefixes {
+	for _, p := range qwen35SkippedPrefixes {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/octlm/octlm/loader"
-	"github.com/octlm/octlm/xla"
 )
 
 // residentDType is the weight's dtype on the engine in a model of dtype.
@@ -94,7 +93,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	if dtype == "" {
 		dtype = Float32
 	}
-	layout := LayoutFor(xla.EngineOf(opts.Backend))
+	layout := layoutOf(opts.Backend)
 	if opts.Layout != nil {
 		layout = *opts.Layout
 	}
