@@ -228,3 +228,35 @@ func TestMerge(t *testing.T) {
 		t.Errorf("config.json not copied: %v", err)
 	}
 }
+
+func TestToLoRARoundTrip(t *testing.T) {
+	a, err := Read(tinyAdapter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linears := checkpointLinears(t, tinyModel)
+	l, err := a.ToLoRA(linears)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Scale != 2 || len(l.Modules) != 14 {
+		t.Fatalf("scale %v, %d modules; want 2 and 14", l.Scale, len(l.Modules))
+	}
+	if _, ok := l.Modules["model.layers.0.self_attn.q_proj.weight"]; !ok {
+		t.Fatal("not keyed by the checkpoint's weight names")
+	}
+	b, err := FromLoRA(a.Config, l, linears)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for module, m := range a.Modules {
+		if n := b.Modules[module]; &n.A[0] != &m.A[0] || n.Rank != m.Rank {
+			t.Errorf("%s: not the same matrices after the round trip", module)
+		}
+	}
+	other := a.Config
+	other.LoraAlpha = 4
+	if _, err := FromLoRA(other, l, linears); err == nil {
+		t.Error("a configuration of another scale was accepted")
+	}
+}
