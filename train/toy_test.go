@@ -315,3 +315,35 @@ func TestGradientAccumulation(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointsSkipsTemporaries: only complete checkpoint-K folders count; a killed writer's
+// temporary, a file and other names do not, and a checkpoint missing a file is refused by name.
+func TestCheckpointsSkipsTemporaries(t *testing.T) {
+	out := t.TempDir()
+	_, tr := toyRun(t, toySettings(false))
+	if _, err := tr.RunStep(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.SaveCheckpoint(out, t.TempDir(), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{".checkpoint-7.tmp-99999-1", "checkpoint-x", "checkpoint-07"} {
+		if err := os.Mkdir(filepath.Join(out, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(out, "checkpoint-9"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := Checkpoints(out)
+	if err != nil || !slices.Equal(steps, []int{1}) {
+		t.Fatalf("checkpoints %v (%v), want [1]", steps, err)
+	}
+	if err := os.Remove(filepath.Join(out, CheckpointName(1), OptimizerFile)); err != nil {
+		t.Fatal(err)
+	}
+	_, again := toyRun(t, toySettings(false))
+	if _, err := again.Resume(filepath.Join(out, CheckpointName(1))); err == nil || !strings.Contains(err.Error(), OptimizerFile) {
+		t.Errorf("a checkpoint without its moments: %v", err)
+	}
+}
