@@ -155,6 +155,19 @@ func TestMakeBatch(t *testing.T) {
 	}
 }
 
+func TestPadLength(t *testing.T) {
+	var got []int
+	for _, n := range []int{1, 8, 9, 17, 25, 33, 49, 65, 100, 1000} {
+		got = append(got, PadLength(n, 8))
+	}
+	if want := []int{8, 8, 16, 24, 32, 48, 64, 96, 128, 1024}; !slices.Equal(got, want) {
+		t.Errorf("buckets %v, want %v", got, want)
+	}
+	if PadLength(13, 1) != 13 {
+		t.Error("unit 1 rounded")
+	}
+}
+
 func TestOrder(t *testing.T) {
 	o := NewOrder(3, false, 0)
 	var got []int

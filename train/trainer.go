@@ -42,7 +42,7 @@ type Settings struct {
 	LoRA        LoRASettings
 	Seed        uint64
 	Shuffle     bool
-	PadMultiple int // batches padded to a multiple of this length (fewer graph shapes)
+	PadMultiple int // batch lengths rounded up to PadLength's buckets of this unit (fewer graphs)
 	MaxLength   int
 }
 
@@ -402,7 +402,8 @@ func (t *Trainer) forwardBackward(b Batch, step int) (float64, [][]float32, erro
 		if err != nil {
 			return 0, nil, fmt.Errorf("train: building the training graph: %w", err)
 		}
-		t.exec = exec.WithName("octlm_train")
+		// One graph per batch length: PadLength's buckets keep them under 64 for any context.
+		t.exec = exec.WithName("octlm_train").SetMaxCache(64)
 	}
 	args := []any{
 		tensors.FromFlatDataAndDimensions(b.IDs, b.B, b.S),
