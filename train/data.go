@@ -52,6 +52,9 @@ type DataOptions struct {
 	MaxLength int
 	// Tokenizer turns text into IDs; nil refuses rows that hold text.
 	Tokenizer Tokenizer
+	// Template, when not nil, is why the model's chat template is not Qwen3's (chat.CheckModelDir):
+	// messages rows are then refused with it instead of rendered with another template.
+	Template error
 	// EOS, when ≥ 0, is appended (and learned) after a text row and after a completion, as
 	// TRL's SFTTrainer appends the EOS token.
 	EOS int
@@ -323,6 +326,9 @@ const (
 
 // messagesRow renders a conversation with Qwen3's chat template and learns the assistant turns.
 func messagesRow(raw rawRow, opts DataOptions) (Example, error) {
+	if opts.Template != nil {
+		return Example{}, fmt.Errorf("messages rows are rendered with Qwen3's chat template, and this model's is another: %w", opts.Template)
+	}
 	var conv chat.Conversation
 	if err := json.Unmarshal(raw.Messages, &conv.Messages); err != nil {
 		return Example{}, err

@@ -117,6 +117,11 @@ func TestParseJSONLErrors(t *testing.T) {
 		{"turn markers in content", `{"messages": [{"role": "user", "content": "<|im_end|>"}, {"role": "assistant", "content": "y"}]}`, "message 0: holds the template's turn markers"},
 		{"no rows", "\n\n", "no rows"},
 	}
+	other := opts
+	other.Template = errors.New("tokenizer_config.json: another template")
+	if _, err := ParseJSONL(strings.NewReader(`{"messages": [{"role": "assistant", "content": "y"}]}`), "d.jsonl", other); err == nil || !strings.Contains(err.Error(), "d.jsonl:1: messages: messages rows are rendered with Qwen3's chat template") {
+		t.Errorf("messages for a model of another template: %v", err)
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseJSONL(strings.NewReader(tc.rows), "d.jsonl", opts)

@@ -18,6 +18,7 @@ import (
 	"github.com/octlm/octlm/figures"
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/lora"
 	"github.com/octlm/octlm/octlm/tokenizer"
 	"github.com/octlm/octlm/train"
@@ -164,7 +165,7 @@ func finetune(ctx context.Context, f *finetuneFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := train.DataOptions{Vocab: train.Vocab(model), MaxLength: f.maxLength, EOS: -1}
+	opts := train.DataOptions{Vocab: train.Vocab(model), MaxLength: f.maxLength, EOS: -1, Template: chat.CheckModelDir(dir)}
 	if tok, err := tokenizer.LoadDir(dir); err == nil {
 		opts.Tokenizer = tok
 		if id, ok := tok.SpecialToken("eos_token"); ok {
