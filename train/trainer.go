@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
@@ -216,7 +215,7 @@ func (t *Trainer) initLoRA(init *lora.Adapter) error {
 		return err
 	}
 	if init == nil {
-		t.LoRAConfig.TargetModules = moduleNames(targeted)
+		t.LoRAConfig.TargetModules = lora.ModuleNames(targeted)
 	}
 	if t.LoRAConfig.LoraDropout < 0 || t.LoRAConfig.LoraDropout >= 1 {
 		return fmt.Errorf("train: LoRA dropout %v", t.LoRAConfig.LoraDropout)
@@ -241,19 +240,6 @@ func (t *Trainer) initLoRA(init *lora.Adapter) error {
 		t.Trainable = append(t.Trainable, a, b)
 	}
 	return nil
-}
-
-// moduleNames are the distinct last components of the Linears' module paths, in order: what
-// PEFT writes as target_modules.
-func moduleNames(ls []lora.Linear) []string {
-	var out []string
-	for _, l := range ls {
-		k := l.Module[strings.LastIndexByte(l.Module, '.')+1:]
-		if !slices.Contains(out, k) {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // kaimingUniform fills a [r, in] as nn.init.kaiming_uniform_(a=√5) does: uniform in ±1/√in

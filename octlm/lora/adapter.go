@@ -333,14 +333,15 @@ func Targeted(linears []Linear, targets []string) ([]Linear, error) {
 	}
 	for _, t := range targets {
 		if !used[t] {
-			return nil, fmt.Errorf("lora: target module %q matches none of the model's Linear layers (%s)", t, strings.Join(moduleKinds(linears), ", "))
+			return nil, fmt.Errorf("lora: target module %q matches none of the model's Linear layers (%s)", t, strings.Join(ModuleNames(linears), ", "))
 		}
 	}
 	return out, nil
 }
 
-// moduleKinds are the distinct last components of the Linears' module paths.
-func moduleKinds(linears []Linear) []string {
+// ModuleNames are the distinct last components of the Linears' module paths, in order (q_proj,
+// …): what PEFT writes as target_modules for them.
+func ModuleNames(linears []Linear) []string {
 	var kinds []string
 	for _, l := range linears {
 		k := l.Module[strings.LastIndexByte(l.Module, '.')+1:]
