@@ -47,6 +47,12 @@ type Settings struct {
 
 // Check refuses settings the loop cannot run.
 func (s Settings) Check() error {
+	for name, v := range map[string]float64{"learning rate": s.LR, "weight decay": s.AdamW.WeightDecay, "AdamW beta1": s.AdamW.Beta1,
+		"AdamW beta2": s.AdamW.Beta2, "AdamW eps": s.AdamW.Eps, "max grad norm": s.MaxGradNorm, "LoRA alpha": s.LoRA.Alpha, "LoRA dropout": s.LoRA.Dropout} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("train: %s %v is not a finite number", name, v)
+		}
+	}
 	switch {
 	case s.Steps < 1:
 		return fmt.Errorf("train: %d steps", s.Steps)

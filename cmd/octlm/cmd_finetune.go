@@ -89,8 +89,8 @@ func (f *finetuneFlags) register(fs *flag.FlagSet) {
 func (f *finetuneFlags) settings(rows int) (train.Settings, error) {
 	steps := f.steps
 	switch {
-	case f.steps < 0 || f.epochs < 0:
-		return train.Settings{}, usageError{"--steps and --epochs must not be negative"}
+	case f.steps < 0 || !(f.epochs >= 0) || f.epochs > 1e6:
+		return train.Settings{}, usageError{"--steps and --epochs must be non-negative (--epochs at most 1e6)"}
 	case f.steps == 0 && f.epochs == 0:
 		return train.Settings{}, usageError{"give --steps or --epochs"}
 	case f.steps > 0 && f.epochs > 0:
