@@ -120,8 +120,8 @@ func runFinetune(args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var f finetuneFlags
 	f.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm finetune --model DIR --data FILE.jsonl --out DIR (--steps N | --epochs E) [flags]\n\n"+
+	fs.Usage = func() { // to fs.Output(): where parseFlags sends help
+		fmt.Fprintln(fs.Output(), "usage: octlm finetune --model DIR --data FILE.jsonl --out DIR (--steps N | --epochs E) [flags]\n\n"+
 			"Fine-tunes a Qwen3 or Qwen3.5 checkpoint: a LoRA adapter (PEFT's folder layout; default)\n"+
 			"or every weight (--full). The loss, AdamW, clipping and schedules are PyTorch's and\n"+
 			"transformers' arithmetic. Checkpoints go to DIR/checkpoint-K as Hugging Face's Trainer\n"+

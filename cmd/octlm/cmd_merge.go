@@ -27,8 +27,8 @@ func runMerge(args []string, stderr io.Writer) error {
 	adapter := fs.String("adapter", "", "PEFT adapter `DIR` (adapter_config.json, adapter_model.safetensors)")
 	out := fs.String("out", "", "output checkpoint `DIR`")
 	maxShard := fs.Int64("max-shard-bytes", 0, "split the weights into files of at most this many bytes (0: the Hub's 4 GB)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm merge --model DIR --adapter DIR --out DIR\n\n"+
+	fs.Usage = func() { // to fs.Output(): where parseFlags sends help
+		fmt.Fprintln(fs.Output(), "usage: octlm merge --model DIR --adapter DIR --out DIR\n\n"+
 			"Writes the base checkpoint with the adapter merged into its weights (W + scale·B·A in\n"+
 			"float32, rounded once to the checkpoint's dtype), config and tokenizer files copied.\n"+
 			"Adapters octlm cannot apply exactly (DoRA, modules_to_save, layers_to_transform, a bias,\n"+
