@@ -104,7 +104,7 @@ func (t *Trainer) SaveCheckpoint(outDir, baseDir string, log []LogRow, keep int)
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", fmt.Errorf("train: %w", err)
 	}
-	if err := t.writeWeights(tmp, baseDir, loader.F32, 0); err != nil {
+	if err := t.writeWeights(tmp, baseDir, loader.F32, 0, false); err != nil {
 		return "", err
 	}
 	if err := t.writeMoments(filepath.Join(tmp, OptimizerFile)); err != nil {
@@ -223,8 +223,11 @@ func (t *Trainer) Resume(dir string) ([]LogRow, error) {
 }
 
 // writeWeights writes the trainable tensors into dir: an adapter folder, or a checkpoint
-// folder with baseDir's other files and the weights in dtype.
-func (t *Trainer) writeWeights(dir, baseDir string, dtype loader.DType, maxShardBytes int64) error {
+// folder with baseDir's other files and the weights in dtype. With others, the base
+// checkpoint's tensors the model does not train (a vision tower, multi-token-prediction heads)
+// are copied byte for byte, so that the folder is the whole checkpoint; a stored copy of a tied
+// head (lm_head.weight) is not, the embedding being the head.
+func (t *Trainer) writeWeights(dir, baseDir string, dtype loader.DType, maxShardBytes int64, others bool) error {
 	if a := t.Adapter(); a != nil {
 		return a.Write(dir)
 	}
@@ -232,20 +235,50 @@ func (t *Trainer) writeWeights(dir, baseDir string, dtype loader.DType, maxShard
 	for i, tr := range t.Trainable {
 		specs[i] = loader.TensorSpec{Name: tr.Name, DType: dtype, Shape: tr.Shape}
 	}
+	var copied []loader.Entry
+	if others {
+		ck, err := loader.OpenCheckpoint(baseDir)
+		if err != nil {
+			return err
+		}
+		defer ck.Close()
+		trained := map[string]bool{"lm_head.weight": true}
+		for _, tr := range t.Trainable {
+			trained[tr.Name] = true
+		}
+		for e, err := range ck.Tensors() {
+			if err != nil {
+				return err
+			}
+			if !trained[e.Info.Name] {
+				specs = append(specs, loader.TensorSpec{Name: e.Info.Name, DType: e.Info.DType, Shape: e.Info.Shape})
+				copied = append(copied, e)
+			}
+		}
+	}
 	return lora.WriteModel(dir, baseDir, specs, func(i int, w io.Writer) error {
-		return lora.EncodeFloat32(w, t.Trainable[i].Data, dtype)
+		if i < len(t.Trainable) {
+			return lora.EncodeFloat32(w, t.Trainable[i].Data, dtype)
+		}
+		e := copied[i-len(t.Trainable)]
+		raw := make([]byte, e.Info.NumElements()*e.Info.DType.Size())
+		if err := e.File.ReadRaw(e.Info, raw); err != nil {
+			return err
+		}
+		_, err := w.Write(raw)
+		return err
 	}, maxShardBytes)
 }
 
 // WriteResult writes the run's result into dir: the adapter folder (its base_model_name_or_path
-// baseName), or the full checkpoint in dtype (F32 or BF16) sharded above maxShardBytes (0: the
-// Hub's 4 GB).
+// baseName), or the whole checkpoint with the trained weights in dtype (F32 or BF16), sharded
+// above maxShardBytes (0: the Hub's 4 GB).
 func (t *Trainer) WriteResult(dir, baseDir, baseName string, dtype loader.DType, maxShardBytes int64) error {
 	if a := t.Adapter(); a != nil {
 		a.Config.BaseModel = baseName
 		return a.Write(dir)
 	}
-	return t.writeWeights(dir, baseDir, dtype, maxShardBytes)
+	return t.writeWeights(dir, baseDir, dtype, maxShardBytes, true)
 }
 
 // readWeights reads the trainable tensors back from a checkpoint folder, by name.

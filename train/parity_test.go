@@ -5,8 +5,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/lora"
 )
 
@@ -165,5 +167,56 @@ func TestGradientParity(t *testing.T) {
 				t.Errorf("final weights: %d of %d entries beyond 1e-5, more than 0.01%%", off, total)
 			}
 		})
+	}
+}
+
+// TestFullResultIsTheWholeCheckpoint: a full fine-tune of Qwen3.5 writes every tensor of the
+// base checkpoint, the ones it does not train (vision tower, MTP head) byte for byte; a tied
+// model's stored lm_head copy is left out (the trained embedding is the head).
+func TestFullResultIsTheWholeCheckpoint(t *testing.T) {
+	for _, model := range []string{"../testdata/tiny-qwen35", "../testdata/tiny-qwen3"} {
+		m, err := OpenModel(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := []Example{{IDs: []int32{1, 2, 3, 4}, Labels: []int32{1, 2, 3, 4}}}
+		weights, closeWeights, err := CheckpointWeights(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := toySettings(true)
+		s.Batch, s.Steps = 1, 1
+		tr, err := NewTrainer(m, backendForTest(t), weights, rows, s, nil)
+		closeWeights()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if _, err := tr.RunStep(false); err != nil {
+			t.Fatal(err)
+		}
+		out := t.TempDir()
+		if err := tr.WriteResult(out, model, model, loader.BF16, 0); err != nil {
+			t.Fatal(err)
+		}
+		base := readTensorFile(t, filepath.Join(model, "model.safetensors"))
+		got := readTensorFile(t, filepath.Join(out, "model.safetensors"))
+		trained := map[string]bool{}
+		for _, x := range tr.Trainable {
+			trained[x.Name] = true
+		}
+		for name, w := range base {
+			g, ok := got[name]
+			switch {
+			case name == "lm_head.weight" && !trained[name]:
+				if ok {
+					t.Errorf("%s: the tied head's stored copy was written", model)
+				}
+			case !ok:
+				t.Errorf("%s: %s missing from the result", model, name)
+			case !trained[name] && !slices.Equal(g, w):
+				t.Errorf("%s: %s not copied as it was", model, name)
+			}
+		}
 	}
 }
