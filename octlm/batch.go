@@ -97,7 +97,7 @@ func (m *Model) runBatch(seqs [][]int, caches []*Cache, rows [][]int) ([]Logits,
 		if err := c.reserve(c.Len()+len(seqs[b]), false); err != nil {
 			return nil, err
 		}
-		out[b] = Logits{Rows: len(rows[b]), Vocab: m.Config.VocabSize, Data: make([]float32, 0, len(rows[b])*m.Config.VocabSize)}
+		out[b] = Logits{Rows: len(rows[b]), Vocab: m.shape.Vocab, Data: make([]float32, 0, len(rows[b])*m.shape.Vocab)}
 	}
 	at := make([]int, len(seqs)) // tokens of each sequence run so far
 	for {
@@ -113,7 +113,7 @@ func (m *Model) runBatch(seqs [][]int, caches []*Cache, rows [][]int) ([]Logits,
 		if len(active) == 0 {
 			return out, nil
 		}
-		chunk := min(m.chunkRows(maxStart, capacity), m.Config.ContextLength-maxStart)
+		chunk := min(m.chunkRows(maxStart, capacity), m.shape.Context-maxStart)
 		ch := batchChunk{seqLen: 0}
 		for _, b := range active {
 			n := min(chunk, len(seqs[b])-at[b])
@@ -260,7 +260,7 @@ func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
 	if err != nil {
 		return nil, fmt.Errorf("octlm: reading logits: %w", err)
 	}
-	vocab := m.Config.VocabSize
+	vocab := m.shape.Vocab
 	out := make([][]float32, batch)
 	for i, r := range ch.rows {
 		out[i] = data[i*wanted*vocab : (i*wanted+len(r))*vocab]

@@ -95,7 +95,7 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 		}
 		state[i] = Stack(parts, 0)
 	}
-	s := newStep(ops{layout: m.layout, vocab: m.Config.VocabSize}, ids, start, valid, keyPos.Shape().Dimensions[0], true)
+	s := newStep(ops{layout: m.layout, vocab: m.shape.Vocab}, ids, start, valid, keyPos.Shape().Dimensions[0], true)
 	hidden, newState := forward(m.arch, s, w, state)
 
 	// Only the rows that need logits go through the final norm and the vocabulary projection.
