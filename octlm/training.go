@@ -84,7 +84,7 @@ func (d *Decoder) TrainingLogits(ids, lengths *Node, weights []*Node, lora *LoRA
 	}
 	batch, seqLen := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
 	shape := d.arch.shape()
-	o := ops{vocab: shape.Vocab, checkpoint: true}
+	o := ops{vocab: shape.Vocab, asStored: true}
 	w := newWeightSet(d.specs, weights)
 	w.adapter = lora
 	start := Zeros(ids.Graph(), shapes.Make(dtypes.Int32, batch))
