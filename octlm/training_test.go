@@ -321,3 +321,49 @@ func TestTrainingGradient(t *testing.T) {
 		})
 	}
 }
+
+// TestRecomputeLayers: with RecomputeLayers (each layer a gradient checkpoint) the gradients are
+// the same as without.
+func TestRecomputeLayers(t *testing.T) {
+	t.Parallel()
+	for _, fixture := range []string{"tiny-qwen3", "tiny-qwen35"} {
+		t.Run(fixture, func(t *testing.T) {
+			d, err := ReadDecoder(fixtureDir(fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			weights := fixtureWeights(t, fixture, d)
+			infos := d.Weights()
+			rows, padded, lengths, seqLen := trainingBatch(d.Shape().Vocab)
+			var grads [2][][]float32
+			for i, recompute := range []bool{false, true} {
+				d.RecomputeLayers = recompute
+				exec, err := NewExec(goBackend(t), func(g *Graph, in []*Node) []*Node {
+					logits := d.TrainingLogits(in[0], in[1], in[2:], nil)
+					return Gradient(ReduceAllSum(Mul(logits, logits)), in[2:]...)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				args := []any{tensors.FromFlatDataAndDimensions(padded, len(rows), seqLen), lengths}
+				for j, w := range weights {
+					args = append(args, asTensor(w, infos[j].Shape, false))
+				}
+				out, err := exec.Call(args...)
+				exec.Finalize()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range out {
+					grads[i] = append(grads[i], tensors.MustCopyFlatData[float32](o))
+				}
+			}
+			for j := range grads[0] {
+				diff, scale := maxAbsDiff(grads[1][j], grads[0][j])
+				if diff > 1e-5*max(scale, 1e-6) {
+					t.Errorf("%s: gradients with and without recomputation differ by %.3g (max %.3g)", infos[j].Name, diff, scale)
+				}
+			}
+		})
+	}
+}
