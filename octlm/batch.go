@@ -6,8 +6,11 @@ package octlm
 // capacity (the step graph stacks them on a batch axis and splits the new state back).
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
@@ -97,7 +100,7 @@ func (m *Model) runBatch(seqs [][]int, caches []*Cache, rows [][]int) ([]Logits,
 		if err := c.reserve(c.Len()+len(seqs[b]), false); err != nil {
 			return nil, err
 		}
-		out[b] = Logits{Rows: len(rows[b]), Vocab: m.Config.VocabSize, Data: make([]float32, 0, len(rows[b])*m.Config.VocabSize)}
+		out[b] = Logits{Rows: len(rows[b]), Vocab: m.shape.Vocab, Data: make([]float32, 0, len(rows[b])*m.shape.Vocab)}
 	}
 	at := make([]int, len(seqs)) // tokens of each sequence run so far
 	for {
@@ -113,7 +116,7 @@ func (m *Model) runBatch(seqs [][]int, caches []*Cache, rows [][]int) ([]Logits,
 		if len(active) == 0 {
 			return out, nil
 		}
-		chunk := min(m.chunkRows(maxStart, capacity), m.Config.ContextLength-maxStart)
+		chunk := min(m.chunkRows(maxStart, capacity), m.shape.Context-maxStart)
 		ch := batchChunk{seqLen: 0}
 		for _, b := range active {
 			n := min(chunk, len(seqs[b])-at[b])
@@ -260,10 +263,110 @@ func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
 	if err != nil {
 		return nil, fmt.Errorf("octlm: reading logits: %w", err)
 	}
-	vocab := m.Config.VocabSize
+	vocab := m.shape.Vocab
 	out := make([][]float32, batch)
 	for i, r := range ch.rows {
 		out[i] = data[i*wanted*vocab : (i*wanted+len(r))*vocab]
 	}
 	return out, nil
+}
+
+// GenerateBatch is Generate for several prompts at once: each prompt continues on its own cache
+// with its own sampler (opts.Sampling, the same seed for each), the decoding steps of every
+// unfinished prompt batched into one step graph (NextBatch). Each Generation is the one Generate
+// returns for that prompt alone (its times are the batch's). opts.OnToken must be nil. If a step
+// fails, it returns the tokens generated so far together with the error.
+func (m *Model) GenerateBatch(prompts [][]int, opts GenerateOptions) ([]Generation, error) {
+	if opts.OnToken != nil {
+		return nil, fmt.Errorf("octlm: GenerateBatch takes no OnToken callback: %w", ErrBadInput)
+	}
+	if len(prompts) == 0 {
+		return nil, fmt.Errorf("octlm: GenerateBatch of no prompts: %w", ErrBadInput)
+	}
+	maxNew := make([]int, len(prompts))
+	caches := make([]*Cache, len(prompts))
+	defer func() {
+		for _, c := range caches {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	gens := make([]Generation, len(prompts))
+	samplers := make([]*Sampler, len(prompts))
+	seen := make([][]int, len(prompts))
+	for b, prompt := range prompts {
+		n, err := checkGenerate(m, prompt, opts)
+		if err != nil {
+			return nil, fmt.Errorf("octlm: prompt %d: %w", b, err)
+		}
+		if caches[b], err = m.NewCache(len(prompt) + n - 1); err != nil {
+			return nil, fmt.Errorf("octlm: prompt %d: %w", b, err)
+		}
+		maxNew[b] = n
+		gens[b] = Generation{PromptIDs: slices.Clone(prompt), StopReason: StopLength}
+		samplers[b] = NewSampler(opts.Sampling)
+		seen[b] = slices.Clone(prompt)
+	}
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	begin := time.Now()
+	active := make([]int, len(prompts))
+	inputs := make([][]int, len(prompts))
+	for b := range active {
+		active[b] = b
+		inputs[b] = prompts[b]
+	}
+	for len(active) > 0 {
+		stepCaches := make([]*Cache, len(active))
+		for i, b := range active {
+			stepCaches[i] = caches[b]
+		}
+		logits, err := m.NextBatch(inputs, stepCaches)
+		if err != nil {
+			return gens, err
+		}
+		if gens[active[0]].Prefill == 0 {
+			for b := range gens {
+				gens[b].Prefill = time.Since(begin)
+			}
+		}
+		if ctx.Err() != nil {
+			for _, b := range active {
+				gens[b].StopReason = StopInterrupted
+			}
+			break
+		}
+		var next []int
+		inputs = inputs[:0]
+		for i, b := range active {
+			if err := checkFinite(logits[i]); err != nil {
+				return gens, fmt.Errorf("octlm: prompt %d, generated token %d: %w", b, len(gens[b].GeneratedIDs)+1, err)
+			}
+			id := samplers[b].Next(logits[i], seen[b])
+			g := &gens[b]
+			if len(g.GeneratedIDs) == 0 {
+				g.TimeToFirstToken = time.Since(begin)
+			}
+			g.GeneratedIDs = append(g.GeneratedIDs, id)
+			seen[b] = append(seen[b], id)
+			switch {
+			case slices.Contains(opts.StopIDs, id):
+				g.StopReason = StopEOS
+			case len(g.GeneratedIDs) >= maxNew[b]:
+			default:
+				next = append(next, b)
+				inputs = append(inputs, []int{id})
+			}
+		}
+		active = next
+	}
+	for b := range gens {
+		if len(gens[b].GeneratedIDs) > 0 {
+			gens[b].Decode = time.Since(begin) - gens[b].TimeToFirstToken
+		}
+	}
+	return gens, nil
 }

@@ -2,6 +2,7 @@ package octlm
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/gomlx/compute"
@@ -124,5 +125,48 @@ func TestBatchRefusals(t *testing.T) {
 	}
 	if _, err := m.ForwardBatch(nil); !errors.Is(err, ErrBadInput) {
 		t.Errorf("no sequences: %v, want ErrBadInput", err)
+	}
+}
+
+// TestGenerateBatch: prompts generated as one batch give each one's Generate alone, greedy and
+// sampled, with stop tokens ending some rows early.
+func TestGenerateBatch(t *testing.T) {
+	t.Parallel()
+	prompts := [][]int{{5, 9, 2, 77, 31}, {12}, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5}}
+	for _, fixture := range []string{"tiny-qwen3", "tiny-qwen35"} {
+		m := loadFixture(t, fixture, Float32)
+		for _, tt := range []struct {
+			name string
+			opts GenerateOptions
+		}{
+			{"greedy", GenerateOptions{MaxNewTokens: 9, Sampling: Greedy()}},
+			{"sampled", GenerateOptions{MaxNewTokens: 7, Sampling: Sampling{Temperature: 0.9, TopK: 20, TopP: 0.95, Seed: 7}}},
+		} {
+			t.Run(fixture+"/"+tt.name, func(t *testing.T) {
+				opts := tt.opts
+				// A stop token: the second token prompt 0 generates alone.
+				alone0, err := m.Generate(prompts[0], opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.StopIDs = []int{alone0.GeneratedIDs[1]}
+				got, err := m.GenerateBatch(prompts, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for b, prompt := range prompts {
+					want, err := m.Generate(prompt, opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(got[b].GeneratedIDs, want.GeneratedIDs) || got[b].StopReason != want.StopReason {
+						t.Errorf("prompt %d: batch generated %v (%s), alone %v (%s)", b, got[b].GeneratedIDs, got[b].StopReason, want.GeneratedIDs, want.StopReason)
+					}
+				}
+				if got[0].StopReason != StopEOS {
+					t.Errorf("prompt 0 stopped by %s, want %s", got[0].StopReason, StopEOS)
+				}
+			})
+		}
 	}
 }

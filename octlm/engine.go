@@ -156,10 +156,10 @@ func (l Layout) columnRows() int {
 type ops struct {
 	layout Layout
 	vocab  int // the tables' real token count (a table in blocks is padded to a multiple of them)
-	// checkpoint says the weights are nodes in the checkpoint's layout (Linear [out, in], tables
+	// asStored says the weights are nodes in the checkpoint's layout (Linear [out, in], tables
 	// as rows, nothing fused) and the graph must be differentiable by graph.Gradient: the
 	// training forward (no Rsqrt, whose VJP GoMLX lacks; rows gathered by one Gather).
-	checkpoint bool
+	asStored bool
 }
 
 // linear is nn.Linear without bias: x [..., in] · w, with w stored [in, out] (nn.Linear's
@@ -168,7 +168,7 @@ func (o ops) linear(x, w *Node) *Node {
 	dims := x.Shape().Dimensions
 	in, out := w.Shape().Dimensions[0], w.Shape().Dimensions[1]
 	wIn := 0
-	if o.checkpoint {
+	if o.asStored {
 		in, out, wIn = out, in, 1 // as stored: [out, in]
 	}
 	rows := x.Shape().Size() / in
@@ -337,7 +337,7 @@ func (o ops) padRows(x *Node, weightSize int) *Node {
 // ONNX Runtime backend has none), and the training forward (Rsqrt has no VJP in GoMLX), divide
 // by the square root instead, which differs only in the last bit.
 func (o ops) rsqrtMul(x, v *Node) *Node {
-	if !o.checkpoint && x.Graph().Backend().Capabilities().Operations[compute.OpTypeRsqrt] {
+	if !o.asStored && x.Graph().Backend().Capabilities().Operations[compute.OpTypeRsqrt] {
 		return Mul(x, Rsqrt(v))
 	}
 	return Div(x, Sqrt(v))

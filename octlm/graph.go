@@ -30,6 +30,25 @@ type step struct {
 	// cached says the layers read and write a cache (the state they are given); without one
 	// (training) they attend over the chunk's own keys and start from empty recurrent states.
 	cached bool
+	// recompute marks each layer's input as a gradient checkpoint (training): the backward pass
+	// recomputes a layer's activations from it instead of keeping them.
+	recompute bool
+}
+
+// layerInput is a decoder layer's input: a gradient checkpoint with recompute.
+func (s *step) layerInput(hidden *Node) *Node {
+	if s.recompute {
+		return hidden.Checkpoint()
+	}
+	return hidden
+}
+
+// layersOutput is the last layer's output: the end of the checkpointed blocks with recompute.
+func (s *step) layersOutput(hidden *Node) *Node {
+	if s.recompute {
+		return hidden.StopCheckpoint()
+	}
+	return hidden
 }
 
 // newStep builds a step for ids [B, S] starting at start [B] with valid [B] real rows, attending
@@ -95,7 +114,7 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 		}
 		state[i] = Stack(parts, 0)
 	}
-	s := newStep(ops{layout: m.layout, vocab: m.Config.VocabSize}, ids, start, valid, keyPos.Shape().Dimensions[0], true)
+	s := newStep(ops{layout: m.layout, vocab: m.shape.Vocab}, ids, start, valid, keyPos.Shape().Dimensions[0], true)
 	hidden, newState := forward(m.arch, s, w, state)
 
 	// Only the rows that need logits go through the final norm and the vocabulary projection.

@@ -60,9 +60,8 @@ func memoryNeeded(arch architecture, layout Layout, dtype DType, positions int) 
 			scratch = max(scratch, 4*n) // see fill
 		}
 	}
-	cfg := arch.config()
 	sizes := stateBytes(arch.state(), dtype.gomlx())
-	m.KVCache = int64(cacheCapacity(cfg, positions))*sizes.perPosition + sizes.fixed
+	m.KVCache = int64(cacheCapacity(arch.shape(), positions))*sizes.perPosition + sizes.fixed
 	m.Working = scratch
 	if layout.CopiesCache {
 		m.Working = max(scratch, m.KVCache)
@@ -72,6 +71,6 @@ func memoryNeeded(arch architecture, layout Layout, dtype DType, positions int) 
 
 // cacheCapacity is the capacity NewCache gives a cache for n positions: n, at least
 // minCacheCapacity, at most the context length.
-func cacheCapacity(cfg Config, n int) int {
-	return min(max(n, 1, minCacheCapacity), cfg.ContextLength)
+func cacheCapacity(shape Shape, n int) int {
+	return min(max(n, 1, minCacheCapacity), shape.Context)
 }

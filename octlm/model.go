@@ -54,6 +54,7 @@ type Model struct {
 	Backend compute.Backend
 
 	arch    architecture
+	shape   Shape // the architecture's, what the shared machinery reads
 	layout  Layout
 	specs   []weightSpec      // the architecture's weight table
 	adapter *LoRA             // applied unmerged in the step graph; nil: none
@@ -123,6 +124,10 @@ func (m *Model) WeightBytes() int64 {
 	return n
 }
 
+// Shape is the model's shape as the shared machinery reads it, whatever the architecture (Config
+// is Qwen3's; for another architecture a projection of its own config).
+func (m *Model) Shape() Shape { return m.shape }
+
 // Logits holds float32 logits, row-major [Rows, Vocab].
 type Logits struct {
 	Rows, Vocab int
@@ -170,13 +175,13 @@ func (m *Model) checkIDs(ids []int, cache *Cache) error {
 		return fmt.Errorf("octlm: empty token sequence: %w", ErrBadInput)
 	}
 	for i, id := range ids {
-		if id < 0 || id >= m.Config.VocabSize {
+		if id < 0 || id >= m.shape.Vocab {
 			return fmt.Errorf("octlm: token %d at position %d is outside the vocabulary [0, %d): %w",
-				id, i, m.Config.VocabSize, ErrBadInput)
+				id, i, m.shape.Vocab, ErrBadInput)
 		}
 	}
-	if len(ids) > m.Config.ContextLength-cache.Len() {
-		return &ContextError{Positions: cache.Len() + len(ids), ContextLength: m.Config.ContextLength}
+	if len(ids) > m.shape.Context-cache.Len() {
+		return &ContextError{Positions: cache.Len() + len(ids), ContextLength: m.shape.Context}
 	}
 	return nil
 }
@@ -245,7 +250,7 @@ func (c ChunkOptions) withDefaults() ChunkOptions {
 // positions with the given capacity.
 func (m *Model) chunkRows(start, capacity int) int {
 	rows := m.chunks.MaxRows
-	for rows > m.chunks.MinRows && m.Config.NHeads*rows*attendLength(start+rows, capacity) > attentionBudget {
+	for rows > m.chunks.MinRows && m.shape.Heads*rows*attendLength(start+rows, capacity) > attentionBudget {
 		rows /= 2
 	}
 	return rows

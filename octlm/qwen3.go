@@ -108,12 +108,13 @@ func (q qwen3) layers(s *step, w weightSet, cache []*Node) ([]*Node, []*Node) {
 			kCache, vCache = cache[2*i], cache[2*i+1]
 		}
 		var k, v *Node
-		hidden, k, v = q.decoderLayer(s, w.under(fmt.Sprintf("model.layers.%d.", i)), hidden, cos, sin, kCache, vCache)
+		hidden, k, v = q.decoderLayer(s, w.under(fmt.Sprintf("model.layers.%d.", i)), s.layerInput(hidden), cos, sin, kCache, vCache)
 		hiddens = append(hiddens, hidden)
 		if s.cached {
 			newCache = append(newCache, k, v)
 		}
 	}
+	hiddens[len(hiddens)-1] = s.layersOutput(hidden)
 	return hiddens, newCache
 }
 

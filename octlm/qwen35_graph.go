@@ -35,12 +35,13 @@ func (q qwen35) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 		if s.cached {
 			s0, s1 = state[2*i], state[2*i+1]
 		}
-		hidden, s0, s1 = q.decoderLayer(s, w.under(fmt.Sprintf("%slayers.%d.", p, i)), i, hidden, cos, sin, s0, s1)
+		hidden, s0, s1 = q.decoderLayer(s, w.under(fmt.Sprintf("%slayers.%d.", p, i)), i, s.layerInput(hidden), cos, sin, s0, s1)
 		hiddens = append(hiddens, hidden)
 		if s.cached {
 			newState = append(newState, s0, s1)
 		}
 	}
+	hiddens[len(hiddens)-1] = s.layersOutput(hidden)
 	return hiddens, newState
 }
 

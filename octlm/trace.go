@@ -39,12 +39,12 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 	if _, ok := m.arch.(tracer); !ok {
 		return nil, ErrNoTrace
 	}
-	if len(ids) == 0 || len(ids) > m.Config.ContextLength {
-		return nil, fmt.Errorf("octlm: trace of %d tokens (want 1 to %d): %w", len(ids), m.Config.ContextLength, ErrBadInput)
+	if len(ids) == 0 || len(ids) > m.shape.Context {
+		return nil, fmt.Errorf("octlm: trace of %d tokens (want 1 to %d): %w", len(ids), m.shape.Context, ErrBadInput)
 	}
 	for i, id := range ids {
-		if id < 0 || id >= m.Config.VocabSize {
-			return nil, fmt.Errorf("octlm: token %d at position %d is outside the vocabulary [0, %d): %w", id, i, m.Config.VocabSize, ErrBadInput)
+		if id < 0 || id >= m.shape.Vocab {
+			return nil, fmt.Errorf("octlm: token %d at position %d is outside the vocabulary [0, %d): %w", id, i, m.shape.Vocab, ErrBadInput)
 		}
 	}
 	m.mu.Lock()
@@ -58,7 +58,7 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 	exec, err := graph.NewExec(m.Backend, func(g *graph.Graph, inputs []*graph.Node) []*graph.Node {
 		w := newWeightSet(m.specs, inputs[1:1+len(m.specs)])
 		w.adapter = m.adapter.nodes(g)
-		s := newStep(ops{layout: m.layout, vocab: m.Config.VocabSize}, graph.InsertAxes(inputs[0], 0),
+		s := newStep(ops{layout: m.layout, vocab: m.shape.Vocab}, graph.InsertAxes(inputs[0], 0),
 			graph.Const(g, []int32{0}), graph.Const(g, []int32{int32(valid)}), rows, true)
 		var state []*graph.Node
 		for _, spec := range m.arch.state() {
@@ -97,7 +97,7 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 		if err != nil {
 			return nil, fmt.Errorf("octlm: reading hidden states: %w", err)
 		}
-		out[i] = data[:valid*m.Config.DModel]
+		out[i] = data[:valid*m.shape.Width]
 	}
 	return out, nil
 }

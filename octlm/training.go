@@ -18,6 +18,12 @@ import (
 // Decoder is an architecture read from a checkpoint folder's config.json (Qwen3 or Qwen3.5),
 // without weights: its shape, its weight table in checkpoint layout, and its graph builders.
 type Decoder struct {
+	// RecomputeLayers makes TrainingLogits mark each decoder layer's input as a gradient
+	// checkpoint (GoMLX's Node.Checkpoint, --gradient-checkpointing): the backward pass
+	// recomputes a layer's activations instead of keeping every one. It needs an engine with
+	// OptimizationBarrier (the pure-Go backend; ONNX Runtime's has none).
+	RecomputeLayers bool
+
 	arch  architecture
 	specs []weightSpec
 }
@@ -84,11 +90,12 @@ func (d *Decoder) TrainingLogits(ids, lengths *Node, weights []*Node, lora *LoRA
 	}
 	batch, seqLen := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
 	shape := d.arch.shape()
-	o := ops{vocab: shape.Vocab, checkpoint: true}
+	o := ops{vocab: shape.Vocab, asStored: true}
 	w := newWeightSet(d.specs, weights)
 	w.adapter = lora
 	start := Zeros(ids.Graph(), shapes.Make(dtypes.Int32, batch))
 	s := newStep(o, ConvertDType(ids, dtypes.Int32), start, ConvertDType(lengths, dtypes.Int32), seqLen, false)
+	s.recompute = d.RecomputeLayers
 	hidden, _ := forward(d.arch, s, w, nil)
 	logits := d.arch.logits(s, w, Reshape(hidden, batch*seqLen, shape.Width))
 	return Reshape(wide(logits), batch, seqLen, shape.Vocab)

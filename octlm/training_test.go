@@ -126,9 +126,12 @@ func TestTrainingLogitsMatchForward(t *testing.T) {
 
 // TestTrainingGradient checks graph.Gradient of a scalar function of TrainingLogits (a fixed
 // random weighting of the real positions' logits) with respect to some weights and to LoRA A and
-// B against central finite differences, all in float64, on the pure-Go backend.
+// B against central finite differences, all in float64, on the pure-Go backend; then ONNX
+// Runtime's gradient in float32 (its CPU provider has no float64 kernel for the x·sigmoid(x) it
+// fuses) against that float64 gradient.
 func TestTrainingGradient(t *testing.T) {
 	t.Parallel()
+	backend := goBackend(t)
 	for _, tt := range []struct {
 		fixture string
 		wrt     []string // weight names (suffixes) the gradient is checked for
@@ -200,14 +203,15 @@ func TestTrainingGradient(t *testing.T) {
 					lora.Modules[p.name] = LoRAPair{A: in[2+nw+2*i], B: in[3+nw+2*i]}
 				}
 				logits := d.TrainingLogits(in[0], in[1], in[2:2+nw], lora)
-				return ReduceAllSum(Mul(logits, Const(g, tensors.FromFlatDataAndDimensions(r, len(rows), seqLen, vocab))))
+				weighting := Const(g, tensors.FromFlatDataAndDimensions(r, len(rows), seqLen, vocab))
+				return ReduceAllSum(Mul(logits, ConvertDType(weighting, logits.DType())))
 			}
-			fExec, err := NewExec(goBackend(t), build)
+			fExec, err := NewExec(backend, build)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer fExec.Finalize()
-			gExec, err := NewExec(goBackend(t), func(g *Graph, in []*Node) []*Node {
+			gradFn := func(g *Graph, in []*Node) []*Node {
 				f := build(g, in)
 				var nodes []*Node
 				for _, i := range wrt {
@@ -215,7 +219,8 @@ func TestTrainingGradient(t *testing.T) {
 				}
 				nodes = append(nodes, in[2+nw:]...)
 				return Gradient(f, nodes...)
-			})
+			}
+			gExec, err := NewExec(backend, gradFn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,13 +238,14 @@ func TestTrainingGradient(t *testing.T) {
 			for _, p := range pairs {
 				params = append(params, input{p.a, p.aD}, input{p.b, p.bD})
 			}
-			args := func() []any {
+			argsIn := func(f64 bool) []any {
 				a := []any{tensors.FromFlatDataAndDimensions(padded, len(rows), seqLen), lengths}
 				for _, p := range params {
-					a = append(a, asTensor(p.data, p.dims, true))
+					a = append(a, asTensor(p.data, p.dims, f64))
 				}
 				return a
 			}
+			args := func() []any { return argsIn(true) }
 			eval := func() float64 {
 				out, err := fExec.Call(args()...)
 				if err != nil {
@@ -285,6 +291,77 @@ func TestTrainingGradient(t *testing.T) {
 					if diff := math.Abs(fd - grad[j]); diff > 1e-6*max(1, math.Abs(fd), norm) {
 						t.Errorf("%s[%d]: gradient %.9g, finite difference %.9g (max |grad| %.3g)", name, j, grad[j], fd, norm)
 					}
+				}
+			}
+
+			t.Run("onnx", func(t *testing.T) {
+				exec, err := NewExec(onnxBackend(t), gradFn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer exec.Finalize()
+				got, err := exec.Call(argsIn(false)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for gi := range checked {
+					want := tensors.MustCopyFlatData[float64](grads[gi])
+					g32 := tensors.MustCopyFlatData[float32](got[gi])
+					worst, norm := 0.0, 0.0
+					for i, w := range want {
+						worst = max(worst, math.Abs(float64(g32[i])-w))
+						norm = max(norm, math.Abs(w))
+					}
+					t.Logf("gradient %d: ONNX Runtime float32 vs float64: %.2g of max |grad| %.3g", gi, worst/norm, norm)
+					if worst > 1e-3*norm {
+						t.Errorf("gradient %d: ONNX Runtime (float32) and the float64 gradient differ by %.3g (max |grad| %.3g)", gi, worst, norm)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestRecomputeLayers: with RecomputeLayers (each layer a gradient checkpoint) the gradients are
+// the same as without.
+func TestRecomputeLayers(t *testing.T) {
+	t.Parallel()
+	for _, fixture := range []string{"tiny-qwen3", "tiny-qwen35"} {
+		t.Run(fixture, func(t *testing.T) {
+			d, err := ReadDecoder(fixtureDir(fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			weights := fixtureWeights(t, fixture, d)
+			infos := d.Weights()
+			rows, padded, lengths, seqLen := trainingBatch(d.Shape().Vocab)
+			var grads [2][][]float32
+			for i, recompute := range []bool{false, true} {
+				d.RecomputeLayers = recompute
+				exec, err := NewExec(goBackend(t), func(g *Graph, in []*Node) []*Node {
+					logits := d.TrainingLogits(in[0], in[1], in[2:], nil)
+					return Gradient(ReduceAllSum(Mul(logits, logits)), in[2:]...)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				args := []any{tensors.FromFlatDataAndDimensions(padded, len(rows), seqLen), lengths}
+				for j, w := range weights {
+					args = append(args, asTensor(w, infos[j].Shape, false))
+				}
+				out, err := exec.Call(args...)
+				exec.Finalize()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range out {
+					grads[i] = append(grads[i], tensors.MustCopyFlatData[float32](o))
+				}
+			}
+			for j := range grads[0] {
+				diff, scale := maxAbsDiff(grads[1][j], grads[0][j])
+				if diff > 1e-5*max(scale, 1e-6) {
+					t.Errorf("%s: gradients with and without recomputation differ by %.3g (max %.3g)", infos[j].Name, diff, scale)
 				}
 			}
 		})

@@ -81,12 +81,11 @@ func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (*Mod
 // load is LoadCheckpoint for any architecture: the weight table says which tensors to read,
 // under which names, and how to lay each out.
 func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Model, err error) {
-	cfg := arch.config()
 	if opts.Backend == nil {
 		return nil, fmt.Errorf("octlm: load: no backend given")
 	}
 	embedding, layers := arch.sizeNames()
-	if err := checkSizes(cfg, ckpt, embedding, layers); err != nil {
+	if err := checkSizes(arch.shape(), ckpt, embedding, layers); err != nil {
 		return nil, err
 	}
 	dtype := opts.DType
@@ -116,7 +115,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 			index[part.Name] = place{i, j}
 		}
 	}
-	m = &Model{Config: cfg, DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs, adapter: opts.Adapter,
+	m = &Model{Config: arch.config(), shape: arch.shape(), DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs, adapter: opts.Adapter,
 		chunks: opts.Chunks.withDefaults(), weights: make([]*tensors.Tensor, len(specs))}
 	fusing := map[int]*fusedFill{} // fused weights with parts still to come
 	partial := m                   // error returns set m to nil; partial is what to free
