@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/octlm/octlm/loader"
@@ -33,7 +34,7 @@ type parityGates struct{ grads, loss, adapter float64 }
 
 // runFixture trains r in Go on the pure-Go backend: the step-1 gradients, every step's result,
 // and the trainer after the last step.
-func runFixture(t *testing.T, r fixtureRun) ([][]float32, []StepResult, *Trainer) {
+func runFixture(t *testing.T, r fixtureRun, edit func(*Settings)) ([][]float32, []StepResult, *Trainer) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(r.dir, "train.json"))
 	if err != nil {
@@ -55,6 +56,9 @@ func runFixture(t *testing.T, r fixtureRun) ([][]float32, []StepResult, *Trainer
 		Schedule:    Schedule{Kind: fs.Schedule, Warmup: fs.Warmup, Total: fs.Steps},
 		AdamW:       AdamW{Beta1: fs.Beta1, Beta2: fs.Beta2, Eps: fs.Eps, WeightDecay: fs.WeightDecay},
 		MaxGradNorm: fs.MaxGradNorm, Full: fs.Full}
+	if edit != nil {
+		edit(&s)
+	}
 	var init *lora.Adapter
 	if r.lora {
 		if init, err = lora.Read(filepath.Join(r.dir, "init-adapter")); err != nil {
@@ -108,7 +112,7 @@ func TestGradientParity(t *testing.T) {
 	for _, r := range fixtureRuns {
 		t.Run(r.name, func(t *testing.T) {
 			gate := gates[r.name]
-			grads, results, tr := runFixture(t, r)
+			grads, results, tr := runFixture(t, r, nil)
 			name, gap := worst(tensorGap(t, "gradients", byName(tr, grads), readTensorFile(t, filepath.Join(r.dir, "reference-gradients.safetensors"))))
 			t.Logf("gradients: worst %.3g of the tensor's largest entry (%s)", gap, name)
 			if gap > gate.grads {
@@ -216,6 +220,30 @@ func TestFullResultIsTheWholeCheckpoint(t *testing.T) {
 				t.Errorf("%s: %s missing from the result", model, name)
 			case !trained[name] && !slices.Equal(g, w):
 				t.Errorf("%s: %s not copied as it was", model, name)
+			}
+		}
+	}
+}
+
+// TestBaseBF16 runs the fixture's LoRA runs with the frozen weights held in bfloat16: the
+// checkpoints are bfloat16, so every number must be the float32 run's.
+func TestBaseBF16(t *testing.T) {
+	for _, r := range []fixtureRun{fixtureRuns[0], fixtureRuns[3]} {
+		_, want, a := runFixture(t, r, nil)
+		_, got, b := runFixture(t, r, func(s *Settings) { s.BaseBF16 = true })
+		for i, p := range b.params {
+			if want := map[bool]string{false: "bfloat16", true: "float32"}[p.Float32]; !strings.EqualFold(b.base[i].DType().String(), want) {
+				t.Fatalf("%s: %s held as %s, want %s", r.name, p.Name, b.base[i].DType(), want)
+			}
+		}
+		for i := range want {
+			if got[i].Loss != want[i].Loss || got[i].GradNorm != want[i].GradNorm {
+				t.Errorf("%s step %d: loss %v, norm %v with bfloat16 base weights; %v, %v in float32", r.name, i+1, got[i].Loss, got[i].GradNorm, want[i].Loss, want[i].GradNorm)
+			}
+		}
+		for i, x := range a.Trainable {
+			if !slices.Equal(x.Data, b.Trainable[i].Data) {
+				t.Errorf("%s: %s differs with bfloat16 base weights", r.name, x.Name)
 			}
 		}
 	}

@@ -2,8 +2,8 @@ package train
 
 import (
 	"math"
-	"os"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"

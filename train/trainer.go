@@ -10,6 +10,7 @@ import (
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
@@ -38,6 +39,10 @@ type Settings struct {
 	AdamW       AdamW
 	MaxGradNorm float64 // 0: no clipping
 	Full        bool    // every weight trained, not an adapter
+	// BaseBF16 holds the frozen weights (LoRA) in bfloat16, widened to float32 in the graph: half
+	// the resident memory; the same numbers for a bfloat16 checkpoint (its values are exact).
+	// Weights the decoder keeps in float32 (norms, recurrent parameters) stay float32.
+	BaseBF16    bool
 	LoRA        LoRASettings
 	Seed        uint64
 	Shuffle     bool
@@ -64,6 +69,9 @@ func (s Settings) Check() error {
 		return fmt.Errorf("train: max grad norm %v", s.MaxGradNorm)
 	case s.AdamW.Beta1 < 0 || s.AdamW.Beta1 >= 1 || s.AdamW.Beta2 < 0 || s.AdamW.Beta2 >= 1 || s.AdamW.Eps <= 0:
 		return fmt.Errorf("train: AdamW betas %v, %v and eps %v", s.AdamW.Beta1, s.AdamW.Beta2, s.AdamW.Eps)
+	}
+	if s.Full && s.BaseBF16 {
+		return errors.New("train: bfloat16 base weights are for LoRA; a full fine-tune trains every weight in float32")
 	}
 	if !s.Full && (s.LoRA.Dropout < 0 || s.LoRA.Dropout >= 1) {
 		return fmt.Errorf("train: LoRA dropout %v", s.LoRA.Dropout)
@@ -163,7 +171,7 @@ func NewTrainer(model Model, backend compute.Backend, weights WeightSource, rows
 				t.Close()
 				return nil, err
 			}
-			if t.base[i], err = resident(backend, v, p.Shape); err != nil {
+			if t.base[i], err = resident(backend, v, p.Shape, s.BaseBF16 && !p.Float32); err != nil {
 				t.Close()
 				return nil, fmt.Errorf("train: %s: %w", p.Name, err)
 			}
@@ -179,9 +187,15 @@ func NewTrainer(model Model, backend compute.Backend, weights WeightSource, rows
 	return t, nil
 }
 
-// resident is v [shape] as a tensor held by the backend.
-func resident(backend compute.Backend, v []float32, shape []int) (*tensors.Tensor, error) {
-	buf, err := backend.BufferFromFlatData(0, v, shapes.Make(dtypes.Float32, shape...))
+// resident is v [shape] as a tensor held by the backend, in bfloat16 (rounded to nearest even)
+// when half.
+func resident(backend compute.Backend, v []float32, shape []int, half bool) (*tensors.Tensor, error) {
+	var flat any = v
+	dtype := dtypes.Float32
+	if half {
+		flat, dtype = bfloat16.FromFloat32s(v...), dtypes.BFloat16
+	}
+	buf, err := backend.BufferFromFlatData(0, flat, shapes.Make(dtype, shape...))
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +313,12 @@ func (t *Trainer) graphFn(g *Graph, in []*Node) []*Node {
 		rng = in[k]
 		k++
 	}
-	weights := in[k : k+len(t.params)]
+	weights := slices.Clone(in[k : k+len(t.params)])
+	for i, w := range weights {
+		if w.DType() != dtypes.Float32 { // --base-dtype bf16
+			weights[i] = ConvertDType(w, dtypes.Float32)
+		}
+	}
 	k += len(t.params)
 	var adapters *Adapters
 	wrt := weights
