@@ -53,6 +53,16 @@ func asTensor(data []float64, dims []int, f64 bool) *tensors.Tensor {
 	return tensors.FromFlatDataAndDimensions(f, dims...)
 }
 
+// trainingArgs are the arguments of a TrainingLogits graph taking ids, lengths and the weights
+// (float32).
+func trainingArgs(padded, lengths []int32, batch, seqLen int, weights [][]float64, infos []WeightInfo) []any {
+	args := []any{tensors.FromFlatDataAndDimensions(padded, batch, seqLen), lengths}
+	for i, w := range weights {
+		args = append(args, asTensor(w, infos[i].Shape, false))
+	}
+	return args
+}
+
 // trainingBatch is two right-padded rows of different lengths.
 func trainingBatch(vocab int) (ids [][]int, padded []int32, lengths []int32, seqLen int) {
 	ids = [][]int{{3, 17, 5, 200 % vocab, 9, 1, 44, 2}, {7, 250 % vocab, 31, 4, 12}}
@@ -93,10 +103,7 @@ func TestTrainingLogitsMatchForward(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer exec.Finalize()
-			args := []any{tensors.FromFlatDataAndDimensions(padded, len(rows), seqLen), lengths}
-			for i, w := range weights {
-				args = append(args, asTensor(w, infos[i].Shape, false))
-			}
+			args := trainingArgs(padded, lengths, len(rows), seqLen, weights, infos)
 			out, err := exec.Call(args...)
 			if err != nil {
 				t.Fatal(err)
@@ -346,10 +353,7 @@ func TestRecomputeLayers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				args := []any{tensors.FromFlatDataAndDimensions(padded, len(rows), seqLen), lengths}
-				for j, w := range weights {
-					args = append(args, asTensor(w, infos[j].Shape, false))
-				}
+				args := trainingArgs(padded, lengths, len(rows), seqLen, weights, infos)
 				out, err := exec.Call(args...)
 				exec.Finalize()
 				if err != nil {
@@ -409,10 +413,7 @@ func TestTrainingBFloat16Base(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer exec.Finalize()
-			args := []any{tensors.FromFlatDataAndDimensions(padded, len(rows), seqLen), lengths}
-			for i, w := range weights {
-				args = append(args, asTensor(w, infos[i].Shape, false))
-			}
+			args := trainingArgs(padded, lengths, len(rows), seqLen, weights, infos)
 			out, in := infos[target].Shape[0], infos[target].Shape[1]
 			a := make([]float64, rank*in)
 			for i := range a {
