@@ -8,6 +8,15 @@ import (
 	"github.com/gomlx/compute"
 )
 
+// engineBackend is the test backend of an engine: "go" or "onnx" (skipped where ONNX Runtime is
+// not installed).
+func engineBackend(t *testing.T, engine string) compute.Backend {
+	if engine == "onnx" {
+		return onnxBackend(t)
+	}
+	return goBackend(t)
+}
+
 // TestBatchMatchesAlone: B sequences of different lengths run as one batch give the logits of
 // each run alone, on the full path (ForwardBatch), on the cached path on top of caches holding
 // prefixes of different lengths (ForwardCachedBatch) and decoding (NextBatch), for both
@@ -19,12 +28,7 @@ func TestBatchMatchesAlone(t *testing.T) {
 	for _, fixture := range []string{"tiny-qwen3", "tiny-qwen35"} {
 		for _, engine := range []string{"go", "onnx"} {
 			t.Run(fixture+"/"+engine, func(t *testing.T) {
-				var backend compute.Backend
-				if engine == "go" {
-					backend = goBackend(t)
-				} else {
-					backend = onnxBackend(t)
-				}
+				backend := engineBackend(t, engine)
 				m, err := Load(fixtureDir(fixture), LoadOptions{Backend: backend})
 				if err != nil {
 					t.Fatal(err)

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gomlx/compute"
-
 	"github.com/octlm/octlm/loader"
 )
 
@@ -85,12 +83,7 @@ func TestAdapterUnmerged(t *testing.T) {
 	} {
 		for _, engine := range []string{"go", "onnx"} {
 			t.Run(tt.fixture+"/"+engine, func(t *testing.T) {
-				var backend compute.Backend
-				if engine == "go" {
-					backend = goBackend(t)
-				} else {
-					backend = onnxBackend(t)
-				}
+				backend := engineBackend(t, engine)
 				d, err := ReadDecoder(fixtureDir(tt.fixture))
 				if err != nil {
 					t.Fatal(err)

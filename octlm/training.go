@@ -70,8 +70,10 @@ func (d *Decoder) Weights() []WeightInfo {
 // ids int32 [B, S], lengths int32 [B] (the real tokens of each row; a row's real positions never
 // see its padding), weights one node per Weights() entry in that order (float32, or float64 for
 // gradient checks; checkpoint layout), lora the adapters applied unmerged (nil: none). It returns
-// the logits [B, S, vocab] in the weights' dtype (float32). Padding positions get logits too,
-// which the caller masks.
+// the logits [B, S, vocab] in float32 (float64 with float64 weights). Padding positions get
+// logits too, which the caller masks. A frozen base in bfloat16 (--base-dtype bf16) is bfloat16
+// nodes for every weight but the Float32 ones, with the adapters in float32: the activations then
+// run in bfloat16 as the bfloat16 model's step graph does, the adapters' products in float32.
 //
 // It is differentiable by graph.Gradient on GoMLX's pure-Go backend: the norms divide by a
 // square root (Rsqrt has no VJP), nothing is written into a cache (no DynamicUpdateSlice, whose

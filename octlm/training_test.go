@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gomlx/compute/dtypes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
 
@@ -52,6 +53,16 @@ func asTensor(data []float64, dims []int, f64 bool) *tensors.Tensor {
 	return tensors.FromFlatDataAndDimensions(f, dims...)
 }
 
+// trainingArgs are the arguments of a TrainingLogits graph taking ids, lengths and the weights
+// (float32).
+func trainingArgs(padded, lengths []int32, batch, seqLen int, weights [][]float64, infos []WeightInfo) []any {
+	args := []any{tensors.FromFlatDataAndDimensions(padded, batch, seqLen), lengths}
+	for i, w := range weights {
+		args = append(args, asTensor(w, infos[i].Shape, false))
+	}
+	return args
+}
+
 // trainingBatch is two right-padded rows of different lengths.
 func trainingBatch(vocab int) (ids [][]int, padded []int32, lengths []int32, seqLen int) {
 	ids = [][]int{{3, 17, 5, 200 % vocab, 9, 1, 44, 2}, {7, 250 % vocab, 31, 4, 12}}
@@ -92,10 +103,7 @@ func TestTrainingLogitsMatchForward(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer exec.Finalize()
-			args := []any{tensors.FromFlatDataAndDimensions(padded, len(rows), seqLen), lengths}
-			for i, w := range weights {
-				args = append(args, asTensor(w, infos[i].Shape, false))
-			}
+			args := trainingArgs(padded, lengths, len(rows), seqLen, weights, infos)
 			out, err := exec.Call(args...)
 			if err != nil {
 				t.Fatal(err)
@@ -345,10 +353,7 @@ func TestRecomputeLayers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				args := []any{tensors.FromFlatDataAndDimensions(padded, len(rows), seqLen), lengths}
-				for j, w := range weights {
-					args = append(args, asTensor(w, infos[j].Shape, false))
-				}
+				args := trainingArgs(padded, lengths, len(rows), seqLen, weights, infos)
 				out, err := exec.Call(args...)
 				exec.Finalize()
 				if err != nil {
@@ -362,6 +367,82 @@ func TestRecomputeLayers(t *testing.T) {
 				diff, scale := maxAbsDiff(grads[1][j], grads[0][j])
 				if diff > 1e-5*max(scale, 1e-6) {
 					t.Errorf("%s: gradients with and without recomputation differ by %.3g (max %.3g)", infos[j].Name, diff, scale)
+				}
+			}
+		})
+	}
+}
+
+// TestTrainingBFloat16Base: the frozen base in bfloat16 (every weight but the Float32 ones), the
+// LoRA in float32: the logits are the bfloat16 model's Forward logits, and the adapter gets a
+// float32 gradient (--base-dtype bf16).
+func TestTrainingBFloat16Base(t *testing.T) {
+	t.Parallel()
+	for _, fixture := range []string{"tiny-qwen3", "tiny-qwen35"} {
+		t.Run(fixture, func(t *testing.T) {
+			d, err := ReadDecoder(fixtureDir(fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			weights := fixtureWeights(t, fixture, d)
+			infos := d.Weights()
+			target := -1
+			for i, info := range infos {
+				if info.Linear && target < 0 {
+					target = i
+				}
+			}
+			rows, padded, lengths, seqLen := trainingBatch(d.Shape().Vocab)
+			const rank = 2
+			exec, err := NewExec(goBackend(t), func(g *Graph, in []*Node) []*Node {
+				nw := len(infos)
+				ws := make([]*Node, nw)
+				for i := range ws {
+					ws[i] = in[2+i]
+					if !infos[i].Float32 {
+						ws[i] = ConvertDType(ws[i], dtypes.BFloat16)
+					}
+				}
+				a, b := in[2+nw], in[3+nw]
+				lora := &LoRANodes{Scale: 1, Modules: map[string]LoRAPair{infos[target].Name: {A: a, B: b}}}
+				logits := d.TrainingLogits(in[0], in[1], ws, lora)
+				loss := ReduceAllSum(Mul(logits, logits))
+				return append([]*Node{ConvertDType(logits, dtypes.Float32)}, Gradient(loss, a, b)...)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer exec.Finalize()
+			args := trainingArgs(padded, lengths, len(rows), seqLen, weights, infos)
+			out, in := infos[target].Shape[0], infos[target].Shape[1]
+			a := make([]float64, rank*in)
+			for i := range a {
+				a[i] = 0.01 * float64(i%7-3)
+			}
+			args = append(args, asTensor(a, []int{rank, in}, false), asTensor(make([]float64, out*rank), []int{out, rank}, false))
+			res, err := exec.Call(args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[1].DType() != dtypes.Float32 || res[2].DType() != dtypes.Float32 {
+				t.Errorf("LoRA gradients in %s and %s, want float32", res[1].DType(), res[2].DType())
+			}
+			gradB := tensors.MustCopyFlatData[float32](res[2])
+			if _, norm := maxAbsDiff(make([]float32, len(gradB)), gradB); norm == 0 || math.IsNaN(norm) {
+				t.Errorf("LoRA B's gradient: max |grad| %v, want finite and nonzero", norm)
+			}
+			got := tensors.MustCopyFlatData[float32](res[0])
+			m := loadFixture(t, fixture, BFloat16)
+			vocab := d.Shape().Vocab
+			for b, row := range rows {
+				want, err := m.Forward(row)
+				if err != nil {
+					t.Fatal(err)
+				}
+				diff, scale := maxAbsDiff(got[b*seqLen*vocab:(b*seqLen+len(row))*vocab], want.Data)
+				t.Logf("row %d: bfloat16 base vs the bfloat16 model's Forward: %.3g (max |logit| %.3g)", b, diff, scale)
+				if diff > 1e-3*max(1, scale) {
+					t.Errorf("row %d: differ by %.3g", b, diff)
 				}
 			}
 		})
