@@ -22,7 +22,7 @@ func BenchmarkLoRATrainStep(b *testing.B) {
 		b.Skip("set OCTLM_TRAIN_BENCH_MODEL to a checkpoint folder")
 	}
 	const seq = 256
-	model, err := OpenModel(dir)
+	model, err := OpenModel(dir, ModelOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

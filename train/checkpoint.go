@@ -62,7 +62,7 @@ type runIdentity struct {
 	Seed        uint64 `json:"seed"`
 	Shuffle     bool   `json:"shuffle"`
 	Full        bool   `json:"full"`
-	BaseBF16    bool   `json:"base_bf16"`
+	Base        BaseDType `json:"base_dtype"`
 	PadMultiple int    `json:"pad_multiple"`
 	Trainable   int    `json:"trainable_tensors"`
 }
@@ -83,7 +83,7 @@ type trainerState struct {
 func (t *Trainer) identity() runIdentity {
 	s := t.Settings
 	return runIdentity{Rows: len(t.rows), Batch: s.Batch, GradAccum: s.GradAccum, Seed: s.Seed, Shuffle: s.Shuffle,
-		Full: s.Full, BaseBF16: s.BaseBF16, PadMultiple: s.PadMultiple, Trainable: len(t.Trainable)}
+		Full: s.Full, Base: s.baseDType(), PadMultiple: s.PadMultiple, Trainable: len(t.Trainable)}
 }
 
 // CheckpointName is the folder of the checkpoint after step.

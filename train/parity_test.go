@@ -34,7 +34,7 @@ type parityGates struct{ grads, loss, adapter float64 }
 
 // runFixture trains r in Go on the pure-Go backend: the step-1 gradients, every step's result,
 // and the trainer after the last step.
-func runFixture(t *testing.T, r fixtureRun, edit func(*Settings)) ([][]float32, []StepResult, *Trainer) {
+func runFixture(t *testing.T, r fixtureRun, mo ModelOptions, edit func(*Settings)) ([][]float32, []StepResult, *Trainer) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(r.dir, "train.json"))
 	if err != nil {
@@ -44,7 +44,7 @@ func runFixture(t *testing.T, r fixtureRun, edit func(*Settings)) ([][]float32, 
 	if err := json.Unmarshal(data, &fs); err != nil {
 		t.Fatal(err)
 	}
-	model, err := OpenModel(r.model)
+	model, err := OpenModel(r.model, mo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestGradientParity(t *testing.T) {
 	for _, r := range fixtureRuns {
 		t.Run(r.name, func(t *testing.T) {
 			gate := gates[r.name]
-			grads, results, tr := runFixture(t, r, nil)
+			grads, results, tr := runFixture(t, r, ModelOptions{}, nil)
 			name, gap := worst(tensorGap(t, "gradients", byName(tr, grads), readTensorFile(t, filepath.Join(r.dir, "reference-gradients.safetensors"))))
 			t.Logf("gradients: worst %.3g of the tensor's largest entry (%s)", gap, name)
 			if gap > gate.grads {
@@ -179,7 +179,7 @@ func TestGradientParity(t *testing.T) {
 // model's stored lm_head copy is left out (the trained embedding is the head).
 func TestFullResultIsTheWholeCheckpoint(t *testing.T) {
 	for _, model := range []string{"../testdata/tiny-qwen35", "../testdata/tiny-qwen3"} {
-		m, err := OpenModel(model)
+		m, err := OpenModel(model, ModelOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,12 +225,12 @@ func TestFullResultIsTheWholeCheckpoint(t *testing.T) {
 	}
 }
 
-// TestBaseBF16 runs the fixture's LoRA runs with the frozen weights held in bfloat16: the
+// TestBaseBF16Stored runs the fixture's LoRA runs with the frozen weights held in bfloat16: the
 // checkpoints are bfloat16, so every number must be the float32 run's.
-func TestBaseBF16(t *testing.T) {
+func TestBaseBF16Stored(t *testing.T) {
 	for _, r := range []fixtureRun{fixtureRuns[0], fixtureRuns[3]} {
-		_, want, a := runFixture(t, r, nil)
-		_, got, b := runFixture(t, r, func(s *Settings) { s.BaseBF16 = true })
+		_, want, a := runFixture(t, r, ModelOptions{}, nil)
+		_, got, b := runFixture(t, r, ModelOptions{}, func(s *Settings) { s.Base = BaseBF16Stored })
 		for i, p := range b.params {
 			if want := map[bool]string{false: "bfloat16", true: "float32"}[p.Float32]; !strings.EqualFold(b.base[i].DType().String(), want) {
 				t.Fatalf("%s: %s held as %s, want %s", r.name, p.Name, b.base[i].DType(), want)
@@ -247,4 +247,42 @@ func TestBaseBF16(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRecomputeAndBF16Base: with each layer recomputed in the backward pass (--gradient-checkpointing)
+// the run is the same; with the base run in bfloat16 (--base-dtype bf16) it stays near the
+// float64 reference, as bfloat16 activations allow.
+func TestRecomputeAndBF16Base(t *testing.T) {
+	for _, r := range []fixtureRun{fixtureRuns[0], fixtureRuns[3]} {
+		want := referenceLosses(t, filepath.Join(r.dir, "reference-losses.json"))
+		_, plain, a := runFixture(t, r, ModelOptions{}, nil)
+		_, again, b := runFixture(t, r, ModelOptions{RecomputeLayers: true}, nil)
+		for i := range plain {
+			if math.Abs(plain[i].Loss-again[i].Loss) > 1e-6 || math.Abs(plain[i].GradNorm-again[i].GradNorm) > 1e-6*plain[i].GradNorm {
+				t.Errorf("%s step %d: recomputed layers give %+v, kept %+v", r.name, i+1, again[i], plain[i])
+			}
+		}
+		gaps := tensorGap(t, "recomputed", byName(b, dataOf(b)), byName(a, dataOf(a)))
+		if name, gap := worst(gaps); gap > 1e-6 {
+			t.Errorf("%s: %s differs by %.3g with recomputed layers", r.name, name, gap)
+		}
+		_, half, _ := runFixture(t, r, ModelOptions{}, func(s *Settings) { s.Base = BaseBF16 })
+		worstRel := 0.0
+		for i, w := range want {
+			worstRel = max(worstRel, math.Abs(half[i].Loss-w.Loss)/w.Loss)
+		}
+		t.Logf("%s: bfloat16 base: losses within %.3g (relative) of the float64 reference", r.name, worstRel)
+		if worstRel > 2e-2 {
+			t.Errorf("%s: the bfloat16 base's losses are %.3g (relative) from the reference", r.name, worstRel)
+		}
+	}
+}
+
+// dataOf is the trainer's tensors' values.
+func dataOf(tr *Trainer) [][]float32 {
+	out := make([][]float32, len(tr.Trainable))
+	for i, x := range tr.Trainable {
+		out[i] = x.Data
+	}
+	return out
 }

@@ -39,16 +39,34 @@ type Settings struct {
 	AdamW       AdamW
 	MaxGradNorm float64 // 0: no clipping
 	Full        bool    // every weight trained, not an adapter
-	// BaseBF16 holds the frozen weights (LoRA) in bfloat16, widened to float32 in the graph: half
-	// the resident memory; the same numbers for a bfloat16 checkpoint (its values are exact).
-	// Weights the decoder keeps in float32 (norms, recurrent parameters) stay float32.
-	BaseBF16    bool
+	// Base is how a LoRA run holds and computes with the frozen weights (BaseF32 by default).
+	Base BaseDType
 	LoRA        LoRASettings
 	Seed        uint64
 	Shuffle     bool
 	PadMultiple int // batch lengths rounded up to PadLength's buckets of this unit (fewer graphs)
 	MaxLength   int
 }
+
+// BaseDType is how a LoRA run holds and computes with its frozen weights. Weights the decoder
+// keeps in float32 (norms, Qwen3.5's recurrent parameters) and the adapters are float32 always.
+type BaseDType string
+
+const (
+	// BaseF32 holds and computes in float32.
+	BaseF32 BaseDType = "f32"
+	// BaseBF16 holds the frozen weights in bfloat16 and runs the base model in bfloat16, the
+	// adapters in float32: what transformers computes for a model loaded with
+	// torch_dtype=bfloat16 with PEFT's float32 adapters (the decoder's bfloat16 base).
+	BaseBF16 BaseDType = "bf16"
+	// BaseBF16Stored holds the frozen weights in bfloat16 and widens them to float32 in the
+	// graph: half the resident memory, and for a bfloat16 checkpoint the numbers of BaseF32
+	// exactly (its values are exact in both).
+	BaseBF16Stored BaseDType = "bf16-stored"
+)
+
+// BaseDTypes are the accepted values, for flags and errors.
+var BaseDTypes = []BaseDType{BaseF32, BaseBF16, BaseBF16Stored}
 
 // Check refuses settings the loop cannot run.
 func (s Settings) Check() error {
@@ -70,13 +88,24 @@ func (s Settings) Check() error {
 	case s.AdamW.Beta1 < 0 || s.AdamW.Beta1 >= 1 || s.AdamW.Beta2 < 0 || s.AdamW.Beta2 >= 1 || s.AdamW.Eps <= 0:
 		return fmt.Errorf("train: AdamW betas %v, %v and eps %v", s.AdamW.Beta1, s.AdamW.Beta2, s.AdamW.Eps)
 	}
-	if s.Full && s.BaseBF16 {
+	if !slices.Contains(BaseDTypes, s.Base) && s.Base != "" {
+		return fmt.Errorf("train: base dtype %q (want f32, bf16 or bf16-stored)", s.Base)
+	}
+	if s.Full && s.Base != "" && s.Base != BaseF32 {
 		return errors.New("train: bfloat16 base weights are for LoRA; a full fine-tune trains every weight in float32")
 	}
 	if !s.Full && (s.LoRA.Dropout < 0 || s.LoRA.Dropout >= 1) {
 		return fmt.Errorf("train: LoRA dropout %v", s.LoRA.Dropout)
 	}
 	return s.Schedule.Check()
+}
+
+// baseDType is s.Base, BaseF32 when unset.
+func (s Settings) baseDType() BaseDType {
+	if s.Base == "" {
+		return BaseF32
+	}
+	return s.Base
 }
 
 // Tensor is a named float32 tensor held on the host.
@@ -171,7 +200,7 @@ func NewTrainer(model Model, backend compute.Backend, weights WeightSource, rows
 				t.Close()
 				return nil, err
 			}
-			if t.base[i], err = resident(backend, v, p.Shape, s.BaseBF16 && !p.Float32); err != nil {
+			if t.base[i], err = resident(backend, v, p.Shape, (s.Base == BaseBF16 || s.Base == BaseBF16Stored) && !p.Float32); err != nil {
 				t.Close()
 				return nil, fmt.Errorf("train: %s: %w", p.Name, err)
 			}
@@ -314,9 +343,11 @@ func (t *Trainer) graphFn(g *Graph, in []*Node) []*Node {
 		k++
 	}
 	weights := slices.Clone(in[k : k+len(t.params)])
-	for i, w := range weights {
-		if w.DType() != dtypes.Float32 { // --base-dtype bf16
-			weights[i] = ConvertDType(w, dtypes.Float32)
+	if t.Settings.Base == BaseBF16Stored {
+		for i, w := range weights {
+			if w.DType() != dtypes.Float32 {
+				weights[i] = ConvertDType(w, dtypes.Float32)
+			}
 		}
 	}
 	k += len(t.params)

@@ -80,8 +80,8 @@ func (f *finetuneFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.keep, "keep", 0, "keep only the newest N checkpoints (0: all)")
 	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in --out")
 	fs.StringVar(&f.saveDType, "save-dtype", "f32", "full fine-tune: the saved weights' dtype, f32 or bf16")
-	fs.StringVar(&f.baseDType, "base-dtype", "f32", "LoRA: hold the frozen base weights in f32 or bf16 (half the memory; the same numbers for a bfloat16 checkpoint)")
-	fs.BoolVar(&f.gradCkpt, "gradient-checkpointing", false, "recompute each layer in the backward pass (not available yet)")
+	fs.StringVar(&f.baseDType, "base-dtype", "f32", "LoRA: the frozen base weights in f32; bf16 (held and run in bfloat16, float32 adapters, as transformers with torch_dtype=bfloat16 and PEFT); or bf16-stored (held in bfloat16, run in float32: the f32 numbers for a bfloat16 checkpoint)")
+	fs.BoolVar(&f.gradCkpt, "gradient-checkpointing", false, "recompute each decoder layer's activations in the backward pass instead of keeping them (less memory, more compute)")
 	fs.Int64Var(&f.maxShardBytes, "max-shard-bytes", 0, "full fine-tune: split the weights into files of at most this many bytes (0: the Hub's 4 GB)")
 }
 
@@ -104,7 +104,7 @@ func (f *finetuneFlags) settings(rows int) (train.Settings, error) {
 		Steps: steps, Batch: f.batch, GradAccum: f.gradAccum, LR: f.lr,
 		Schedule:    train.Schedule{Kind: f.schedule, Warmup: f.warmup, Total: steps},
 		AdamW:       train.AdamW{Beta1: f.beta1, Beta2: f.beta2, Eps: f.eps, WeightDecay: f.wd},
-		MaxGradNorm: f.maxGradNorm, Full: f.full, BaseBF16: f.baseDType == "bf16", Seed: f.seed, Shuffle: f.shuffle, PadMultiple: 8, MaxLength: f.maxLength,
+		MaxGradNorm: f.maxGradNorm, Full: f.full, Base: train.BaseDType(f.baseDType), Seed: f.seed, Shuffle: f.shuffle, PadMultiple: 8, MaxLength: f.maxLength,
 		LoRA: train.LoRASettings{R: f.loraR, Alpha: f.loraAlpha, Dropout: f.loraDropout, RSLoRA: f.rslora, Targets: strings.Split(f.targets, ",")},
 	}
 	if err := s.Check(); err != nil {
@@ -137,10 +137,10 @@ func runFinetune(args []string, stderr io.Writer) error {
 		return usageError{"--model, --data and --out are required"}
 	case f.saveDType != "f32" && f.saveDType != "bf16":
 		return usageError{fmt.Sprintf("--save-dtype %q: f32 or bf16", f.saveDType)}
-	case f.baseDType != "f32" && f.baseDType != "bf16":
-		return usageError{fmt.Sprintf("--base-dtype %q: f32 or bf16", f.baseDType)}
-	case f.gradCkpt:
-		return usageError{"--gradient-checkpointing is not available yet: the decoder's training forward does not recompute layers"}
+	case !slices.Contains(train.BaseDTypes, train.BaseDType(f.baseDType)):
+		return usageError{fmt.Sprintf("--base-dtype %q: f32, bf16 or bf16-stored", f.baseDType)}
+	case f.gradCkpt && f.backend != "go":
+		return usageError{"--gradient-checkpointing needs --backend go (ONNX Runtime has no optimization barrier)"}
 	case f.keep < 0 || f.saveEvery < 0:
 		return usageError{"--keep and --save-every must not be negative"}
 	}
@@ -161,7 +161,7 @@ func finetune(ctx context.Context, f *finetuneFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	model, err := train.OpenModel(dir)
+	model, err := train.OpenModel(dir, train.ModelOptions{RecomputeLayers: f.gradCkpt})
 	if err != nil {
 		return err
 	}

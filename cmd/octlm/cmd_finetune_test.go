@@ -273,6 +273,8 @@ func TestFinetuneBadInput(t *testing.T) {
 		{"bad schedule", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--lr-schedule", "step", "--out", out}, `unknown learning-rate schedule "step"`},
 		{"rank with an initial adapter", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--init-adapter", ftFixture + "/lora/init-adapter", "--lora-r", "8", "--out", out}, "--lora-r with --init-adapter"},
 		{"bf16 base for a full fine-tune", []string{"finetune", "--full", "--base-dtype", "bf16", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--out", out}, "bfloat16 base weights are for LoRA"},
+		{"recompute on ONNX Runtime", []string{"finetune", "--gradient-checkpointing", "--backend", "onnx", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--out", out}, "--gradient-checkpointing needs --backend go"},
+		{"unknown base dtype", []string{"finetune", "--base-dtype", "f16", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--out", out}, `--base-dtype "f16": f32, bf16 or bf16-stored`},
 		{"NaN eps", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--adam-eps", "NaN", "--out", out}, "AdamW eps NaN is not a finite number"},
 		{"infinite epochs", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--epochs", "+Inf", "--out", out}, "--epochs at most 1e6"},
 		{"resume without checkpoints", []string{"finetune", "--model", ftModel, "--data", ftFixture + "/train.jsonl", "--steps", "1", "--resume", "--out", out}, "no checkpoint-K folder"},

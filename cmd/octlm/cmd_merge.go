@@ -45,7 +45,7 @@ func runMerge(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := train.OpenModel(dir)
+	m, err := train.OpenModel(dir, train.ModelOptions{})
 	if err != nil {
 		return err
 	}
