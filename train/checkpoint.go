@@ -56,15 +56,15 @@ func RowOf(res StepResult, tokensPerSecond float64) LogRow {
 
 // runIdentity is what a resumed run must share with the one that wrote the checkpoint.
 type runIdentity struct {
-	Rows        int    `json:"rows"`
-	Batch       int    `json:"batch"`
-	GradAccum   int    `json:"grad_accum"`
-	Seed        uint64 `json:"seed"`
-	Shuffle     bool   `json:"shuffle"`
-	Full        bool   `json:"full"`
+	Rows        int       `json:"rows"`
+	Batch       int       `json:"batch"`
+	GradAccum   int       `json:"grad_accum"`
+	Seed        uint64    `json:"seed"`
+	Shuffle     bool      `json:"shuffle"`
+	Full        bool      `json:"full"`
 	Base        BaseDType `json:"base_dtype"`
-	PadMultiple int    `json:"pad_multiple"`
-	Trainable   int    `json:"trainable_tensors"`
+	PadMultiple int       `json:"pad_multiple"`
+	Trainable   int       `json:"trainable_tensors"`
 }
 
 type trainerState struct {

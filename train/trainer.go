@@ -40,7 +40,7 @@ type Settings struct {
 	MaxGradNorm float64 // 0: no clipping
 	Full        bool    // every weight trained, not an adapter
 	// Base is how a LoRA run holds and computes with the frozen weights (BaseF32 by default).
-	Base BaseDType
+	Base        BaseDType
 	LoRA        LoRASettings
 	Seed        uint64
 	Shuffle     bool
