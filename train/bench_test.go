@@ -13,7 +13,9 @@ import (
 // (alpha 32) on all seven projections, batch 1 of 256 random tokens, on the checkpoint folder in
 // $OCTLM_TRAIN_BENCH_MODEL (e.g. `octlm synth --like qwen3-0.6b --out /tmp/q06`; skipped when
 // unset). One step is a forward, a backward and the AdamW update; the first (compilation) is not
-// timed. Reports train tokens/s and the process's peak RSS. Run it alone, on a quiet machine:
+// timed. Reports train tokens/s and the process's peak RSS. $OCTLM_TRAIN_BENCH_BASE picks the base
+// dtype (f32, bf16 or bf16-stored, as torch-lora-bench's --base-dtype), and
+// $OCTLM_TRAIN_BENCH_RECOMPUTE=1 recomputes the layers. Run it alone, on a quiet machine:
 //
 //	OCTLM_TRAIN_BENCH_MODEL=/tmp/q06 go test ./train -run XXX -bench LoRATrainStep -benchtime 4x
 func BenchmarkLoRATrainStep(b *testing.B) {
@@ -22,7 +24,7 @@ func BenchmarkLoRATrainStep(b *testing.B) {
 		b.Skip("set OCTLM_TRAIN_BENCH_MODEL to a checkpoint folder")
 	}
 	const seq = 256
-	model, err := OpenModel(dir, ModelOptions{})
+	model, err := OpenModel(dir, ModelOptions{RecomputeLayers: os.Getenv("OCTLM_TRAIN_BENCH_RECOMPUTE") == "1"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func BenchmarkLoRATrainStep(b *testing.B) {
 		rows[i] = Example{IDs: ids, Labels: ids}
 	}
 	s := Settings{Steps: b.N + 1, Batch: 1, GradAccum: 1, LR: 1e-4, Schedule: Schedule{Kind: "constant", Total: b.N + 1},
-		AdamW: AdamW{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, PadMultiple: 8,
+		AdamW: AdamW{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, PadMultiple: 8, Base: BaseDType(os.Getenv("OCTLM_TRAIN_BENCH_BASE")),
 		LoRA: LoRASettings{R: 16, Alpha: 32, Targets: strings.Split("q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", ",")}}
 	weights, closeWeights, err := CheckpointWeights(dir)
 	if err != nil {
