@@ -347,3 +347,33 @@ func TestCheckpointsSkipsTemporaries(t *testing.T) {
 		t.Errorf("a checkpoint without its moments: %v", err)
 	}
 }
+
+// TestNewAdapterInit: a new adapter starts as PEFT's does: B zero (the model unchanged), A
+// uniform within ±1/√in (kaiming_uniform_ with a = √5), drawn from the seed.
+func TestNewAdapterInit(t *testing.T) {
+	_, a := toyRun(t, toySettings(false))
+	_, b := toyRun(t, toySettings(false))
+	other := toySettings(false)
+	other.Seed++
+	_, c := toyRun(t, other)
+	A, B := a.Trainable[0], a.Trainable[1]
+	bound := 1 / math.Sqrt(float64(A.Shape[1]))
+	var largest float64
+	for _, v := range A.Data {
+		largest = max(largest, math.Abs(float64(v)))
+	}
+	if largest > bound || largest < 0.5*bound {
+		t.Errorf("A's largest |entry| %v for the bound %v", largest, bound)
+	}
+	for _, v := range B.Data {
+		if v != 0 {
+			t.Fatal("B is not zero")
+		}
+	}
+	if !slices.Equal(A.Data, b.Trainable[0].Data) || slices.Equal(A.Data, c.Trainable[0].Data) {
+		t.Error("A is not a function of the seed")
+	}
+	if got := a.Adapter().Config; got.R != 2 || got.LoraAlpha != 4 || !slices.Equal(got.TargetModules, []string{"up_proj"}) || got.PeftType != "LORA" || got.Bias != "none" {
+		t.Errorf("adapter config %+v", got)
+	}
+}
