@@ -17,7 +17,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -196,6 +198,11 @@ func Read(dir string) (*Adapter, error) {
 		return nil, fmt.Errorf("%w (in %s)", err, dir)
 	}
 	path := filepath.Join(dir, WeightsFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if _, binErr := os.Stat(filepath.Join(dir, "adapter_model.bin")); binErr == nil {
+			return nil, fmt.Errorf("lora: %s holds adapter_model.bin, a pickle octlm does not read: save the adapter with safe_serialization (adapter_model.safetensors)", dir)
+		}
+	}
 	f, err := loader.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("lora: %w", err)

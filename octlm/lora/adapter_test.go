@@ -140,6 +140,13 @@ func TestRefused(t *testing.T) {
 			}
 		})
 	}
+	pickle := editedAdapter(t, func(map[string]any) {})
+	if err := os.Rename(filepath.Join(pickle, WeightsFile), filepath.Join(pickle, "adapter_model.bin")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(pickle); err == nil || !strings.Contains(err.Error(), "adapter_model.bin, a pickle") {
+		t.Errorf("a pickled adapter: %v", err)
+	}
 	a, err := Read(tinyAdapter)
 	if err != nil {
 		t.Fatal(err)
