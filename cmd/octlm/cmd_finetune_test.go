@@ -58,12 +58,18 @@ func adapterGap(t *testing.T, a, b string) float64 {
 
 // relGap is max |got − want| over the largest |want|.
 func relGap(got, want []float32) float64 {
+	if len(got) != len(want) {
+		return math.Inf(1)
+	}
 	var d, s float64
 	for i := range want {
 		d = max(d, math.Abs(float64(got[i]-want[i])))
 		s = max(s, math.Abs(float64(want[i])))
 	}
-	return d / s
+	if math.IsNaN(d) {
+		return math.Inf(1)
+	}
+	return d / max(s, 1e-30)
 }
 
 // TestFinetuneMatchesReference runs the command on the fixture's LoRA run: the adapter it writes,
@@ -181,51 +187,104 @@ func drain(sc *bufio.Scanner) {
 }
 
 // TestFinetuneKilledAndResumed kills the command with SIGKILL once it has written a checkpoint,
-// resumes it, and checks that it ends with the adapter of an uninterrupted run.
+// resumes it, and checks that it ends with the weights of an uninterrupted run: a LoRA run
+// (shuffled, with dropout) and a full fine-tune.
 func TestFinetuneKilledAndResumed(t *testing.T) {
 	const steps = 60
-	straight := t.TempDir()
-	if _, stderr, code := runOctlm(t, "", append(loraFixtureArgs(straight, steps), "--lora-dropout", "0.1", "--shuffle")...); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	fullArgs := func(out string) []string {
+		return []string{"finetune", "--full", "--model", "../../testdata/tiny-qwen3-untied", "--data", ftFixture + "/train-untied.jsonl",
+			"--steps", itoa(steps), "--batch", "2", "--lr", "5e-4", "--weight-decay", "0.1", "--out", out}
 	}
-	out := t.TempDir()
-	logPath := filepath.Join(t.TempDir(), "log.jsonl")
-	args := append(loraFixtureArgs(out, steps), "--lora-dropout", "0.1", "--shuffle", "--save-every", "1", "--keep", "2", "--log", logPath)
-	cmd, sc := startFinetune(t, args...)
-	waitLine(t, sc, "checkpoint-3")
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	tests := []struct {
+		name   string
+		args   func(out string) []string
+		result string
+		gap    func(t *testing.T, a, b string) float64
+	}{
+		{"lora", func(out string) []string { return append(loraFixtureArgs(out, steps), "--lora-dropout", "0.1", "--shuffle") }, lora.WeightsFile, adapterGap},
+		{"full", fullArgs, loader.SingleFileName, modelGap},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			straight := t.TempDir()
+			if _, stderr, code := runOctlm(t, "", tc.args(straight)...); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			out := t.TempDir()
+			logPath := filepath.Join(t.TempDir(), "log.jsonl")
+			args := append(tc.args(out), "--save-every", "1", "--keep", "2", "--log", logPath)
+			cmd, sc := startFinetune(t, args...)
+			waitLine(t, sc, "checkpoint-3")
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			drain(sc)
+			if code := waitExit(t, cmd); code != -1 {
+				t.Fatalf("exit status %d: the run ended before the kill", code)
+			}
+			if _, err := os.Stat(filepath.Join(out, tc.result)); err == nil {
+				t.Fatal("the killed run wrote its result")
+			}
+			_, stderr, code := runOctlm(t, "", append(args, "--resume")...)
+			if code != 0 {
+				t.Fatalf("resumed: exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stderr, "resumed from") {
+				t.Errorf("stderr does not say where it resumed: %s", stderr)
+			}
+			if gap := tc.gap(t, out, straight); gap > 1e-6 {
+				t.Errorf("the resumed run's weights differ from the uninterrupted one's by %.3g", gap)
+			}
+			if data, err := os.ReadFile(logPath); err != nil || strings.Count(string(data), "\n") != steps {
+				t.Errorf("the resumed log holds %d rows (%v), want one per step, %d", strings.Count(string(data), "\n"), err, steps)
+			}
+			steps2, err := train.Checkpoints(out)
+			if err != nil || len(steps2) != 2 || steps2[1] != steps {
+				t.Errorf("checkpoints %v (%v), want the newest two ending at %d", steps2, err, steps)
+			}
+			entries, _ := os.ReadDir(out)
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), ".") {
+					t.Errorf("a temporary %s was left in --out", e.Name())
+				}
+			}
+		})
+	}
+}
+
+// modelGap is the largest |a − b| over two checkpoint folders' tensors, relative to each
+// tensor's largest entry.
+func modelGap(t *testing.T, a, b string) float64 {
+	t.Helper()
+	x, err := loader.OpenCheckpoint(a)
+	if err != nil {
 		t.Fatal(err)
 	}
-	drain(sc)
-	if code := waitExit(t, cmd); code != -1 {
-		t.Fatalf("exit status %d: the run ended before the kill", code)
+	defer x.Close()
+	y, err := loader.OpenCheckpoint(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(out, lora.WeightsFile)); err == nil {
-		t.Fatal("the killed run wrote its result")
-	}
-	_, stderr, code := runOctlm(t, "", append(args, "--resume")...)
-	if code != 0 {
-		t.Fatalf("resumed: exit %d: %s", code, stderr)
-	}
-	if !strings.Contains(stderr, "resumed from") {
-		t.Errorf("stderr does not say where it resumed: %s", stderr)
-	}
-	if gap := adapterGap(t, out, straight); gap > 1e-6 {
-		t.Errorf("the resumed run's adapter differs from the uninterrupted one's by %.3g", gap)
-	}
-	if data, err := os.ReadFile(logPath); err != nil || strings.Count(string(data), "\n") != steps {
-		t.Errorf("the resumed log holds %d rows (%v), want one per step, %d", strings.Count(string(data), "\n"), err, steps)
-	}
-	steps2, err := train.Checkpoints(out)
-	if err != nil || len(steps2) != 2 || steps2[1] != steps {
-		t.Errorf("checkpoints %v (%v), want the newest two ending at %d", steps2, err, steps)
-	}
-	entries, _ := os.ReadDir(out)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			t.Errorf("a temporary %s was left in --out", e.Name())
+	defer y.Close()
+	worst := 0.0
+	for e, err := range y.Tensors() {
+		if err != nil {
+			t.Fatal(err)
 		}
+		f, ok := x.Lookup(e.Info.Name)
+		if !ok {
+			t.Fatalf("%s missing from %s", e.Info.Name, a)
+		}
+		want, got := make([]float32, e.Info.NumElements()), make([]float32, f.Info.NumElements())
+		if err := e.File.ReadFloat32(e.Info, want); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.File.ReadFloat32(f.Info, got); err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, relGap(got, want))
 	}
+	return worst
 }
 
 // TestFinetuneSignals: SIGINT and SIGTERM write a checkpoint and end with 130 and 143.
