@@ -64,6 +64,9 @@ func tensorGap(t *testing.T, what string, got, want map[string][]float32) map[st
 			scale = max(scale, math.Abs(float64(w[i])))
 		}
 		gaps[name] = diff / max(scale, 1e-30)
+		if math.IsNaN(diff) {
+			gaps[name] = math.Inf(1) // a NaN must fail the gate, not slip past every comparison
+		}
 	}
 	return gaps
 }
