@@ -65,7 +65,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := octlm.ReadQwenConfig(filepath.Join(dir, "config.json"))
+	cfg, err := octlm.ReadQwen3Config(filepath.Join(dir, "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestRunDepth(t *testing.T) {
 			if r.Depth != 300 || r.DepthFill != fill || (fill == FillPrefill) != (r.DepthFillSeconds > 0) {
 				t.Errorf("depth %d, fill %q in %g s", r.Depth, r.DepthFill, r.DepthFillSeconds)
 			}
-			cfg, err := octlm.ReadQwenConfig(filepath.Join(dir, "config.json"))
+			cfg, err := octlm.ReadQwen3Config(filepath.Join(dir, "config.json"))
 			if err != nil {
 				t.Fatal(err)
 			}

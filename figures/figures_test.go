@@ -313,7 +313,7 @@ func TestConfigSwitches(t *testing.T) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := octlm.QwenConfig(data)
+	cfg, err := octlm.Qwen3ConfigFrom(data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -288,7 +288,7 @@ const LatencyRepeats = 5
 // modes taking turns, so that a busy moment of the machine falls on all of them alike.
 func Generate(m *octlm.Model, tok *tokenizer.Tokenizer, prompt []int, n int) ([]GenRun, error) {
 	var stop []int
-	for _, id := range octlm.QwenStopIDs {
+	for _, id := range octlm.Qwen3StopIDs() {
 		if id < m.Config.VocabSize {
 			stop = append(stop, id)
 		}
@@ -522,5 +522,5 @@ func HalfGreedy(src *Source, tok *tokenizer.Tokenizer, prompts []Prompt, n int) 
 
 // ModelSummary is one line about a loaded model, for notebooks.
 func ModelSummary(m *octlm.Model, label string) string {
-	return fmt.Sprintf("%s: %s parameters, %s of %s weights on %s", label, humanCount(m.Config.Parameters()), units.Bytes(m.WeightBytes()), m.DType, m.Backend.Name())
+	return fmt.Sprintf("%s: %s parameters, %s of %s weights on %s", label, humanCount(m.Parameters()), units.Bytes(m.WeightBytes()), m.DType, m.Backend.Name())
 }

@@ -495,7 +495,7 @@ func ParameterCount(dir string) (Table, error) {
 		return Table{}, err
 	}
 	defer ck.Close()
-	cfg, err := octlm.ReadQwenConfig(filepath.Join(dir, "config.json"))
+	cfg, err := octlm.ReadQwen3Config(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return Table{}, err
 	}
@@ -639,7 +639,7 @@ func LoadMemory(src *Source, dtype octlm.DType) (Figure, Table, error) {
 	took := time.Since(start)
 	sample()
 	weights := m.WeightBytes()
-	params := m.Config.Parameters()
+	params := m.Parameters()
 	m.Close()
 
 	mib := func(n int64) float64 { return float64(n) / (1 << 20) }

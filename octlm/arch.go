@@ -1,25 +1,17 @@
 package octlm
 
-// The architecture seam: what one model family brings (its config, its named weight table, what
-// its cache holds per layer, and its graph), behind one small interface. Everything else in the
-// package (loading, chunked prefill, the cache's buckets, generation, parity) runs any
-// architecture without knowing which. Qwen3 (qwen3.go) is the first; docs/decoder.md says how a
-// second one plugs in.
+// The architecture seam: what one model family brings (its shape, its named weight table, what
+// its cache holds per layer, and its layers), behind one small interface. Everything else in the
+// package (loading, chunked prefill, the cache's buckets, batches, generation, parity, the
+// training forward) runs any architecture without knowing which. Qwen3 (qwen3.go) and Qwen3.5
+// (qwen35.go, qwen35_graph.go) implement it; registry.go finds one by config.json's model_type;
+// docs/decoder.md says what a third touches.
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strings"
-	"sync"
 
-	"github.com/gomlx/compute"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
-
-	"github.com/octlm/octlm/internal/fileio"
-	"github.com/octlm/octlm/xla"
 )
 
 // architecture is one model family's decoder.
@@ -28,6 +20,8 @@ type architecture interface {
 	// prefill's attention budget) and DModel. An architecture with more settings keeps them
 	// itself.
 	config() Config
+	// shape is the small shape the shared machinery reads.
+	shape() Shape
 	// sizeNames are the checkpoint names the config's sizes are checked against before the
 	// weight table is built: the embedding's (and its stored copies'), [vocab, d], and the prefix
 	// of the numbered layers ("model.layers."), NLayers of them.
@@ -41,27 +35,24 @@ type architecture interface {
 	// state is what the cache holds, in order, for a cache of capacity positions: per layer
 	// either keys/values indexed by position or a fixed-size recurrent state.
 	state() []stateSpec
-	// forward runs the decoder on one chunk: the embedding and every layer. It returns the
-	// hidden states [S, d] before the final norm, and the new cache state, one node per
-	// stateSpec, same shapes and dtypes as the ones given.
-	forward(s *step, w weightSet, state []*Node) (hidden *Node, newState []*Node)
+	// layers runs the decoder on one chunk: the embedding and every layer. It returns the
+	// hidden state [B, S, d] after the embedding and after each layer (NLayers+1 of them, the
+	// last before the final norm; the trace compares them all), and the new cache state, one
+	// node per stateSpec with a leading batch axis, same shapes and dtypes as the ones given
+	// (nil without a cache: s.cached false).
+	layers(s *step, w weightSet, state []*Node) (hiddens, newState []*Node)
 	// logits is the final norm and the output head on the rows that want logits, hidden
 	// [P, d]: [P, vocab].
 	logits(s *step, w weightSet, hidden *Node) *Node
 }
 
-// step is one chunk of the step graph as an architecture sees it: S token IDs (padded to a
-// length bucket; only the first `valid` are real) starting at cache position start, attending
-// over the first Lb cache slots.
-type step struct {
-	ops       ops   // the engine's layout: products, lookups, rsqrt
-	ids       *Node // int32 [S]: token IDs, padded with zeros
-	start     *Node // int32 []: cache position of ids[0]
-	valid     *Node // int32 []: how many of the S ids are real
-	positions *Node // int32 [S]: start + 0..S-1
-	real      *Node // bool [S]: the first valid rows (padding rows must not change a recurrent state)
-	keyPos    *Node // int32 [Lb]: 0..Lb-1, the cache slots attended to
-	causal    *Node // bool [S, Lb]: slot j is visible from row i (keyPos[j] ≤ positions[i])
+// Shape is a decoder's shape as the shared machinery reads it, whatever the architecture.
+type Shape struct {
+	Vocab   int // tokens in the vocabulary (embedding rows)
+	Context int // context length (max_position_embeddings)
+	Width   int // hidden size d
+	Heads   int // attention heads (of a full-attention layer)
+	Layers  int // decoder layers
 }
 
 // weightKind says how a checkpoint tensor is laid out on the engine.
@@ -157,9 +148,10 @@ func (s stateSpec) shape(capacity int) []int {
 
 // weightSet is the graph's weight parameters by checkpoint name.
 type weightSet struct {
-	byName map[string]*Node
-	parts  map[string]fusedPart // checkpoint names held inside a fused resident weight
-	prefix string
+	byName  map[string]*Node
+	parts   map[string]fusedPart // checkpoint names held inside a fused resident weight
+	prefix  string
+	adapter *LoRANodes // applied unmerged by ops.projections; nil: none
 }
 
 // fusedPart is where a checkpoint Linear weight lies in a fused resident weight [in, Σ out]:
@@ -218,111 +210,6 @@ func (w weightSet) fused(names []string) (*Node, []int, bool) {
 
 // under is the same set with names relative to prefix+p ("model.layers.3.").
 func (w weightSet) under(p string) weightSet {
-	return weightSet{byName: w.byName, parts: w.parts, prefix: w.prefix + p}
-}
-
-// newArchitecture turns a config.json into an architecture, by its model_type.
-type newArchitecture func(configJSON []byte) (architecture, error)
-
-var (
-	archMu        sync.Mutex
-	architectures = map[string]newArchitecture{}
-)
-
-// registerArchitecture makes Load accept checkpoints whose config.json has this model_type. It is
-// called from an architecture file's init.
-func registerArchitecture(modelType string, fn newArchitecture) {
-	archMu.Lock()
-	defer archMu.Unlock()
-	if _, dup := architectures[modelType]; dup {
-		panic("octlm: architecture " + modelType + " registered twice")
-	}
-	architectures[modelType] = fn
-}
-
-// architectureFor reads config.json's model_type and builds that architecture.
-func architectureFor(configJSON []byte) (architecture, error) {
-	var head struct {
-		ModelType *string `json:"model_type"`
-	}
-	if err := json.NewDecoder(bytes.NewReader(configJSON)).Decode(&head); err != nil {
-		return nil, fmt.Errorf("octlm: config: not a JSON object: %w", err)
-	}
-	archMu.Lock()
-	defer archMu.Unlock()
-	if head.ModelType == nil {
-		return nil, fmt.Errorf("octlm: config: model_type missing (want one of %s)", knownTypes())
-	}
-	fn, ok := architectures[*head.ModelType]
-	if !ok {
-		return nil, fmt.Errorf("octlm: config: unsupported model_type %q (want one of %s)", *head.ModelType, knownTypes())
-	}
-	return fn(configJSON)
-}
-
-// knownTypes lists the registered model types; archMu is held.
-func knownTypes() string {
-	var names []string
-	for k := range architectures {
-		names = append(names, fmt.Sprintf("%q", k))
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
-
-// readArchitecture reads a config.json file (a regular file of at most MaxConfigBytes) and
-// builds its architecture.
-func readArchitecture(path string) (architecture, error) {
-	data, err := fileio.ReadFile(path, MaxConfigBytes)
-	if err != nil {
-		return nil, fmt.Errorf("octlm: %w", err)
-	}
-	arch, err := architectureFor(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return arch, nil
-}
-
-// ReadConfig reads the config.json of any architecture Load accepts and returns the shape the
-// shared machinery reads (vocabulary, context length, widths); for Qwen3 it is the whole Config.
-func ReadConfig(path string) (Config, error) {
-	arch, err := readArchitecture(path)
-	if err != nil {
-		return Config{}, err
-	}
-	return arch.config(), nil
-}
-
-// MemoryNeededDir is MemoryNeeded for the checkpoint folder dir, whatever its architecture. The
-// config's sizes are checked against the checkpoint's header (when dir holds one) before the
-// weight table is built, as Load checks them.
-func MemoryNeededDir(dir string, dtype DType, backend compute.Backend, positions int) (Memory, error) {
-	return MemoryNeededOn(dir, dtype, xla.EngineOf(backend), positions)
-}
-
-// MemoryNeededOn is MemoryNeededDir for a kind of engine, before any backend of it is opened.
-func MemoryNeededOn(dir string, dtype DType, engine xla.Engine, positions int) (Memory, error) {
-	arch, err := readArchitecture(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return Memory{}, err
-	}
-	if err := checkDirSizes(arch, dir); err != nil { // before the weight table is built
-		return Memory{}, err
-	}
-	return memoryNeeded(arch, LayoutFor(engine), dtype, positions), nil
-}
-
-// Parameters is the number of parameters in the model's weight table (a tied head, stored as a
-// copy of the embedding, counted once).
-func (m *Model) Parameters() int64 {
-	var n int64
-	for _, s := range m.specs {
-		p := int64(1)
-		for _, d := range s.Shape {
-			p *= int64(d)
-		}
-		n += p
-	}
-	return n
+	w.prefix += p
+	return w
 }

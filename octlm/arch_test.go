@@ -34,11 +34,11 @@ func (a countingQwen3) state() []stateSpec {
 	return append(a.qwen3.state(), stateSpec{Name: "count", Dims: []int{1}, PosAxis: -1, Float32: true})
 }
 
-func (a countingQwen3) forward(s *step, w weightSet, state []*Node) (*Node, []*Node) {
+func (a countingQwen3) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 	n := len(state) - 1
-	hidden, newState := a.qwen3.forward(s, w, state[:n])
+	hiddens, newState := a.qwen3.layers(s, w, state[:n])
 	real := ReduceAllSum(ConvertDType(s.real, dtypes.Float32))
-	return hidden, append(newState, Add(state[n], Reshape(real, 1)))
+	return hiddens, append(newState, Add(state[n], Reshape(real, 1, 1)))
 }
 
 func (a countingQwen3) logits(s *step, w weightSet, hidden *Node) *Node {
@@ -73,7 +73,7 @@ func TestSecondArchitecture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ckpt.Close()
-	cfg, err := ReadQwenConfig(fixtureDir("tiny-qwen3") + "/config.json")
+	cfg, err := ReadQwen3Config(fixtureDir("tiny-qwen3") + "/config.json")
 	if err != nil {
 		t.Fatal(err)
 	}

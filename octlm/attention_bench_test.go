@@ -25,8 +25,8 @@ func BenchmarkAttentionAtDepth(b *testing.B) {
 	o := ops{layout: LayoutFor(xla.EngineONNX)}
 	variants := map[string]func(q, k, kc, vc, start *Node) []*Node{
 		"full": func(q, k, kc, vc, start *Node) []*Node {
-			nk := o.writeCache(kc, k, start)
-			nv := o.writeCache(vc, k, start)
+			nk := writeOne(o, kc, k, start)
+			nv := writeOne(o, vc, k, start)
 			keys := SliceAxis(nk, 1, AxisRange(0, capacity-32))
 			vals := SliceAxis(nv, 1, AxisRange(0, capacity-32))
 			s := o.dotLastAxes(q, keys, 1)
@@ -78,7 +78,7 @@ func BenchmarkAttentionAtDepth(b *testing.B) {
 			return []*Node{DotGeneral(p, []int{2}, []int{0}, vc, []int{1}, []int{0})}
 		},
 		"scatteronly": func(q, k, kc, vc, start *Node) []*Node {
-			return []*Node{o.writeCache(kc, k, start), o.writeCache(vc, k, start)}
+			return []*Node{writeOne(o, kc, k, start), writeOne(o, vc, k, start)}
 		},
 	}
 	kc := tensors.FromShape(shapes.Make(dtypes.Float32, kvH, capacity, hd))
@@ -109,4 +109,10 @@ func BenchmarkAttentionAtDepth(b *testing.B) {
 			b.ReportMetric(float64(time.Since(begin).Microseconds())/float64(b.N)*layers/1000, "ms/28layers")
 		})
 	}
+}
+
+// writeOne is ops.writeCache for one sequence: cache [heads, capacity, width], rows
+// [heads, S, width], start a scalar.
+func writeOne(o ops, cache, rows, start *Node) *Node {
+	return Squeeze(o.writeCache(InsertAxes(cache, 0), InsertAxes(rows, 0), Reshape(start, 1)), 0)
 }

@@ -177,8 +177,8 @@ func (c *Cache) Pad(n int) error {
 	if n < 0 {
 		return fmt.Errorf("octlm: padding the KV cache by %d positions: %w", n, ErrBadInput)
 	}
-	if n > c.model.Config.ContextLength-c.length {
-		return &ContextError{Positions: c.length + min(n, math.MaxInt-c.length), ContextLength: c.model.Config.ContextLength}
+	if n > c.model.shape.Context-c.length {
+		return &ContextError{Positions: c.length + min(n, math.MaxInt-c.length), ContextLength: c.model.shape.Context}
 	}
 	if err := c.reserve(c.length+n, false); err != nil {
 		return err
@@ -211,15 +211,15 @@ func (c *Cache) reserve(n int, exact bool) error {
 	if n <= c.capacity {
 		return nil
 	}
-	cfg := c.model.Config
-	if n > cfg.ContextLength {
-		return &ContextError{Positions: n, ContextLength: cfg.ContextLength}
+	context := c.model.shape.Context
+	if n > context {
+		return &ContextError{Positions: n, ContextLength: context}
 	}
 	capacity := n
 	if !exact {
 		capacity = lengthBucket(n)
 	}
-	capacity = min(max(capacity, minCacheCapacity), cfg.ContextLength)
+	capacity = min(max(capacity, minCacheCapacity), context)
 	grown := make([]*tensors.Tensor, len(c.specs))
 	fail := func(err error) error {
 		for i, g := range grown {

@@ -38,9 +38,9 @@ func TestChunkPaddingFitsCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			saved := m.Config.ContextLength
-			m.Config.ContextLength = tt.context
-			defer func() { m.Config.ContextLength = saved }()
+			saved := m.shape.Context
+			m.shape.Context = tt.context
+			defer func() { m.shape.Context = saved }()
 			cache, err := m.NewCache(tt.reserve)
 			if err != nil {
 				t.Fatal(err)
@@ -83,9 +83,9 @@ func TestGenerateToTheContextLength(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			saved := m.Config.ContextLength
-			m.Config.ContextLength = tt.context
-			defer func() { m.Config.ContextLength = saved }()
+			saved := m.shape.Context
+			m.shape.Context = tt.context
+			defer func() { m.shape.Context = saved }()
 			g, err := m.Generate(prompt, GenerateOptions{MaxNewTokens: room})
 			if err != nil {
 				t.Fatal(err)
@@ -115,9 +115,9 @@ func TestGenerateToTheContextLength(t *testing.T) {
 		})
 	}
 	// A prompt that fills the context leaves no room, even for the default.
-	saved := m.Config.ContextLength
-	m.Config.ContextLength = 40
-	defer func() { m.Config.ContextLength = saved }()
+	saved := m.shape.Context
+	m.shape.Context = 40
+	defer func() { m.shape.Context = saved }()
 	var ce *ContextError
 	if _, err := m.Generate(make([]int, 40), GenerateOptions{}); !errors.As(err, &ce) || ce.NewTokens != 256 {
 		t.Errorf("a prompt filling the context: %v, want a *ContextError", err)

@@ -13,7 +13,7 @@ import (
 // checkArchSizes is checkSizes for an architecture: its config against the checkpoint's header.
 func checkArchSizes(arch architecture, ckpt *loader.Checkpoint) error {
 	embedding, layers := arch.sizeNames()
-	return checkSizes(arch.config(), ckpt, embedding, layers)
+	return checkSizes(arch.shape(), ckpt, embedding, layers)
 }
 
 // checkDirSizes is checkArchSizes for the checkpoint in dir, when dir holds one (a folder of
@@ -37,7 +37,7 @@ func checkDirSizes(arch architecture, dir string) error {
 // first of embedding's names found). A config.json that claims a billion layers is then refused
 // at once instead of driving a billion-entry weight list; every other shape is checked tensor by
 // tensor before it is allocated.
-func checkSizes(cfg Config, ckpt *loader.Checkpoint, embedding []string, layers string) error {
+func checkSizes(cfg Shape, ckpt *loader.Checkpoint, embedding []string, layers string) error {
 	var e loader.Entry
 	found := false
 	for _, name := range embedding {
@@ -48,7 +48,7 @@ func checkSizes(cfg Config, ckpt *loader.Checkpoint, embedding []string, layers 
 	if !found {
 		return fmt.Errorf("octlm: %s: missing checkpoint tensor %q", ckpt.Dir(), embedding[0])
 	}
-	if want := []int{cfg.VocabSize, cfg.DModel}; !slices.Equal(e.Info.Shape, want) {
+	if want := []int{cfg.Vocab, cfg.Width}; !slices.Equal(e.Info.Shape, want) {
 		return fmt.Errorf("octlm: %s: tensor %q: shape %v does not match the config's vocab_size × hidden_size %v",
 			e.File.Path(), e.Info.Name, e.Info.Shape, want)
 	}
@@ -66,12 +66,12 @@ func checkSizes(cfg Config, ckpt *loader.Checkpoint, embedding []string, layers 
 		seen[n] = true
 	}
 	for n := range seen {
-		if n >= cfg.NLayers {
-			return fmt.Errorf("octlm: %s: the checkpoint holds layer %d, the config's num_hidden_layers is %d", ckpt.Dir(), n, cfg.NLayers)
+		if n >= cfg.Layers {
+			return fmt.Errorf("octlm: %s: the checkpoint holds layer %d, the config's num_hidden_layers is %d", ckpt.Dir(), n, cfg.Layers)
 		}
 	}
-	if len(seen) != cfg.NLayers {
-		return fmt.Errorf("octlm: %s: the config's num_hidden_layers is %d, the checkpoint holds %d layers", ckpt.Dir(), cfg.NLayers, len(seen))
+	if len(seen) != cfg.Layers {
+		return fmt.Errorf("octlm: %s: the config's num_hidden_layers is %d, the checkpoint holds %d layers", ckpt.Dir(), cfg.Layers, len(seen))
 	}
 	return nil
 }

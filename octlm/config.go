@@ -1,6 +1,10 @@
-// Package octlm is octlm's own decoder: its configuration (with the switches that let it run
-// the Qwen3 family), the map from Hugging Face tensor names to its parameters, the GoMLX graph, the KV
-// cache, the full and cached forward paths, and generation.
+// Package octlm runs Hugging Face decoders as GoMLX graphs: Qwen3 (octlm's own Config, with the
+// switches that let it run the Qwen3 family; qwen3.go) and Qwen3.5 (its hybrid of Gated DeltaNet
+// and gated full-attention layers; qwen35.go, qwen35_graph.go), behind one architecture seam
+// (arch.go). It owns what they share: the map from checkpoint tensor names to resident weights
+// in each engine's layout, the step graph (chunked prefill, the cache's buckets, batches of
+// sequences, LoRA adapters applied unmerged), generation and sampling, and the differentiable
+// training forward (training.go) built from the same layer code.
 //
 // It reads checkpoints only through package loader and runs graphs on whatever compute.Backend
 // it is given (package xla chooses one); it knows nothing of files' byte layout or of PJRT.
@@ -168,18 +172,7 @@ func (c Config) Fingerprint() string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// Parameters is the number of unique parameters (a tied output head counted once, with the
-// embedding).
-func (c Config) Parameters() int64 {
-	d, hd, ff := int64(c.DModel), int64(c.HeadWidth()), int64(c.FFWidth())
-	q, kv := int64(c.NHeads)*hd, int64(c.KVHeads)*hd
-	layer := d + d*q + 2*d*kv + q*d + d + 3*d*ff
-	if c.QKNorm {
-		layer += 2 * hd
-	}
-	heads := int64(1) // the embedding, doubling as the tied head
-	if c.UntiedHead {
-		heads = 2
-	}
-	return heads*int64(c.VocabSize)*d + int64(c.NLayers)*layer + d
-}
+// Parameters is the number of unique parameters of the Qwen3 decoder c describes (a tied output
+// head counted once, with the embedding): its weight table's. A loaded model of any architecture
+// counts its own with Model.Parameters.
+func (c Config) Parameters() int64 { return parameterCount(qwen3{c}.weights()) }

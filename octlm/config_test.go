@@ -15,7 +15,7 @@ import (
 var classic = Config{VocabSize: 8192, ContextLength: 512, DModel: 512, NHeads: 8, NLayers: 8, KVHeads: 4}
 
 func TestFingerprintGolden(t *testing.T) {
-	qwen, err := ReadQwenConfig(filepath.Join("..", "testdata", "tiny-qwen3", "config.json"))
+	qwen, err := ReadQwen3Config(filepath.Join("..", "testdata", "tiny-qwen3", "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,21 +97,21 @@ func TestQwenConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := QwenConfig(base)
+	c, err := Qwen3ConfigFrom(base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Config{VocabSize: 320, ContextLength: 40960, DModel: 64, NHeads: 4, NLayers: 2, KVHeads: 2, NormEps: 1e-6,
 		HeadDim: 32, FFHidden: 96, RopeBase: 1e6, RopeSplit: true, QKNorm: true}
 	if c != want {
-		t.Fatalf("QwenConfig = %+v\nwant %+v", c, want)
+		t.Fatalf("Qwen3ConfigFrom = %+v\nwant %+v", c, want)
 	}
-	untied, err := QwenConfig([]byte(strings.Replace(string(base), `"tie_word_embeddings": true`, `"tie_word_embeddings": false`, 1)))
+	untied, err := Qwen3ConfigFrom([]byte(strings.Replace(string(base), `"tie_word_embeddings": true`, `"tie_word_embeddings": false`, 1)))
 	if err != nil {
 		t.Fatalf("tie_word_embeddings false: %v", err)
 	}
 	if want.UntiedHead = true; untied != want {
-		t.Fatalf("untied QwenConfig = %+v\nwant %+v", untied, want)
+		t.Fatalf("untied Qwen3ConfigFrom = %+v\nwant %+v", untied, want)
 	}
 	tests := []struct {
 		name, from, to, key string
@@ -141,7 +141,7 @@ func TestQwenConfig(t *testing.T) {
 			if data == string(base) {
 				t.Fatalf("test setup: %q not found in config.json", tt.from)
 			}
-			_, err := QwenConfig([]byte(data))
+			_, err := Qwen3ConfigFrom([]byte(data))
 			if err == nil || !strings.Contains(err.Error(), tt.key) {
 				t.Fatalf("error %v does not name %q", err, tt.key)
 			}
@@ -194,7 +194,7 @@ func TestQwenFamily(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := QwenConfig(like.ConfigJSON())
+			c, err := Qwen3ConfigFrom(like.ConfigJSON())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ package octlm
 // runs; this file is the only one in the package that does, by the typed xla.Engine.
 
 import (
+	"path/filepath"
 	"slices"
 
 	"github.com/gomlx/compute"
@@ -155,6 +156,10 @@ func (l Layout) columnRows() int {
 type ops struct {
 	layout Layout
 	vocab  int // the tables' real token count (a table in blocks is padded to a multiple of them)
+	// asStored says the weights are nodes in the checkpoint's layout (Linear [out, in], tables
+	// as rows, nothing fused) and the graph must be differentiable by graph.Gradient: the
+	// training forward (no Rsqrt, whose VJP GoMLX lacks; rows gathered by one Gather).
+	asStored bool
 }
 
 // linear is nn.Linear without bias: x [..., in] · w, with w stored [in, out] (nn.Linear's
@@ -162,10 +167,14 @@ type ops struct {
 func (o ops) linear(x, w *Node) *Node {
 	dims := x.Shape().Dimensions
 	in, out := w.Shape().Dimensions[0], w.Shape().Dimensions[1]
+	wIn := 0
+	if o.asStored {
+		in, out, wIn = out, in, 1 // as stored: [out, in]
+	}
 	rows := x.Shape().Size() / in
 	flat := Reshape(x, rows, in)
 	flat = o.padRows(flat, in*out)
-	y := DotGeneral(flat, []int{1}, nil, w, []int{0}, nil) // [rows(+pad), out]
+	y := DotGeneral(flat, []int{1}, nil, w, []int{wIn}, nil) // [rows(+pad), out]
 	if y.Shape().Dimensions[0] != rows {
 		y = SliceAxis(y, 0, AxisRange(0, rows))
 	}
@@ -174,7 +183,7 @@ func (o ops) linear(x, w *Node) *Node {
 
 // projections is linear(x, w.get(name)) for each of names, weights of the same input: one
 // product and a split where the layout fused them into one resident weight, else one product
-// each.
+// each. A LoRA adapter on any of them (w.adapter) is added per part, unmerged.
 func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 	out := make([]*Node, len(names))
 	fused, widths, ok := w.fused(names)
@@ -182,25 +191,40 @@ func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 		for i, name := range names {
 			out[i] = o.linear(x, w.get(name))
 		}
-		return out
+	} else {
+		y := o.linear(x, fused)
+		offset := 0
+		for i, width := range widths {
+			out[i] = SliceAxis(y, -1, AxisRange(offset, offset+width))
+			offset += width
+		}
 	}
-	y := o.linear(x, fused)
-	offset := 0
-	for i, width := range widths {
-		out[i] = SliceAxis(y, -1, AxisRange(offset, offset+width))
-		offset += width
+	for i, name := range names {
+		out[i] = w.adapter.add(out[i], x, w.prefix+name)
 	}
 	return out
 }
 
-// embed looks token IDs [S] up in an embedding table: [S, d].
+// project is one nn.Linear of w (with its adapter, if any): projections of one name.
+func (o ops) project(x *Node, w weightSet, name string) *Node {
+	return o.projections(x, w, name)[0]
+}
+
+// embed looks token IDs [B, S] up in an embedding table: [B, S, d].
+func (o ops) embed(table, ids *Node) *Node {
+	batch, seqLen := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
+	rows := o.embedRows(table, Reshape(ids, batch*seqLen))
+	return Reshape(rows, batch, seqLen, rows.Shape().Dimensions[1])
+}
+
+// embedRows looks token IDs [S] up in an embedding table: [S, d].
 //
 // As columns [d, vocab] it gathers columns; in blocks [blocks, d, perBlock] (block, column)
 // pairs. With EmbedSlices each token's row or column is a DynamicSlice of its own: GoMLX's ONNX
 // Runtime backend turns a Gather into a Transpose of the whole table (even an identity one) and
 // a GatherND, a 600 MB copy on every step. One node per token makes long chunks slow to compile
 // (7.5 s for 1024 tokens against 0.5), once per length bucket. Otherwise one Gather of rows.
-func (o ops) embed(table, ids *Node) *Node {
+func (o ops) embedRows(table, ids *Node) *Node {
 	seqLen := ids.Shape().Dimensions[0]
 	g := ids.Graph()
 	zero := ScalarZero(g, ids.DType())
@@ -310,10 +334,10 @@ func (o ops) padRows(x *Node, weightSize int) *Node {
 }
 
 // rsqrtMul is x / √v as torch.rsqrt computes it, x · rsqrt(v). Backends without Rsqrt (GoMLX's
-// ONNX Runtime backend has none) divide by the square root instead, which differs only in the
-// last bit.
+// ONNX Runtime backend has none), and the training forward (Rsqrt has no VJP in GoMLX), divide
+// by the square root instead, which differs only in the last bit.
 func (o ops) rsqrtMul(x, v *Node) *Node {
-	if x.Graph().Backend().Capabilities().Operations[compute.OpTypeRsqrt] {
+	if !o.asStored && x.Graph().Backend().Capabilities().Operations[compute.OpTypeRsqrt] {
 		return Mul(x, Rsqrt(v))
 	}
 	return Div(x, Sqrt(v))
@@ -342,27 +366,52 @@ func (o ops) dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
 	return ConvertDType(out, dtype)
 }
 
-// writeCache writes rows [heads, S, width] into cache [heads, capacity, width] at slots
-// start..start+S-1 of every head, where the cache holds zeros: the updated cache. The caller
-// zeroes padding rows, so they write the zeros already there.
+// writeCache writes rows [B, heads, S, width] into cache [B, heads, capacity, width] at slots
+// start[b]..start[b]+S-1 of every head of row b, where the cache holds zeros: the updated cache.
+// The caller zeroes padding rows, so they write the zeros already there.
 //
 // A scatter-add of the rows writes only those slots. With HalfCacheBySlice a half-precision cache
-// is written by a dynamic update slice instead: ONNX Runtime 1.30.0's CPU provider has no float16
-// kernel for the ScatterND with reduction "add" that compute-onnx lowers the scatter to
+// is written by a dynamic update slice per row instead: ONNX Runtime 1.30.0's CPU provider has no
+// float16 kernel for the ScatterND with reduction "add" that compute-onnx lowers the scatter to
 // (TestONNXHalfCacheWrite in package xla is the reproduction), while the update slice's Pad
 // and Where have one. The caller makes S ≤ capacity − start, so the slice is never moved back.
 func (o ops) writeCache(cache, rows, start *Node) *Node {
-	if o.layout.HalfCacheBySlice && cache.DType() != dtypes.Float32 {
-		zero := ScalarZero(cache.Graph(), start.DType())
-		return DynamicUpdateSlice(cache, rows, []*Node{zero, start, zero})
-	}
 	g := cache.Graph()
-	heads, seqLen := rows.Shape().Dimensions[0], rows.Shape().Dimensions[1]
-	headIdx := Iota(g, shapes.Make(dtypes.Int32, heads, seqLen, 1), 0)
-	slots := Add(ConvertDType(start, dtypes.Int32), Iota(g, shapes.Make(dtypes.Int32, seqLen), 0))
-	slotIdx := BroadcastToDims(Reshape(slots, 1, seqLen, 1), heads, seqLen, 1)
-	indices := Concatenate([]*Node{headIdx, slotIdx}, -1) // [heads, S, 2]
+	batch, heads, seqLen := rows.Shape().Dimensions[0], rows.Shape().Dimensions[1], rows.Shape().Dimensions[2]
+	if o.layout.HalfCacheBySlice && cache.DType() != dtypes.Float32 {
+		zero := ScalarZero(g, start.DType())
+		for b := range batch {
+			at := Reshape(SliceAxis(start, 0, AxisElem(b)))
+			cache = DynamicUpdateSlice(cache, SliceAxis(rows, 0, AxisElem(b)), []*Node{Const(g, int32(b)), zero, at, zero})
+		}
+		return cache
+	}
+	idx := shapes.Make(dtypes.Int32, batch, heads, seqLen, 1)
+	slots := Add(Reshape(ConvertDType(start, dtypes.Int32), batch, 1, 1, 1), Iota(g, idx, 2))
+	indices := Concatenate([]*Node{Iota(g, idx, 0), Iota(g, idx, 1), slots}, -1) // [B, heads, S, 3]
 	return ScatterSum(cache, indices, rows, true, true)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// layoutOf is the layout of the engine behind backend.
+func layoutOf(backend compute.Backend) Layout { return LayoutFor(xla.EngineOf(backend)) }
+
+// MemoryNeededDir is MemoryNeeded for the checkpoint folder dir, whatever its architecture. The
+// config's sizes are checked against the checkpoint's header (when dir holds one) before the
+// weight table is built, as Load checks them.
+func MemoryNeededDir(dir string, dtype DType, backend compute.Backend, positions int) (Memory, error) {
+	return MemoryNeededOn(dir, dtype, xla.EngineOf(backend), positions)
+}
+
+// MemoryNeededOn is MemoryNeededDir for a kind of engine, before any backend of it is opened.
+func MemoryNeededOn(dir string, dtype DType, engine xla.Engine, positions int) (Memory, error) {
+	arch, err := readArchitecture(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return Memory{}, err
+	}
+	if err := checkDirSizes(arch, dir); err != nil { // before the weight table is built
+		return Memory{}, err
+	}
+	return memoryNeeded(arch, LayoutFor(engine), dtype, positions), nil
+}

@@ -107,12 +107,12 @@ func checkGenerate(m *Model, prompt []int, opts GenerateOptions) (int, error) {
 	if len(prompt) == 0 {
 		return 0, fmt.Errorf("octlm: empty prompt: %w", ErrBadInput)
 	}
-	room := m.Config.ContextLength - len(prompt)
+	room := m.shape.Context - len(prompt)
 	if opts.MaxNewTokens == 0 && room > 0 {
 		maxNew = min(maxNew, room) // the default leaves room for the prompt
 	}
-	if len(prompt) > m.Config.ContextLength || maxNew > room {
-		return 0, &ContextError{Positions: len(prompt) + min(maxNew, math.MaxInt-len(prompt)), ContextLength: m.Config.ContextLength,
+	if len(prompt) > m.shape.Context || maxNew > room {
+		return 0, &ContextError{Positions: len(prompt) + min(maxNew, math.MaxInt-len(prompt)), ContextLength: m.shape.Context,
 			Prompt: len(prompt), NewTokens: maxNew}
 	}
 	return maxNew, nil

@@ -88,7 +88,7 @@ func TestChunkRows(t *testing.T) {
 		{heads: 2, start: 8000, capacity: 40960, want: 128},
 	}
 	for _, tt := range tests {
-		m := &Model{Config: Config{NHeads: tt.heads}, chunks: ChunkOptions{}.withDefaults()}
+		m := &Model{shape: Shape{Heads: tt.heads}, chunks: ChunkOptions{}.withDefaults()}
 		got := m.chunkRows(tt.start, tt.capacity)
 		if got != tt.want {
 			t.Errorf("%d heads at %d: %d rows, want %d", tt.heads, tt.start, got, tt.want)

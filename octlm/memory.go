@@ -7,7 +7,6 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/octlm/octlm/units"
-	"github.com/octlm/octlm/xla"
 )
 
 // Memory is what a model needs resident, worked out from its Config before any weight is read.
@@ -63,7 +62,7 @@ func MemoryNeeded(cfg Config, dtype DType, backend compute.Backend, positions in
 		}
 		return Memory{DType: dtype, Weights: math.MaxInt64, Positions: positions}
 	}
-	return memoryNeeded(qwen3{cfg}, LayoutFor(xla.EngineOf(backend)), dtype, positions)
+	return memoryNeeded(qwen3{cfg}, layoutOf(backend), dtype, positions)
 }
 
 // memoryNeeded derives the estimate from the architecture's weight table and cache state.
@@ -89,9 +88,8 @@ func memoryNeeded(arch architecture, layout Layout, dtype DType, positions int) 
 			scratch = max(scratch, mulBytes(4, n)) // see fill
 		}
 	}
-	cfg := arch.config()
 	sizes := stateBytes(arch.state(), dtype.gomlx())
-	m.KVCache = addBytes(mulBytes(int64(cacheCapacity(cfg, positions)), sizes.perPosition), sizes.fixed)
+	m.KVCache = addBytes(mulBytes(int64(cacheCapacity(arch.shape(), positions)), sizes.perPosition), sizes.fixed)
 	m.Working = scratch
 	if layout.CopiesCache {
 		m.Working = max(scratch, m.KVCache)
@@ -101,6 +99,6 @@ func memoryNeeded(arch architecture, layout Layout, dtype DType, positions int) 
 
 // cacheCapacity is the capacity NewCache gives a cache for n positions: n, at least
 // minCacheCapacity, at most the context length.
-func cacheCapacity(cfg Config, n int) int {
-	return min(max(n, 1, minCacheCapacity), cfg.ContextLength)
+func cacheCapacity(shape Shape, n int) int {
+	return min(max(n, 1, minCacheCapacity), shape.Context)
 }

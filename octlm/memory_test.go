@@ -72,7 +72,7 @@ func TestMemoryNeededQwen3(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := QwenConfig(tt.like.ConfigJSON())
+			cfg, err := Qwen3ConfigFrom(tt.like.ConfigJSON())
 			if err != nil {
 				t.Fatal(err)
 			}

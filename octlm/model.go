@@ -54,8 +54,10 @@ type Model struct {
 	Backend compute.Backend
 
 	arch    architecture
+	shape   Shape // the architecture's, what the shared machinery reads
 	layout  Layout
 	specs   []weightSpec      // the architecture's weight table
+	adapter *LoRA             // applied unmerged in the step graph; nil: none
 	weights []*tensors.Tensor // one per spec, in the layout
 	chunks  ChunkOptions
 
@@ -122,6 +124,10 @@ func (m *Model) WeightBytes() int64 {
 	return n
 }
 
+// Shape is the model's shape as the shared machinery reads it, whatever the architecture (Config
+// is Qwen3's; for another architecture a projection of its own config).
+func (m *Model) Shape() Shape { return m.shape }
+
 // Logits holds float32 logits, row-major [Rows, Vocab].
 type Logits struct {
 	Rows, Vocab int
@@ -169,13 +175,13 @@ func (m *Model) checkIDs(ids []int, cache *Cache) error {
 		return fmt.Errorf("octlm: empty token sequence: %w", ErrBadInput)
 	}
 	for i, id := range ids {
-		if id < 0 || id >= m.Config.VocabSize {
+		if id < 0 || id >= m.shape.Vocab {
 			return fmt.Errorf("octlm: token %d at position %d is outside the vocabulary [0, %d): %w",
-				id, i, m.Config.VocabSize, ErrBadInput)
+				id, i, m.shape.Vocab, ErrBadInput)
 		}
 	}
-	if len(ids) > m.Config.ContextLength-cache.Len() {
-		return &ContextError{Positions: cache.Len() + len(ids), ContextLength: m.Config.ContextLength}
+	if len(ids) > m.shape.Context-cache.Len() {
+		return &ContextError{Positions: cache.Len() + len(ids), ContextLength: m.shape.Context}
 	}
 	return nil
 }
@@ -200,57 +206,14 @@ func (e *ContextError) Error() string {
 // Is makes errors.Is(err, ErrBadInput) true.
 func (e *ContextError) Is(target error) bool { return target == ErrBadInput }
 
-// run executes ids on top of cache and returns the logits of the given rows (ascending). A
-// long ids runs as consecutive chunks (see chunkRows), each writing its keys and values into
-// the cache and attending over everything before it, so no step holds the attention scores of
-// the whole prompt: memory grows linearly with the prompt, as llama.cpp's micro-batches do.
+// run executes ids on top of cache and returns the logits of the given rows (ascending): runBatch
+// of one sequence.
 func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
-	if cache == nil || cache.model != m {
-		return Logits{}, fmt.Errorf("octlm: the cache does not belong to this model: %w", ErrBadInput)
-	}
-	if err := m.checkIDs(ids, cache); err != nil {
+	out, err := m.runBatch([][]int{ids}, []*Cache{cache}, [][]int{rows})
+	if err != nil {
 		return Logits{}, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.weights == nil {
-		return Logits{}, errors.New("octlm: model is closed")
-	}
-	if err := cache.reserve(cache.Len()+len(ids), false); err != nil {
-		return Logits{}, err
-	}
-	logits := Logits{Rows: len(rows), Vocab: m.Config.VocabSize, Data: make([]float32, 0, len(rows)*m.Config.VocabSize)}
-	for at := 0; at < len(ids); {
-		n := min(m.chunkRows(cache.Len(), cache.capacity), len(ids)-at)
-		// The rows of this chunk whose logits are wanted, relative to the chunk; a chunk that
-		// needs none still computes one row, which is dropped.
-		first := len(logits.Data) / logits.Vocab
-		last := first
-		for last < len(rows) && rows[last] < at+n {
-			last++
-		}
-		chunkRows := make([]int, 0, max(1, last-first))
-		for _, r := range rows[first:last] {
-			chunkRows = append(chunkRows, r-at)
-		}
-		if len(chunkRows) == 0 {
-			chunkRows = append(chunkRows, n-1)
-		}
-		data, err := m.runChunk(ids[at:at+n], cache, chunkRows)
-		if err != nil {
-			if at > 0 {
-				// The cache holds part of ids: neither what it held before nor all of it.
-				cache.broken = true
-				err = fmt.Errorf("%w (after %d of the %d tokens: the KV cache is lost)", err, at, len(ids))
-			}
-			return Logits{}, err
-		}
-		if last > first {
-			logits.Data = append(logits.Data, data...)
-		}
-		at += n
-	}
-	return logits, nil
+	return out[0], nil
 }
 
 // Chunk sizes of the prefill: a chunk of n rows attending over Lb cache slots holds attention
@@ -287,7 +250,7 @@ func (c ChunkOptions) withDefaults() ChunkOptions {
 // positions with the given capacity.
 func (m *Model) chunkRows(start, capacity int) int {
 	rows := m.chunks.MaxRows
-	for rows > m.chunks.MinRows && m.Config.NHeads*rows*attendLength(start+rows, capacity) > attentionBudget {
+	for rows > m.chunks.MinRows && m.shape.Heads*rows*attendLength(start+rows, capacity) > attentionBudget {
 		rows /= 2
 	}
 	return rows
@@ -307,66 +270,6 @@ func attendLength(end, capacity int) int {
 
 // attendStep is the granularity of attended lengths past it (see attendLength).
 const attendStep = 1024
-
-// runChunk executes the step graph once for ids (one chunk) on top of cache, whose capacity must
-// already hold them, and returns the flat logits of the given rows of the chunk.
-func (m *Model) runChunk(ids []int, cache *Cache, rows []int) ([]float32, error) {
-	start := cache.Len()
-	end := start + len(ids)
-	// The padded chunk writes its (zero) padding rows into cache slots too: they must fit,
-	// which a bucket past a capacity capped by the context length, or a chunk on top of a
-	// nearly full cache, would not.
-	seqLen := min(lengthBucket(len(ids)), cache.capacity-start)
-	attend := attendLength(end, cache.capacity)
-
-	padded := make([]int32, seqLen)
-	for i, id := range ids {
-		padded[i] = int32(id)
-	}
-	keyPos := make([]int32, attend)
-	for i := range keyPos {
-		keyPos[i] = int32(i)
-	}
-	logitRows := make([]int32, len(rows))
-	for i, r := range rows {
-		logitRows[i] = int32(r)
-	}
-	args := make([]any, 0, numStepInputs+len(m.weights)+len(cache.state))
-	args = append(args, padded, int32(start), int32(len(ids)), keyPos, logitRows)
-	for _, w := range m.weights {
-		args = append(args, w)
-	}
-	for _, t := range cache.state {
-		args = append(args, t)
-	}
-	step, err := m.compileFor(args)
-	if err != nil {
-		return nil, err
-	}
-	for i, t := range cache.state {
-		donated, err := graph.DonateTensorBuffer(t, m.Backend, 0)
-		if err != nil {
-			cache.broken = true // the buffers donated so far are gone
-			return nil, fmt.Errorf("octlm: donating the cache: %w", err)
-		}
-		args[len(args)-len(cache.state)+i] = donated
-	}
-	cache.state = nil // donated: on any error below the cache is gone
-	outputs, err := step.Call(args...)
-	if err != nil {
-		cache.broken = true
-		return nil, fmt.Errorf("octlm: running the step graph (%d tokens at position %d): %w", len(ids), start, err)
-	}
-	cache.state = outputs[1:]
-	cache.length = end
-	cache.ids = append(cache.ids, ids...)
-	data, err := tensors.CopyFlatData[float32](outputs[0])
-	_ = outputs[0].FinalizeAll()
-	if err != nil {
-		return nil, fmt.Errorf("octlm: reading logits: %w", err)
-	}
-	return data, nil
-}
 
 // compileFor returns the step graph compiled for the shapes of args, compiling it unless it
 // already has been (freeing the least recently used beyond maxStepGraphs), and accounts for the

@@ -238,7 +238,7 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	m.Config.ContextLength = 4
+	m.shape.Context = 4
 	if _, err := m.Forward([]int{1, 2, 3, 4, 5}); err == nil {
 		t.Fatal("a prompt longer than the context was accepted")
 	}

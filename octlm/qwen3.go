@@ -8,9 +8,7 @@ package octlm
 
 import (
 	"fmt"
-	"math"
 
-	"github.com/gomlx/compute/dtypes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 )
 
@@ -28,7 +26,7 @@ type qwen3 struct{ c Config }
 
 func init() {
 	registerArchitecture("qwen3", func(data []byte) (architecture, error) {
-		c, err := QwenConfig(data)
+		c, err := Qwen3ConfigFrom(data)
 		if err != nil {
 			return nil, err
 		}
@@ -37,6 +35,10 @@ func init() {
 }
 
 func (q qwen3) config() Config { return q.c }
+
+func (q qwen3) shape() Shape {
+	return Shape{Vocab: q.c.VocabSize, Context: q.c.ContextLength, Width: q.c.DModel, Heads: q.c.NHeads, Layers: q.c.NLayers}
+}
 
 func (q qwen3) skip(string) bool { return false }
 
@@ -94,17 +96,35 @@ func (q qwen3) state() []stateSpec {
 	return specs
 }
 
-// forward is Qwen3Model.forward: embed_tokens, then the decoder layers.
-func (q qwen3) forward(s *step, w weightSet, cache []*Node) (*Node, []*Node) {
+// layers is Qwen3Model.forward: embed_tokens, then the decoder layers, keeping each one's output.
+func (q qwen3) layers(s *step, w weightSet, cache []*Node) ([]*Node, []*Node) {
 	cos, sin := rotaryTables(s.positions, q.c.HeadWidth(), q.c.Base()) // Qwen3RotaryEmbedding
-	hidden := s.ops.embed(w.get(EmbeddingName), s.ids)                 // [S, d]
-	newCache := make([]*Node, 0, len(cache))
+	hidden := s.ops.embed(w.get(EmbeddingName), s.ids)                 // [B, S, d]
+	hiddens := []*Node{hidden}
+	var newCache []*Node
 	for i := range q.c.NLayers {
+		var kCache, vCache *Node
+		if s.cached {
+			kCache, vCache = cache[2*i], cache[2*i+1]
+		}
 		var k, v *Node
-		hidden, k, v = q.decoderLayer(s, w.under(fmt.Sprintf("model.layers.%d.", i)), hidden, cos, sin, cache[2*i], cache[2*i+1])
-		newCache = append(newCache, k, v)
+		hidden, k, v = q.decoderLayer(s, w.under(fmt.Sprintf("model.layers.%d.", i)), s.layerInput(hidden), cos, sin, kCache, vCache)
+		hiddens = append(hiddens, hidden)
+		if s.cached {
+			newCache = append(newCache, k, v)
+		}
 	}
-	return hidden, newCache
+	hiddens[len(hiddens)-1] = s.layersOutput(hidden)
+	return hiddens, newCache
+}
+
+// layerTypes: every Qwen3 layer is the same decoder layer.
+func (q qwen3) layerTypes() []string {
+	types := make([]string, q.c.NLayers)
+	for i := range types {
+		types[i] = "decoder"
+	}
+	return types
 }
 
 // decoderLayer is Qwen3DecoderLayer.forward.
@@ -121,6 +141,25 @@ func (q qwen3) decoderLayer(s *step, w weightSet, hidden, cos, sin, kCache, vCac
 	return Add(residual, mlp(s.ops, w.under("mlp."), x)), newK, newV
 }
 
+// attention is Qwen3Attention: q/k/v projections, q_norm and k_norm, RoPE, eager attention
+// (with the cache, if any, see attention), o_proj. x: [B, S, d].
+func (q qwen3) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Node) (out, newK, newV *Node) {
+	c := q.c
+	batch, seqLen := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
+	qkv := s.ops.projections(x, w, "q_proj.weight", "k_proj.weight", "v_proj.weight")
+	query := Reshape(qkv[0], batch, seqLen, c.NHeads, c.HeadWidth())
+	key := Reshape(qkv[1], batch, seqLen, c.KVHeads, c.HeadWidth())
+	value := Reshape(qkv[2], batch, seqLen, c.KVHeads, c.HeadWidth())
+	if c.QKNorm {
+		query = rmsNorm(s.ops, query, w.get("q_norm.weight"), c.Eps())
+		key = rmsNorm(s.ops, key, w.get("k_norm.weight"), c.Eps())
+	}
+	query = applyRotary(query, cos, sin, c.RopeSplit)
+	key = applyRotary(key, cos, sin, c.RopeSplit)
+	ctx, newK, newV := attention(s, query, key, value, kCache, vCache)
+	return s.ops.project(ctx, w, "o_proj.weight"), newK, newV
+}
+
 // logits is Qwen3ForCausalLM's tail: the final norm, then lm_head (embed_tokens when tied).
 func (q qwen3) logits(s *step, w weightSet, hidden *Node) *Node {
 	hidden = rmsNorm(s.ops, hidden, w.get("model.norm.weight"), q.c.Eps())
@@ -129,81 +168,4 @@ func (q qwen3) logits(s *step, w weightSet, hidden *Node) *Node {
 		head = TiedHeadName
 	}
 	return s.ops.head(hidden, w.get(head))
-}
-
-// rmsNorm is Qwen3RMSNorm: statistics in float32, then weight * normalized (no 1+w).
-func rmsNorm(o ops, x, weight *Node, eps float64) *Node {
-	dtype := x.DType()
-	x32 := rmsNormalized(o, x, eps)
-	for weight.Rank() < x.Rank() {
-		weight = InsertAxes(weight, 0)
-	}
-	return Mul(weight, ConvertDType(x32, dtype))
-}
-
-// mlp is Qwen3MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
-func mlp(o ops, w weightSet, x *Node) *Node {
-	gateUp := o.projections(x, w, "gate_proj.weight", "up_proj.weight")
-	gate, up := gateUp[0], gateUp[1]
-	return o.linear(Mul(Mul(gate, Sigmoid(gate)), up), w.get("down_proj.weight"))
-}
-
-// attention is Qwen3Attention with a KV cache. x: [S, d]. It writes this chunk's keys and
-// values into the caches (zeroed slots; padding rows write zeros, see ops.writeCache)
-// and attends over the first Lb slots with the causal mask. Returns o_proj's output and the
-// updated caches.
-func (q qwen3) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Node) (out, newK, newV *Node) {
-	c := q.c
-	g := x.Graph()
-	seqLen := x.Shape().Dimensions[0]
-	heads, kvHeads, headDim := c.NHeads, c.KVHeads, c.HeadWidth()
-	group := heads / kvHeads
-	capacity := kCache.Shape().Dimensions[1]
-	attendLen := s.causal.Shape().Dimensions[1]
-
-	qkv := s.ops.projections(x, w, "q_proj.weight", "k_proj.weight", "v_proj.weight")
-	qs := Reshape(qkv[0], seqLen, heads, headDim)
-	k := Reshape(qkv[1], seqLen, kvHeads, headDim)
-	v := Reshape(qkv[2], seqLen, kvHeads, headDim)
-	if c.QKNorm {
-		qs = rmsNorm(s.ops, qs, w.get("q_norm.weight"), c.Eps())
-		k = rmsNorm(s.ops, k, w.get("k_norm.weight"), c.Eps())
-	}
-	qs = applyRotary(qs, cos, sin, c.RopeSplit)
-	k = applyRotary(k, cos, sin, c.RopeSplit)
-
-	// Write k and v at cache slots start..start+S-1 of every kv head; padding rows write zeros.
-	// The cache holds the activations' dtype or a narrower one (a bfloat16 cache under float32
-	// activations: keys and values are rounded).
-	dtype := k.DType()
-	keep := ConvertDType(Reshape(s.real, seqLen, 1, 1), dtype)
-	perHead := func(t *Node) *Node { return TransposeAllAxes(Mul(t, keep), 1, 0, 2) } // [kvHeads, S, headDim]
-	k = ConvertDType(perHead(k), kCache.DType())
-	v = ConvertDType(perHead(v), vCache.DType())
-	newK = s.ops.writeCache(kCache, k, s.start)
-	newV = s.ops.writeCache(vCache, v, s.start)
-
-	// Attend over the first Lb slots.
-	keys, values := newK, newV
-	if attendLen < capacity {
-		keys = SliceAxis(newK, 1, AxisRange(0, attendLen))
-		values = SliceAxis(newV, 1, AxisRange(0, attendLen))
-	}
-	keys, values = ConvertDType(keys, dtype), ConvertDType(values, dtype)
-	// Grouped-query attention without copying K/V per query head: query head h uses kv head
-	// h / group, so q is laid out [kvHeads, group, S, headDim] and kv heads are the batch axis.
-	qs = TransposeAllAxes(Reshape(qs, seqLen, kvHeads, group, headDim), 1, 2, 0, 3)
-	// The causal mask as a bias added to the scores: 0 where attended, -inf elsewhere (x + 0 is
-	// x exactly), [1, 1, S, Lb], broadcast over heads.
-	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, dtypes.Float32), seqLen, attendLen),
-		BroadcastToDims(Infinity(g, dtypes.Float32, -1), seqLen, attendLen))
-	bias = Reshape(bias, 1, 1, seqLen, attendLen)
-	scores := s.ops.dotLastAxes(Reshape(qs, kvHeads, group*seqLen, headDim), keys, 1) // [kvHeads, group·S, Lb]
-	scores = MulScalar(scores, 1/math.Sqrt(float64(headDim)))
-	scores = Add(Reshape(ConvertDType(scores, dtypes.Float32), kvHeads, group, seqLen, attendLen), bias)
-	probs := ConvertDType(Reshape(Softmax(scores, -1), kvHeads, group*seqLen, attendLen), values.DType())
-	ctx := DotGeneral(probs, []int{2}, []int{0}, values, []int{1}, []int{0}) // [kvHeads, group·S, headDim]
-	ctx = TransposeAllAxes(Reshape(ctx, kvHeads, group, seqLen, headDim), 2, 0, 1, 3)
-	ctx = Reshape(ctx, seqLen, heads*headDim) // [S, heads·headDim], head h = kv·group + g
-	return s.ops.linear(ctx, w.get("o_proj.weight")), newK, newV
 }

@@ -23,15 +23,24 @@ func init() {
 	}
 }
 
-// Qwen35SkippedPrefixes are the tensors a text decoder does not use: the vision tower and the
+// qwen35SkippedPrefixes are the tensors a text decoder does not use: the vision tower and the
 // multi-token-prediction head. Load skips them without reading their bytes.
-var Qwen35SkippedPrefixes = []string{"model.visual.", "mtp."}
+var qwen35SkippedPrefixes = [...]string{"model.visual.", "mtp."}
+
+// Qwen35SkippedPrefixes are the name prefixes of the checkpoint tensors a Qwen3.5 text decoder
+// skips (the vision tower, the multi-token-prediction head), a new slice on each call.
+func Qwen35SkippedPrefixes() []string { return append([]string(nil), qwen35SkippedPrefixes[:]...) }
 
 // SkippedTensors counts the checkpoint tensors under one skipped prefix.
 type SkippedTensors struct {
 	Prefix string `json:"prefix"`
 	Count  int    `json:"count"`
 	Bytes  int64  `json:"bytes"`
+}
+
+func (q qwen35) shape() Shape {
+	c := q.c
+	return Shape{Vocab: c.VocabSize, Context: c.ContextLength, Width: c.Hidden, Heads: c.Heads, Layers: c.NLayers}
 }
 
 // config is the shape the shared machinery reads.
@@ -50,7 +59,7 @@ func (q qwen35) sizeNames() ([]string, string) {
 }
 
 func (q qwen35) skip(name string) bool {
-	for _, p := range Qwen35SkippedPrefixes {
+	for _, p := range qwen35SkippedPrefixes {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

@@ -432,17 +432,7 @@ func (c Qwen35Config) checkSizes() error {
 }
 
 // Parameters counts the text decoder's parameters (a tied head counted once).
-func (c Qwen35Config) Parameters() int64 {
-	var n int64
-	for _, s := range qwen35WeightSpecs(c) {
-		p := int64(1)
-		for _, d := range s.Shape {
-			p *= int64(d)
-		}
-		n += p
-	}
-	return n
-}
+func (c Qwen35Config) Parameters() int64 { return parameterCount(qwen35WeightSpecs(c)) }
 
 // Summary is a one-line description: the layer mix and the head geometry.
 func (c Qwen35Config) Summary() string {

@@ -21,43 +21,47 @@ import (
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 )
 
-// forward is Qwen3_5TextModel.forward: embed_tokens, then the decoder layers. It returns the
-// hidden state before the final norm and the new cache state.
-func (q qwen35) forward(s *step, w weightSet, state []*Node) (*Node, []*Node) {
-	hiddens, newState := q.layers(s, w, state)
-	return hiddens[len(hiddens)-1], newState
-}
-
-// layers runs the embedding and every decoder layer and returns the hidden state after the
-// embedding and after each layer (len NLayers+1; the trace compares them), and the new state.
+// layers is Qwen3_5TextModel.forward: embed_tokens, then the decoder layers. It returns the
+// hidden state after the embedding and after each layer (len NLayers+1), and the new state.
 func (q qwen35) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 	c := q.c
 	cos, sin := rotaryTables(s.positions, c.RotaryDim, c.RopeTheta) // Qwen3_5TextRotaryEmbedding, text positions
 	p := c.WeightPrefix()
-	hidden := s.ops.embed(w.get(p+"embed_tokens.weight"), s.ids) // [S, hidden]
+	hidden := s.ops.embed(w.get(p+"embed_tokens.weight"), s.ids) // [B, S, hidden]
 	hiddens := []*Node{hidden}
-	newState := make([]*Node, 0, len(state))
-	for i, t := range c.LayerTypes {
-		l := w.under(fmt.Sprintf("%slayers.%d.", p, i))
-		// Token mixer with a residual connection.
-		residual := hidden
-		x := zeroCenteredRMSNorm(s.ops, hidden, l.get("input_layernorm.weight"), c.NormEps)
-		var mixed, s0, s1 *Node
-		if t == FullAttention {
-			mixed, s0, s1 = q.attention(s, l.under("self_attn."), x, cos, sin, state[2*i], state[2*i+1])
-		} else {
-			mixed, s0, s1 = q.gatedDeltaNet(s, l.under("linear_attn."), x, state[2*i], state[2*i+1])
+	var newState []*Node
+	for i := range c.LayerTypes {
+		var s0, s1 *Node
+		if s.cached {
+			s0, s1 = state[2*i], state[2*i+1]
 		}
-		newState = append(newState, s0, s1)
-		hidden = Add(residual, mixed)
-
-		// Feed-forward block with a residual connection.
-		residual = hidden
-		x = zeroCenteredRMSNorm(s.ops, hidden, l.get("post_attention_layernorm.weight"), c.NormEps)
-		hidden = Add(residual, mlp(s.ops, l.under("mlp."), x)) // Qwen3_5MLP is Qwen3MLP
+		hidden, s0, s1 = q.decoderLayer(s, w.under(fmt.Sprintf("%slayers.%d.", p, i)), i, s.layerInput(hidden), cos, sin, s0, s1)
 		hiddens = append(hiddens, hidden)
+		if s.cached {
+			newState = append(newState, s0, s1)
+		}
 	}
+	hiddens[len(hiddens)-1] = s.layersOutput(hidden)
 	return hiddens, newState
+}
+
+// decoderLayer is Qwen3_5DecoderLayer.forward: the token mixer of layer i's type (full
+// attention or Gated DeltaNet) on its two cache states, then the MLP, each with a residual.
+func (q qwen35) decoderLayer(s *step, w weightSet, i int, hidden, cos, sin, state0, state1 *Node) (out, new0, new1 *Node) {
+	c := q.c
+	residual := hidden
+	x := zeroCenteredRMSNorm(s.ops, hidden, w.get("input_layernorm.weight"), c.NormEps)
+	var mixed *Node
+	if c.LayerTypes[i] == FullAttention {
+		mixed, new0, new1 = q.attention(s, w.under("self_attn."), x, cos, sin, state0, state1)
+	} else {
+		mixed, new0, new1 = q.gatedDeltaNet(s, w.under("linear_attn."), x, state0, state1)
+	}
+	hidden = Add(residual, mixed)
+
+	residual = hidden
+	x = zeroCenteredRMSNorm(s.ops, hidden, w.get("post_attention_layernorm.weight"), c.NormEps)
+	return Add(residual, mlp(s.ops, w.under("mlp."), x)), new0, new1 // Qwen3_5MLP is Qwen3MLP
 }
 
 // logits is the final norm, then lm_head (embed_tokens when tied), on hidden [P, hidden].
@@ -71,84 +75,32 @@ func (q qwen35) logits(s *step, w weightSet, hidden *Node) *Node {
 	return s.ops.head(hidden, w.get(head))
 }
 
-// zeroCenteredRMSNorm is Qwen3_5RMSNorm: x · rsqrt(mean(x²) + eps) · (1 + w), in float32, the
-// stored weight zero-centred.
-func zeroCenteredRMSNorm(o ops, x, weight *Node, eps float64) *Node {
-	dtype := x.DType()
-	x32 := rmsNormalized(o, x, eps)
-	w := OnePlus(ConvertDType(weight, dtypes.Float32))
-	for w.Rank() < x32.Rank() {
-		w = InsertAxes(w, 0)
-	}
-	return ConvertDType(Mul(x32, w), dtype)
-}
-
-// rmsNormGated is Qwen3_5RMSNormGated: (x · rsqrt(mean(x²) + eps)) · w · silu(z), with the
-// plain weight w; x and z [..., headDim].
-func rmsNormGated(o ops, x, z, weight *Node, eps float64) *Node {
-	dtype := x.DType()
-	x32 := rmsNormalized(o, x, eps)
-	w := ConvertDType(weight, dtypes.Float32)
-	for w.Rank() < x32.Rank() {
-		w = InsertAxes(w, 0)
-	}
-	z32 := ConvertDType(z, dtypes.Float32)
-	return ConvertDType(Mul(Mul(w, x32), Mul(z32, Sigmoid(z32))), dtype)
-}
-
-// q35Attention is Qwen3_5Attention with a KV cache: q_proj gives a query and an output gate per
-// head; q_norm and k_norm; RoPE on the first RotaryDim dims of each head (rotate_half pairing);
-// grouped-query softmax attention over the first Lb cache slots; the output times
-// sigmoid(gate); o_proj. x: [S, hidden].
+// attention is Qwen3_5Attention: q_proj gives a query and an output gate per head; q_norm and
+// k_norm; RoPE on the first RotaryDim dims of each head (rotate_half pairing); eager attention
+// (with the cache, if any); the output times sigmoid(gate); o_proj. x: [B, S, hidden].
 func (q qwen35) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Node) (out, newK, newV *Node) {
 	c := q.c
-	g := x.Graph()
-	o, causal, start, real := s.ops, s.causal, s.start, s.real
-	seqLen := x.Shape().Dimensions[0]
+	o := s.ops
+	batch, seqLen := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
 	heads, kvHeads, hd := c.Heads, c.KVHeads, c.HeadDim
-	group := heads / kvHeads
-	attendLen := causal.Shape().Dimensions[1]
 
 	qkv := o.projections(x, w, "q_proj.weight", "k_proj.weight", "v_proj.weight")
-	qg := Reshape(qkv[0], seqLen, heads, 2*hd) // per head: query | gate
+	qg := Reshape(qkv[0], batch, seqLen, heads, 2*hd) // per head: query | gate
 	query := SliceAxis(qg, -1, AxisRange(0, hd))
-	gate := Reshape(SliceAxis(qg, -1, AxisRange(hd, 2*hd)), seqLen, heads*hd)
+	gate := Reshape(SliceAxis(qg, -1, AxisRange(hd, 2*hd)), batch, seqLen, heads*hd)
 	query = zeroCenteredRMSNorm(o, query, w.get("q_norm.weight"), c.NormEps)
-	k := zeroCenteredRMSNorm(o, Reshape(qkv[1], seqLen, kvHeads, hd), w.get("k_norm.weight"), c.NormEps)
-	v := Reshape(qkv[2], seqLen, kvHeads, hd)
+	key := zeroCenteredRMSNorm(o, Reshape(qkv[1], batch, seqLen, kvHeads, hd), w.get("k_norm.weight"), c.NormEps)
+	value := Reshape(qkv[2], batch, seqLen, kvHeads, hd)
 	query = partialRotary(query, cos, sin, c.RotaryDim)
-	k = partialRotary(k, cos, sin, c.RotaryDim)
-
-	// Write this chunk's keys and values at slots start…start+S−1 of the zeroed cache (see
-	// ops.writeCache); padding rows write zeros, so the slots past the real length stay zero.
-	keep := ConvertDType(Reshape(real, seqLen, 1, 1), k.DType())
-	toCache := func(t, cache *Node) *Node {
-		t = ConvertDType(TransposeAllAxes(Mul(t, keep), 1, 0, 2), cache.DType()) // [kvHeads, S, hd]
-		return o.writeCache(cache, t, start)
-	}
-	newK, newV = toCache(k, kCache), toCache(v, vCache)
-	keys := ConvertDType(SliceAxis(newK, 1, AxisRange(0, attendLen)), query.DType())
-	values := ConvertDType(SliceAxis(newV, 1, AxisRange(0, attendLen)), query.DType())
-
-	// Query head h uses kv head h / group: query as [kvHeads, group·S, hd], kv heads the batch axis.
-	query = TransposeAllAxes(Reshape(query, seqLen, kvHeads, group, hd), 1, 2, 0, 3)
-	query = Reshape(query, kvHeads, group*seqLen, hd)
-	scores := ConvertDType(o.dotLastAxes(query, keys, 1), dtypes.Float32) // [kvHeads, group·S, Lb]
-	scores = MulScalar(scores, 1/math.Sqrt(float64(hd)))
-	bias := Where(causal, BroadcastToDims(ScalarZero(g, dtypes.Float32), seqLen, attendLen),
-		BroadcastToDims(Infinity(g, dtypes.Float32, -1), seqLen, attendLen))
-	scores = Add(Reshape(scores, kvHeads, group, seqLen, attendLen), Reshape(bias, 1, 1, seqLen, attendLen))
-	probs := ConvertDType(Reshape(Softmax(scores, -1), kvHeads, group*seqLen, attendLen), values.DType())
-	ctx := DotGeneral(probs, []int{2}, []int{0}, values, []int{1}, []int{0}) // [kvHeads, group·S, hd]
-	ctx = TransposeAllAxes(Reshape(ctx, kvHeads, group, seqLen, hd), 2, 0, 1, 3)
-	ctx = Reshape(ctx, seqLen, heads*hd)
+	key = partialRotary(key, cos, sin, c.RotaryDim)
+	ctx, newK, newV := attention(s, query, key, value, kCache, vCache)
 	ctx = Mul(ctx, Sigmoid(gate))
-	return o.linear(ctx, w.get("o_proj.weight")), newK, newV
+	return o.project(ctx, w, "o_proj.weight"), newK, newV
 }
 
 // partialRotary is apply_rotary_pos_emb with a partial rotary factor: the first rotaryDim
 // dims of each head rotate (rotate_half pairing within them), the rest pass through.
-// x: [S, heads, headDim]; cos, sin: [S, rotaryDim/2].
+// x: [B, S, heads, headDim]; cos, sin: [B, S, rotaryDim/2].
 func partialRotary(x, cos, sin *Node, rotaryDim int) *Node {
 	headDim := x.Shape().Dimensions[x.Rank()-1]
 	rot := applyRotary(SliceAxis(x, -1, AxisRange(0, rotaryDim)), cos, sin, true)
@@ -158,30 +110,35 @@ func partialRotary(x, cos, sin *Node, rotaryDim int) *Node {
 	return Concatenate([]*Node{rot, SliceAxis(x, -1, AxisRange(rotaryDim, headDim))}, -1)
 }
 
-// gatedDeltaNet is Qwen3_5GatedDeltaNet on a chunk x [S, hidden] on top of its states: the
-// convolution state [kernel−1, convDim] and the recurrent state [valueHeads, keyDim, valueDim].
+// gatedDeltaNet is Qwen3_5GatedDeltaNet on a chunk x [B, S, hidden] on top of its states: the
+// convolution state [B, kernel−1, convDim] and the recurrent state [B, valueHeads, keyDim,
+// valueDim] (without a cache, s.cached false: zeros, and no new states are returned).
 func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node) (out, newConv, newRec *Node) {
 	c := q.c
 	g := x.Graph()
 	o, valid, real := s.ops, s.valid, s.real
-	seqLen := x.Shape().Dimensions[0]
+	batch, seqLen := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
 	kh, vh, dk, dv := c.LinKeyHeads, c.LinValueHeads, c.LinKeyDim, c.LinValueDim
-	f32 := dtypes.Float32
+	f32 := wide(x).DType()
 
 	proj := o.projections(x, w, "in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight")
-	mixedQKV := ConvertDType(proj[0], f32) // [S, convDim]
-	z := Reshape(proj[1], seqLen, vh, dv)
-	b := ConvertDType(proj[2], f32) // [S, vh]
+	mixedQKV := ConvertDType(proj[0], f32) // [B, S, convDim]
+	z := Reshape(proj[1], batch, seqLen, vh, dv)
+	b := ConvertDType(proj[2], f32) // [B, S, vh]
 	a := ConvertDType(proj[3], f32)
+	if !s.cached {
+		convState = Zeros(g, shapes.Make(f32, batch, c.ConvKernel-1, c.ConvDim()))
+		recState = Zeros(g, shapes.Make(f32, batch, vh, dk, dv))
+	}
 
 	// conv1d: causal depthwise convolution over time, kernel K, the previous K−1 inputs from
 	// the state (zeros at the start), then SiLU. out[t] = Σ_j w[j] · in[t + j].
 	kernel := c.ConvKernel
-	in := Concatenate([]*Node{convState, mixedQKV}, 0) // [K−1+S, convDim]
+	in := Concatenate([]*Node{ConvertDType(convState, f32), mixedQKV}, 1) // [B, K−1+S, convDim]
 	weight := Reshape(ConvertDType(w.get("conv1d.weight"), f32), c.ConvDim(), kernel)
 	var conv *Node
 	for j := range kernel {
-		term := Mul(SliceAxis(in, 0, AxisRange(j, j+seqLen)), Reshape(SliceAxis(weight, 1, AxisElem(j)), 1, c.ConvDim()))
+		term := Mul(SliceAxis(in, 1, AxisRange(j, j+seqLen)), Reshape(SliceAxis(weight, 1, AxisElem(j)), 1, 1, c.ConvDim()))
 		if conv == nil {
 			conv = term
 		} else {
@@ -189,20 +146,24 @@ func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node
 		}
 	}
 	conv = Mul(conv, Sigmoid(conv))
-	// The new state is the last K−1 real inputs: rows valid … valid+K−2 of in.
-	rows := Add(valid, Iota(g, shapes.Make(dtypes.Int32, kernel-1), 0))
-	newConv = Gather(in, InsertAxes(rows, -1)) // [K−1, convDim]
+	if s.cached {
+		// The new state is the last K−1 real inputs of each row: rows valid … valid+K−2 of in.
+		window := kernel - 1 + seqLen
+		rows := Add(InsertAxes(Add(valid, MulScalar(Iota(g, shapes.Make(dtypes.Int32, batch), 0), window)), -1),
+			Iota(g, shapes.Make(dtypes.Int32, batch, kernel-1), 1)) // [B, K−1] into the rows of in
+		newConv = Gather(Reshape(in, batch*window, c.ConvDim()), InsertAxes(rows, -1)) // [B, K−1, convDim]
+	}
 
-	qh := Reshape(SliceAxis(conv, 1, AxisRange(0, c.KeyDim())), seqLen, kh, dk)
-	k := Reshape(SliceAxis(conv, 1, AxisRange(c.KeyDim(), 2*c.KeyDim())), seqLen, kh, dk)
-	v := Reshape(SliceAxis(conv, 1, AxisRange(2*c.KeyDim(), c.ConvDim())), seqLen, vh, dv)
+	qh := Reshape(SliceAxis(conv, 2, AxisRange(0, c.KeyDim())), batch, seqLen, kh, dk)
+	k := Reshape(SliceAxis(conv, 2, AxisRange(c.KeyDim(), 2*c.KeyDim())), batch, seqLen, kh, dk)
+	v := Reshape(SliceAxis(conv, 2, AxisRange(2*c.KeyDim(), c.ConvDim())), batch, seqLen, vh, dv)
 
 	// β = sigmoid(b), g = −exp(A_log) · softplus(a + dt_bias); 0 on padding rows.
 	beta := Sigmoid(b)
-	aLog := InsertAxes(ConvertDType(w.get("A_log"), f32), 0)
-	dtBias := InsertAxes(ConvertDType(w.get("dt_bias"), f32), 0)
+	aLog := broadcastLast(ConvertDType(w.get("A_log"), f32), a)
+	dtBias := broadcastLast(ConvertDType(w.get("dt_bias"), f32), a)
 	decay := Mul(Neg(Exp(aLog)), softplus(Add(a, dtBias)))
-	mask := BroadcastToDims(InsertAxes(real, -1), seqLen, vh)
+	mask := BroadcastToDims(InsertAxes(real, -1), batch, seqLen, vh)
 	beta = Where(mask, beta, ZerosLike(beta))
 	decay = Where(mask, decay, ZerosLike(decay))
 
@@ -211,14 +172,27 @@ func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node
 	k = l2norm(o, k)
 	// Value head h reads key head h / (vh/kh): repeat_interleave on the head axis.
 	if r := vh / kh; r > 1 {
-		query = Reshape(BroadcastToDims(InsertAxes(query, 2), seqLen, kh, r, dk), seqLen, vh, dk)
-		k = Reshape(BroadcastToDims(InsertAxes(k, 2), seqLen, kh, r, dk), seqLen, vh, dk)
+		query = Reshape(BroadcastToDims(InsertAxes(query, 3), batch, seqLen, kh, r, dk), batch, seqLen, vh, dk)
+		k = Reshape(BroadcastToDims(InsertAxes(k, 3), batch, seqLen, kh, r, dk), batch, seqLen, vh, dk)
 	}
 
-	core, newRec := chunkGatedDeltaRule(query, k, v, beta, decay, recState, deltaChunk(seqLen))
-	core = rmsNormGated(o, core, z, w.get("norm.weight"), c.NormEps) // [S, vh, dv]
-	core = ConvertDType(Reshape(core, seqLen, vh*dv), x.DType())
-	return o.linear(core, w.get("out_proj.weight")), newConv, newRec
+	// The rule runs per (row, head): the batch folds into its head axis, [S, B·vh, …].
+	fold := func(t *Node) *Node {
+		dims := t.Shape().Dimensions
+		if t.Rank() == 3 { // [B, S, vh]
+			return Reshape(TransposeAllAxes(t, 1, 0, 2), seqLen, batch*vh)
+		}
+		return Reshape(TransposeAllAxes(t, 1, 0, 2, 3), seqLen, batch*vh, dims[3])
+	}
+	core, final := chunkGatedDeltaRule(fold(query), fold(k), fold(v), fold(beta), fold(decay),
+		Reshape(recState, batch*vh, dk, dv), deltaChunk(seqLen))
+	core = TransposeAllAxes(Reshape(core, seqLen, batch, vh, dv), 1, 0, 2, 3) // [B, S, vh, dv]
+	core = rmsNormGated(o, core, z, w.get("norm.weight"), c.NormEps)          // [B, S, vh, dv]
+	core = ConvertDType(Reshape(core, batch, seqLen, vh*dv), x.DType())
+	if s.cached {
+		newRec = Reshape(final, batch, vh, dk, dv)
+	}
+	return o.project(core, w, "out_proj.weight"), newConv, newRec
 }
 
 // softplus is log(1 + exp(x)) computed as max(x, 0) + log1p(exp(−|x|)).

@@ -51,11 +51,12 @@ func RoPE(backend compute.Backend, x [][]float32, positions []int32, base float6
 	return rotated, nil
 }
 
-// rotaryTables are cos and sin of the angles position × InvFreq(headDim, base) in float32, [S, headDim/2].
+// rotaryTables are cos and sin of the angles position × InvFreq(headDim, base) in float32,
+// positions [..., S]: [..., S, headDim/2].
 func rotaryTables(positions *Node, headDim int, base float64) (cos, sin *Node) {
 	g := positions.Graph()
-	invFreq := Const(g, InvFreq(headDim, base)) // [headDim/2]
-	freqs := Mul(InsertAxes(ConvertDType(positions, dtypes.Float32), -1), InsertAxes(invFreq, 0))
+	angles := InsertAxes(ConvertDType(positions, dtypes.Float32), -1)
+	freqs := Mul(angles, broadcastLast(Const(g, InvFreq(headDim, base)), angles))
 	return Cos(freqs), Sin(freqs)
 }
 
@@ -71,7 +72,7 @@ func InvFreq(dim int, base float64) []float32 {
 	return out
 }
 
-// applyRotary rotates x [..., S, heads, headDim] by the angles of cos/sin [S, headDim/2].
+// applyRotary rotates x [..., S, heads, headDim] by the angles of cos/sin [..., S, headDim/2].
 // Split pairing (rope_split, Hugging Face's rotate_half): channel i rotates with i+headDim/2.
 // Neighbour pairing (classic octlm): channel 2i rotates with 2i+1.
 func applyRotary(x, cos, sin *Node, split bool) *Node {
@@ -79,8 +80,8 @@ func applyRotary(x, cos, sin *Node, split bool) *Node {
 	headDim := x.Shape().Dimensions[x.Rank()-1]
 	half := headDim / 2
 	// cos/sin broadcast over heads (and any leading axes): [..., S, 1, half].
-	cos = ConvertDType(InsertAxes(cos, 1), dtype)
-	sin = ConvertDType(InsertAxes(sin, 1), dtype)
+	cos = ConvertDType(InsertAxes(cos, cos.Rank()-1), dtype)
+	sin = ConvertDType(InsertAxes(sin, sin.Rank()-1), dtype)
 	for cos.Rank() < x.Rank() {
 		cos, sin = InsertAxes(cos, 0), InsertAxes(sin, 0)
 	}

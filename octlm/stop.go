@@ -16,11 +16,11 @@ const (
 	QwenEndOfText = 151643
 )
 
-// QwenStopIDs are the token IDs that end a Qwen3 generation: qwenStopTokens in Qwen3's
-// vocabulary.
-var QwenStopIDs = []int{QwenIMEnd, QwenEndOfText}
+// Qwen3StopIDs are the token IDs that end a Qwen3 generation: qwenStopTokens in Qwen3's
+// vocabulary (a new slice on each call).
+func Qwen3StopIDs() []int { return []int{QwenIMEnd, QwenEndOfText} }
 
-// qwenStopTokens are Qwen3's stop tokens as text, in QwenStopIDs' order.
+// qwenStopTokens are Qwen3's stop tokens as text, in Qwen3StopIDs' order.
 var qwenStopTokens = [...]string{"<|im_end|>", "<|endoftext|>"}
 
 // TokenLookup finds a token's ID by its text; *tokenizer.Tokenizer is one.
@@ -31,7 +31,7 @@ type TokenLookup interface {
 // ReadStopIDs returns the token IDs that end a generation from the checkpoint folder dir: the
 // eos_token_id of generation_config.json, else that of config.json (as transformers does: absent
 // or null means not given), else that of config.json's text_config (Qwen3.5's multimodal
-// form keeps it there), else Qwen3's stop tokens (QwenStopIDs) as vocab numbers them, those
+// form keeps it there), else Qwen3's stop tokens (Qwen3StopIDs) as vocab numbers them, those
 // it knows, else none (vocab nil). A file that cannot be read, or whose eos_token_id is neither
 // an ID nor a list of IDs, is an error naming it.
 func ReadStopIDs(dir string, vocab TokenLookup) ([]int, error) {

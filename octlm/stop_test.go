@@ -33,7 +33,7 @@ func TestReadStopIDs(t *testing.T) {
 		{"absent", `{"bos_token_id": 1}`, "", nil, nil, ""},
 		{"no file", "", "", nil, nil, ""},
 		{"config.json next", `{"bos_token_id": 1}`, `{"eos_token_id": 5}`, nil, []int{5}, ""},
-		{"the tokenizer's Qwen3 stop tokens last", "", `{}`, qwenTok, QwenStopIDs, ""},
+		{"the tokenizer's Qwen3 stop tokens last", "", `{}`, qwenTok, Qwen3StopIDs(), ""},
 		{"a vocabulary without them", "", "", stubVocab{}, nil, ""},
 		{"malformed", `{"eos_token_id": [1, 2`, "", nil, nil, "generation_config.json"},
 		{"wrong type", `{"eos_token_id": "eos"}`, "", nil, nil, "generation_config.json"},

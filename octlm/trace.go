@@ -15,17 +15,10 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 )
 
-// tracer is an architecture that can return every layer's output.
+// tracer is an architecture that names its layers' kinds for the trace.
 type tracer interface {
-	// layers is forward, returning the hidden state after the embedding and after each layer
-	// ([S, d] each, NLayers+1 of them) instead of the last one only.
-	layers(s *step, w weightSet, state []*graph.Node) (hiddens, newState []*graph.Node)
 	layerTypes() []string
 }
-
-// traceRows: a traced prompt is padded to a multiple of this many rows (Qwen3.5's DeltaNet
-// chunk), its padding rows masked as in any step.
-const traceRows = maxDeltaChunk
 
 // ErrNoTrace is returned by Trace for an architecture without a per-layer trace.
 var ErrNoTrace = errors.New("octlm: this architecture has no per-layer trace")
@@ -43,16 +36,15 @@ func (m *Model) LayerTypes() []string {
 // state [len(ids), d] (float32, row-major) after the embedding (index 0) and after every layer
 // (index 1 + layer), before the final norm.
 func (m *Model) Trace(ids []int) ([][]float32, error) {
-	tr, ok := m.arch.(tracer)
-	if !ok {
+	if _, ok := m.arch.(tracer); !ok {
 		return nil, ErrNoTrace
 	}
-	if len(ids) == 0 || len(ids) > m.Config.ContextLength {
-		return nil, fmt.Errorf("octlm: trace of %d tokens (want 1 to %d): %w", len(ids), m.Config.ContextLength, ErrBadInput)
+	if len(ids) == 0 || len(ids) > m.shape.Context {
+		return nil, fmt.Errorf("octlm: trace of %d tokens (want 1 to %d): %w", len(ids), m.shape.Context, ErrBadInput)
 	}
 	for i, id := range ids {
-		if id < 0 || id >= m.Config.VocabSize {
-			return nil, fmt.Errorf("octlm: token %d at position %d is outside the vocabulary [0, %d): %w", id, i, m.Config.VocabSize, ErrBadInput)
+		if id < 0 || id >= m.shape.Vocab {
+			return nil, fmt.Errorf("octlm: token %d at position %d is outside the vocabulary [0, %d): %w", id, i, m.shape.Vocab, ErrBadInput)
 		}
 	}
 	m.mu.Lock()
@@ -60,30 +52,25 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 	if m.weights == nil {
 		return nil, errors.New("octlm: model is closed")
 	}
-	rows := ceilDiv(len(ids), traceRows) * traceRows
+	// One step on an empty cache of the chunk's padded length, as a prompt's first step runs.
+	rows := lengthBucket(len(ids))
 	valid := len(ids)
 	exec, err := graph.NewExec(m.Backend, func(g *graph.Graph, inputs []*graph.Node) []*graph.Node {
 		w := newWeightSet(m.specs, inputs[1:1+len(m.specs)])
-		idsNode := inputs[0]
-		offsets := graph.Iota(g, idsNode.Shape(), 0)
-		keyPos := graph.Iota(g, shapes.Make(dtypes.Int32, rows), 0)
-		s := &step{
-			ops: ops{layout: m.layout, vocab: m.Config.VocabSize}, ids: idsNode,
-			start: graph.Const(g, int32(0)), valid: graph.Const(g, int32(valid)),
-			positions: offsets, real: graph.LessThan(offsets, graph.Const(g, int32(valid))), keyPos: keyPos,
-			causal: graph.LessOrEqual(graph.InsertAxes(keyPos, 0), graph.InsertAxes(offsets, -1)),
-		}
+		w.adapter = m.adapter.nodes(g)
+		s := newStep(ops{layout: m.layout, vocab: m.shape.Vocab}, graph.InsertAxes(inputs[0], 0),
+			graph.Const(g, []int32{0}), graph.Const(g, []int32{int32(valid)}), rows, true)
 		var state []*graph.Node
 		for _, spec := range m.arch.state() {
 			dtype := m.cacheDType()
 			if spec.Float32 {
 				dtype = dtypes.Float32
 			}
-			state = append(state, graph.Zeros(g, shapes.Make(dtype, spec.shape(rows)...)))
+			state = append(state, graph.Zeros(g, shapes.Make(dtype, append([]int{1}, spec.shape(rows)...)...)))
 		}
-		hiddens, _ := tr.layers(s, w, state)
+		hiddens, _ := m.arch.layers(s, w, state)
 		for i, h := range hiddens {
-			hiddens[i] = graph.ConvertDType(h, dtypes.Float32)
+			hiddens[i] = graph.ConvertDType(graph.Squeeze(h, 0), dtypes.Float32)
 		}
 		return hiddens
 	})
@@ -110,31 +97,7 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 		if err != nil {
 			return nil, fmt.Errorf("octlm: reading hidden states: %w", err)
 		}
-		out[i] = data[:valid*m.Config.DModel]
+		out[i] = data[:valid*m.shape.Width]
 	}
 	return out, nil
-}
-
-// layers is qwen3.forward keeping every layer's output, for the trace.
-func (q qwen3) layers(s *step, w weightSet, cache []*graph.Node) ([]*graph.Node, []*graph.Node) {
-	cos, sin := rotaryTables(s.positions, q.c.HeadWidth(), q.c.Base())
-	hidden := s.ops.embed(w.get(EmbeddingName), s.ids)
-	hiddens := []*graph.Node{hidden}
-	newCache := make([]*graph.Node, 0, len(cache))
-	for i := range q.c.NLayers {
-		var k, v *graph.Node
-		hidden, k, v = q.decoderLayer(s, w.under(fmt.Sprintf("model.layers.%d.", i)), hidden, cos, sin, cache[2*i], cache[2*i+1])
-		hiddens = append(hiddens, hidden)
-		newCache = append(newCache, k, v)
-	}
-	return hiddens, newCache
-}
-
-// layerTypes: every Qwen3 layer is the same decoder layer.
-func (q qwen3) layerTypes() []string {
-	types := make([]string, q.c.NLayers)
-	for i := range types {
-		types[i] = "decoder"
-	}
-	return types
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/octlm/octlm/loader"
-	"github.com/octlm/octlm/xla"
 )
 
 // residentDType is the weight's dtype on the engine in a model of dtype.
@@ -42,6 +41,9 @@ type LoadOptions struct {
 	Layout *Layout
 	// Chunks bound the prefill's chunk rows; zero fields take the defaults.
 	Chunks ChunkOptions
+	// Adapter, when set, is a LoRA applied unmerged in every step graph; its modules must be
+	// Linear weights of the model, of their sizes. The model keeps it (do not change it after).
+	Adapter *LoRA
 }
 
 // Load reads a Hugging Face checkpoint folder (config.json and model.safetensors, or a sharded
@@ -79,7 +81,6 @@ func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (*Mod
 // load is LoadCheckpoint for any architecture: the weight table says which tensors to read,
 // under which names, and how to lay each out.
 func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Model, err error) {
-	cfg := arch.config()
 	if opts.Backend == nil {
 		return nil, fmt.Errorf("octlm: load: no backend given")
 	}
@@ -90,11 +91,16 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	if dtype == "" {
 		dtype = Float32
 	}
-	layout := LayoutFor(xla.EngineOf(opts.Backend))
+	layout := layoutOf(opts.Backend)
 	if opts.Layout != nil {
 		layout = *opts.Layout
 	}
 	specs := residentSpecs(arch.weights(), layout)
+	if opts.Adapter != nil {
+		if err := opts.Adapter.check(specs); err != nil {
+			return nil, err
+		}
+	}
 	// Where each checkpoint tensor goes: resident weight i, as a whole (part -1) or as part j.
 	type place struct{ i, part int }
 	index := make(map[string]place, len(specs))
@@ -108,7 +114,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 			index[part.Name] = place{i, j}
 		}
 	}
-	m = &Model{Config: cfg, DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs,
+	m = &Model{Config: arch.config(), shape: arch.shape(), DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs, adapter: opts.Adapter,
 		chunks: opts.Chunks.withDefaults(), weights: make([]*tensors.Tensor, len(specs))}
 	fusing := map[int]*fusedFill{} // fused weights with parts still to come
 	partial := m                   // error returns set m to nil; partial is what to free

@@ -356,7 +356,7 @@ func inspectQwen35(r *inspectReport) {
 	r.Architecture = "qwen3_5: " + form
 	r.LayerTypes = cfg.LayerTypes
 	r.DecoderSummary = cfg.Summary()
-	for _, p := range octlm.Qwen35SkippedPrefixes {
+	for _, p := range octlm.Qwen35SkippedPrefixes() {
 		s := octlm.SkippedTensors{Prefix: p}
 		for _, t := range r.Tensors {
 			if strings.HasPrefix(t.Name, p) {

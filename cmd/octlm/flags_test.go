@@ -61,7 +61,7 @@ func TestStopIDs(t *testing.T) {
 	}{
 		{"eos_token_id", `{"eos_token_id": 7}`, false, []int{7}},
 		{"no tokenizer, no eos_token_id", "", false, nil},
-		{"the tokenizer's Qwen3 stop tokens", "", true, octlm.QwenStopIDs},
+		{"the tokenizer's Qwen3 stop tokens", "", true, octlm.Qwen3StopIDs()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

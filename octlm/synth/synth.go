@@ -233,6 +233,12 @@ var fileMetadata = map[string]string{"format": "pt"}
 // Hub's two files exactly: everything but the head (3,441,185,608 bytes), then lm_head.weight.
 func (c QwenLike) Shards(maxBytes int64) []Shard { return shardSpecs(c.Tensors(), maxBytes) }
 
+// ShardTensors splits any checkpoint's tensors into files as Shards describes (a fine-tuned or
+// merged checkpoint is saved with the Hub's split).
+func ShardTensors(tensors []loader.TensorSpec, maxBytes int64) []Shard {
+	return shardSpecs(tensors, maxBytes)
+}
+
 // shardSpecs splits tensors into shards as Shards describes.
 func shardSpecs(tensors []loader.TensorSpec, maxBytes int64) []Shard {
 	if maxBytes <= 0 {

@@ -24,10 +24,10 @@ var qwenSupported = []struct {
 	{"rms_norm_eps", 1e-6},
 }
 
-// QwenConfig turns a Hugging Face Qwen3 config.json into a Config, refusing every setting the
+// Qwen3ConfigFrom turns a Hugging Face Qwen3 config.json into a Config, refusing every setting the
 // decoder does not implement, each with the key named. tie_word_embeddings must be given, true
 // (the head reuses embed_tokens) or false (the head is lm_head.weight: UntiedHead).
-func QwenConfig(data []byte) (Config, error) {
+func Qwen3ConfigFrom(data []byte) (Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var raw map[string]any
@@ -82,13 +82,13 @@ func QwenConfig(data []byte) (Config, error) {
 // MaxConfigBytes bounds config.json (the Hub's are about 1 KB).
 const MaxConfigBytes = 1 << 20
 
-// ReadQwenConfig reads and checks a config.json file: a regular file of at most MaxConfigBytes.
-func ReadQwenConfig(path string) (Config, error) {
+// ReadQwen3Config reads and checks a config.json file: a regular file of at most MaxConfigBytes.
+func ReadQwen3Config(path string) (Config, error) {
 	data, err := fileio.ReadFile(path, MaxConfigBytes)
 	if err != nil {
 		return Config{}, fmt.Errorf("octlm: %w", err)
 	}
-	c, err := QwenConfig(data)
+	c, err := Qwen3ConfigFrom(data)
 	if err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}

@@ -1,0 +1,372 @@
+package octlm
+
+// Batches at inference: B sequences in one step graph, each on its own cache (its own start
+// position, length and slots; for Qwen3.5 its own recurrent state). Ragged chunks are padded to
+// the longest one's length bucket, as one sequence's chunk is; the caches of a step share one
+// capacity (the step graph stacks them on a batch axis and splits the new state back).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+)
+
+// ForwardBatch is Forward for several sequences at once: the logits of every position of each.
+func (m *Model) ForwardBatch(seqs [][]int) ([]Logits, error) {
+	caches := make([]*Cache, len(seqs))
+	defer func() {
+		for _, c := range caches {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	for i, ids := range seqs {
+		c, err := m.NewCache(max(len(ids), 1))
+		if err != nil {
+			return nil, fmt.Errorf("octlm: sequence %d: %w", i, err)
+		}
+		caches[i] = c
+	}
+	return m.ForwardCachedBatch(seqs, caches)
+}
+
+// ForwardCachedBatch is ForwardCached for several sequences at once: seqs[b] runs on top of
+// caches[b] (distinct caches of this model), and the logits of every position of each come back.
+func (m *Model) ForwardCachedBatch(seqs [][]int, caches []*Cache) ([]Logits, error) {
+	rows := make([][]int, len(seqs))
+	for b, ids := range seqs {
+		rows[b] = make([]int, len(ids))
+		for i := range rows[b] {
+			rows[b][i] = i
+		}
+	}
+	return m.runBatch(seqs, caches, rows)
+}
+
+// NextBatch is Next for several sequences at once: seqs[b] runs on top of caches[b], and the
+// logits of each one's last position come back (a decoding step of B sequences).
+func (m *Model) NextBatch(seqs [][]int, caches []*Cache) ([][]float32, error) {
+	rows := make([][]int, len(seqs))
+	for b, ids := range seqs {
+		rows[b] = []int{len(ids) - 1}
+	}
+	out, err := m.runBatch(seqs, caches, rows)
+	if err != nil {
+		return nil, err
+	}
+	next := make([][]float32, len(out))
+	for b, l := range out {
+		next[b] = l.Data
+	}
+	return next, nil
+}
+
+// runBatch runs seqs[b] on top of caches[b] and returns the logits of rows[b] (ascending) of each.
+// Long sequences run as consecutive chunks (see chunkRows), all the sequences with tokens left in
+// each step.
+func (m *Model) runBatch(seqs [][]int, caches []*Cache, rows [][]int) ([]Logits, error) {
+	if len(seqs) == 0 || len(caches) != len(seqs) || len(rows) != len(seqs) {
+		return nil, fmt.Errorf("octlm: a batch of %d sequences with %d caches: %w", len(seqs), len(caches), ErrBadInput)
+	}
+	seen := make(map[*Cache]int, len(caches))
+	for b, c := range caches {
+		if c == nil || c.model != m {
+			return nil, fmt.Errorf("octlm: sequence %d: the cache does not belong to this model: %w", b, ErrBadInput)
+		}
+		if a, dup := seen[c]; dup {
+			return nil, fmt.Errorf("octlm: sequences %d and %d share one cache: %w", a, b, ErrBadInput)
+		}
+		seen[c] = b
+		if err := m.checkIDs(seqs[b], c); err != nil {
+			if len(seqs) > 1 {
+				err = fmt.Errorf("sequence %d: %w", b, err)
+			}
+			return nil, err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.weights == nil {
+		return nil, errors.New("octlm: model is closed")
+	}
+	out := make([]Logits, len(seqs))
+	for b, c := range caches {
+		if err := c.reserve(c.Len()+len(seqs[b]), false); err != nil {
+			return nil, err
+		}
+		out[b] = Logits{Rows: len(rows[b]), Vocab: m.shape.Vocab, Data: make([]float32, 0, len(rows[b])*m.shape.Vocab)}
+	}
+	at := make([]int, len(seqs)) // tokens of each sequence run so far
+	for {
+		var active []int
+		maxStart, capacity := 0, 0
+		for b, ids := range seqs {
+			if at[b] < len(ids) {
+				active = append(active, b)
+				maxStart = max(maxStart, caches[b].Len())
+				capacity = max(capacity, caches[b].capacity)
+			}
+		}
+		if len(active) == 0 {
+			return out, nil
+		}
+		chunk := min(m.chunkRows(maxStart, capacity), m.shape.Context-maxStart)
+		ch := batchChunk{seqLen: 0}
+		for _, b := range active {
+			n := min(chunk, len(seqs[b])-at[b])
+			// The rows of this chunk whose logits are wanted, relative to the chunk; a chunk that
+			// needs none still computes one row, which is dropped.
+			first := len(out[b].Data) / out[b].Vocab
+			last := first
+			for last < len(rows[b]) && rows[b][last] < at[b]+n {
+				last++
+			}
+			var want []int
+			for _, r := range rows[b][first:last] {
+				want = append(want, r-at[b])
+			}
+			ch.ids = append(ch.ids, seqs[b][at[b]:at[b]+n])
+			ch.caches = append(ch.caches, caches[b])
+			ch.rows = append(ch.rows, want)
+			ch.seqLen = max(ch.seqLen, n)
+		}
+		data, err := m.runBatchChunk(ch)
+		for i, b := range active {
+			if err != nil {
+				if at[b] > 0 {
+					// The cache holds part of ids: neither what it held before nor all of it.
+					caches[b].broken = true
+				}
+				continue
+			}
+			out[b].Data = append(out[b].Data, data[i]...)
+			at[b] += len(ch.ids[i])
+		}
+		if err != nil {
+			if len(seqs) == 1 && at[0] > 0 {
+				err = fmt.Errorf("%w (after %d of the %d tokens: the KV cache is lost)", err, at[0], len(seqs[0]))
+			} else if len(seqs) > 1 {
+				err = fmt.Errorf("%w (the caches of the batch are lost)", err)
+			}
+			return nil, err
+		}
+	}
+}
+
+// batchChunk is one step of a batch: each active sequence's next ids on its cache, the rows of
+// them whose logits are wanted, and the longest chunk's length.
+type batchChunk struct {
+	ids    [][]int
+	caches []*Cache
+	rows   [][]int
+	seqLen int
+}
+
+// runBatchChunk executes the step graph once for the chunks of ch, and returns the flat logits
+// of the wanted rows of each.
+func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
+	batch := len(ch.ids)
+	// One capacity for all: the largest, and enough for the longest chunk from the furthest start.
+	maxStart, maxEnd, capacity := 0, 0, 0
+	for i, c := range ch.caches {
+		maxStart = max(maxStart, c.Len())
+		maxEnd = max(maxEnd, c.Len()+len(ch.ids[i]))
+		capacity = max(capacity, c.capacity)
+	}
+	if capacity < maxStart+ch.seqLen {
+		capacity = maxStart + ch.seqLen
+	}
+	for _, c := range ch.caches {
+		if err := c.reserve(capacity, batch > 1); err != nil {
+			return nil, err
+		}
+		capacity = max(capacity, c.capacity)
+	}
+	// The padded chunks write their (zero) padding rows into cache slots too: they must fit,
+	// which a bucket past a capacity capped by the context length, or a chunk on top of a
+	// nearly full cache, would not.
+	seqLen := min(lengthBucket(ch.seqLen), capacity-maxStart)
+	attend := attendLength(maxEnd, capacity)
+
+	padded := make([]int32, batch*seqLen)
+	start := make([]int32, batch)
+	valid := make([]int32, batch)
+	wanted := 1
+	for i, ids := range ch.ids {
+		for j, id := range ids {
+			padded[i*seqLen+j] = int32(id)
+		}
+		start[i], valid[i] = int32(ch.caches[i].Len()), int32(len(ids))
+		wanted = max(wanted, len(ch.rows[i]))
+	}
+	logitRows := make([]int32, batch*wanted)
+	for i, r := range ch.rows {
+		for j := range wanted {
+			row := len(ch.ids[i]) - 1 // filler: computed, dropped
+			if j < len(r) {
+				row = r[j]
+			}
+			logitRows[i*wanted+j] = int32(row)
+		}
+	}
+	keyPos := make([]int32, attend)
+	for i := range keyPos {
+		keyPos[i] = int32(i)
+	}
+	nState := len(ch.caches[0].state)
+	args := make([]any, 0, numStepInputs+len(m.weights)+batch*nState)
+	args = append(args, tensors.FromFlatDataAndDimensions(padded, batch, seqLen), start, valid, keyPos,
+		tensors.FromFlatDataAndDimensions(logitRows, batch, wanted))
+	for _, w := range m.weights {
+		args = append(args, w)
+	}
+	for _, c := range ch.caches {
+		for _, t := range c.state {
+			args = append(args, t)
+		}
+	}
+	step, err := m.compileFor(args)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range ch.caches {
+		for j, t := range c.state {
+			donated, err := graph.DonateTensorBuffer(t, m.Backend, 0)
+			if err != nil {
+				c.broken = true // the buffers donated so far are gone
+				return nil, fmt.Errorf("octlm: donating the cache: %w", err)
+			}
+			args[numStepInputs+len(m.weights)+i*nState+j] = donated
+		}
+		c.state = nil // donated: on any error below the cache is gone
+	}
+	outputs, err := step.Call(args...)
+	if err != nil {
+		for _, c := range ch.caches {
+			c.broken = true
+		}
+		return nil, fmt.Errorf("octlm: running the step graph (%d sequences, %d tokens at position %d): %w", batch, ch.seqLen, start[0], err)
+	}
+	for i, c := range ch.caches {
+		c.state = outputs[1+i*nState : 1+(i+1)*nState]
+		c.length += len(ch.ids[i])
+		c.ids = append(c.ids, ch.ids[i]...)
+	}
+	data, err := tensors.CopyFlatData[float32](outputs[0])
+	_ = outputs[0].FinalizeAll()
+	if err != nil {
+		return nil, fmt.Errorf("octlm: reading logits: %w", err)
+	}
+	vocab := m.shape.Vocab
+	out := make([][]float32, batch)
+	for i, r := range ch.rows {
+		out[i] = data[i*wanted*vocab : (i*wanted+len(r))*vocab]
+	}
+	return out, nil
+}
+
+// GenerateBatch is Generate for several prompts at once: each prompt continues on its own cache
+// with its own sampler (opts.Sampling, the same seed for each), the decoding steps of every
+// unfinished prompt batched into one step graph (NextBatch). Each Generation is the one Generate
+// returns for that prompt alone (its times are the batch's). opts.OnToken must be nil. If a step
+// fails, it returns the tokens generated so far together with the error.
+func (m *Model) GenerateBatch(prompts [][]int, opts GenerateOptions) ([]Generation, error) {
+	if opts.OnToken != nil {
+		return nil, fmt.Errorf("octlm: GenerateBatch takes no OnToken callback: %w", ErrBadInput)
+	}
+	if len(prompts) == 0 {
+		return nil, fmt.Errorf("octlm: GenerateBatch of no prompts: %w", ErrBadInput)
+	}
+	maxNew := make([]int, len(prompts))
+	caches := make([]*Cache, len(prompts))
+	defer func() {
+		for _, c := range caches {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	gens := make([]Generation, len(prompts))
+	samplers := make([]*Sampler, len(prompts))
+	seen := make([][]int, len(prompts))
+	for b, prompt := range prompts {
+		n, err := checkGenerate(m, prompt, opts)
+		if err != nil {
+			return nil, fmt.Errorf("octlm: prompt %d: %w", b, err)
+		}
+		if caches[b], err = m.NewCache(len(prompt) + n - 1); err != nil {
+			return nil, fmt.Errorf("octlm: prompt %d: %w", b, err)
+		}
+		maxNew[b] = n
+		gens[b] = Generation{PromptIDs: slices.Clone(prompt), StopReason: StopLength}
+		samplers[b] = NewSampler(opts.Sampling)
+		seen[b] = slices.Clone(prompt)
+	}
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	begin := time.Now()
+	active := make([]int, len(prompts))
+	inputs := make([][]int, len(prompts))
+	for b := range active {
+		active[b] = b
+		inputs[b] = prompts[b]
+	}
+	for len(active) > 0 {
+		stepCaches := make([]*Cache, len(active))
+		for i, b := range active {
+			stepCaches[i] = caches[b]
+		}
+		logits, err := m.NextBatch(inputs, stepCaches)
+		if err != nil {
+			return gens, err
+		}
+		if gens[active[0]].Prefill == 0 {
+			for b := range gens {
+				gens[b].Prefill = time.Since(begin)
+			}
+		}
+		if ctx.Err() != nil {
+			for _, b := range active {
+				gens[b].StopReason = StopInterrupted
+			}
+			break
+		}
+		var next []int
+		inputs = inputs[:0]
+		for i, b := range active {
+			if err := checkFinite(logits[i]); err != nil {
+				return gens, fmt.Errorf("octlm: prompt %d, generated token %d: %w", b, len(gens[b].GeneratedIDs)+1, err)
+			}
+			id := samplers[b].Next(logits[i], seen[b])
+			g := &gens[b]
+			if len(g.GeneratedIDs) == 0 {
+				g.TimeToFirstToken = time.Since(begin)
+			}
+			g.GeneratedIDs = append(g.GeneratedIDs, id)
+			seen[b] = append(seen[b], id)
+			switch {
+			case slices.Contains(opts.StopIDs, id):
+				g.StopReason = StopEOS
+			case len(g.GeneratedIDs) >= maxNew[b]:
+			default:
+				next = append(next, b)
+				inputs = append(inputs, []int{id})
+			}
+		}
+		active = next
+	}
+	for b := range gens {
+		if len(gens[b].GeneratedIDs) > 0 {
+			gens[b].Decode = time.Since(begin) - gens[b].TimeToFirstToken
+		}
+	}
+	return gens, nil
+}

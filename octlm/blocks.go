@@ -1,0 +1,116 @@
+package octlm
+
+// The building blocks every architecture shares, written once: the RMSNorm family, the gated
+// MLP and eager attention (transformers' eager_attention_forward with the cache write before
+// it). Activations carry a batch axis: [B, S, …]. Statistics run in float32 whatever the
+// activations' dtype (float64 stays float64, for the gradient tests).
+
+import (
+	"math"
+
+	"github.com/gomlx/compute/dtypes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+)
+
+// wide converts x to float32 for statistics, unless it is already float64.
+func wide(x *Node) *Node {
+	if x.DType() == dtypes.Float64 {
+		return x
+	}
+	return ConvertDType(x, dtypes.Float32)
+}
+
+// broadcastLast gives a weight [n] the rank of x [..., n].
+func broadcastLast(weight, x *Node) *Node {
+	for weight.Rank() < x.Rank() {
+		weight = InsertAxes(weight, 0)
+	}
+	return weight
+}
+
+// rmsNormalized is the part every RMSNorm shares: x · rsqrt(mean(x²) + eps) over the last axis,
+// computed in float32 whatever x's dtype (the weight, and how it is applied, differ by norm).
+func rmsNormalized(o ops, x *Node, eps float64) *Node {
+	x32 := wide(x)
+	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
+	return o.rsqrtMul(x32, AddScalar(variance, eps))
+}
+
+// rmsNorm is Qwen3RMSNorm: statistics in float32, then weight * normalized (no 1+w).
+func rmsNorm(o ops, x, weight *Node, eps float64) *Node {
+	return Mul(broadcastLast(weight, x), ConvertDType(rmsNormalized(o, x, eps), x.DType()))
+}
+
+// zeroCenteredRMSNorm is Qwen3_5RMSNorm: x · rsqrt(mean(x²) + eps) · (1 + w), in float32, the
+// stored weight zero-centred.
+func zeroCenteredRMSNorm(o ops, x, weight *Node, eps float64) *Node {
+	x32 := rmsNormalized(o, x, eps)
+	w := OnePlus(ConvertDType(weight, x32.DType()))
+	return ConvertDType(Mul(x32, broadcastLast(w, x32)), x.DType())
+}
+
+// rmsNormGated is Qwen3_5RMSNormGated: (x · rsqrt(mean(x²) + eps)) · w · silu(z), with the
+// plain weight w; x and z [..., headDim].
+func rmsNormGated(o ops, x, z, weight *Node, eps float64) *Node {
+	x32 := rmsNormalized(o, x, eps)
+	w := ConvertDType(weight, x32.DType())
+	z32 := ConvertDType(z, x32.DType())
+	return ConvertDType(Mul(Mul(broadcastLast(w, x32), x32), Mul(z32, Sigmoid(z32))), x.DType())
+}
+
+// mlp is Qwen3MLP (and Qwen3_5MLP): down_proj(silu(gate_proj(x)) * up_proj(x)).
+func mlp(o ops, w weightSet, x *Node) *Node {
+	gateUp := o.projections(x, w, "gate_proj.weight", "up_proj.weight")
+	gate, up := gateUp[0], gateUp[1]
+	return o.project(Mul(Mul(gate, Sigmoid(gate)), up), w, "down_proj.weight")
+}
+
+// attention is eager_attention_forward after the projections, with the cache write before it:
+// query [B, S, heads, hd], key and value [B, S, kvHeads, hd] (after any norm and RoPE). With a
+// cache (s.cached), the chunk's keys and values are written at slots start…start+S−1 of
+// kCache/vCache [B, kvHeads, capacity, hd] (padding rows write zeros, so the slots past a row's
+// length stay zero, see ops.writeCache) and the query attends over the first Lb slots; without
+// one it attends over the chunk. The causal mask is a bias (0 or −inf) added to the scores in
+// float32, then softmax, then the context [B, S, heads·hd] (head h = kv·group + g). Returns the
+// context and the updated caches (nil without a cache).
+func attention(s *step, query, key, value, kCache, vCache *Node) (ctx, newK, newV *Node) {
+	o := s.ops
+	batch, seqLen, heads, hd := query.Shape().Dimensions[0], query.Shape().Dimensions[1], query.Shape().Dimensions[2], query.Shape().Dimensions[3]
+	kvHeads := key.Shape().Dimensions[2]
+	group := heads / kvHeads
+	attendLen := s.causal.Shape().Dimensions[2]
+	dtype := query.DType()
+
+	perHead := func(t *Node) *Node { return TransposeAllAxes(t, 0, 2, 1, 3) } // [B, kvHeads, S, hd]
+	keys, values := perHead(key), perHead(value)
+	if s.cached {
+		// The cache holds the activations' dtype or a narrower one (a bfloat16 cache under
+		// float32 activations: keys and values are rounded).
+		keep := ConvertDType(Reshape(s.real, batch, 1, seqLen, 1), dtype)
+		newK = o.writeCache(kCache, ConvertDType(Mul(keys, keep), kCache.DType()), s.start)
+		newV = o.writeCache(vCache, ConvertDType(Mul(values, keep), vCache.DType()), s.start)
+		keys, values = newK, newV
+		if attendLen < kCache.Shape().Dimensions[2] {
+			keys = SliceAxis(keys, 2, AxisRange(0, attendLen))
+			values = SliceAxis(values, 2, AxisRange(0, attendLen))
+		}
+		keys, values = ConvertDType(keys, dtype), ConvertDType(values, dtype)
+	}
+
+	// Grouped-query attention without copying K/V per query head: query head h uses kv head
+	// h / group, so the query is laid out [B, kvHeads, group·S, hd], kv heads a batch axis.
+	q := TransposeAllAxes(Reshape(query, batch, seqLen, kvHeads, group, hd), 0, 2, 3, 1, 4)
+	q = Reshape(q, batch, kvHeads, group*seqLen, hd)
+	scores := wide(o.dotLastAxes(q, keys, 2)) // [B, kvHeads, group·S, Lb]
+	scores = MulScalar(scores, 1/math.Sqrt(float64(hd)))
+	// The causal mask as a bias: 0 where attended, −inf elsewhere (x + 0 is x exactly),
+	// [B, 1, 1, S, Lb], broadcast over heads.
+	g := query.Graph()
+	dims := s.causal.Shape().Dimensions
+	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, scores.DType()), dims...), BroadcastToDims(Infinity(g, scores.DType(), -1), dims...))
+	scores = Add(Reshape(scores, batch, kvHeads, group, seqLen, attendLen), Reshape(bias, batch, 1, 1, seqLen, attendLen))
+	probs := ConvertDType(Reshape(Softmax(scores, -1), batch, kvHeads, group*seqLen, attendLen), values.DType())
+	ctx = DotGeneral(probs, []int{3}, []int{0, 1}, values, []int{2}, []int{0, 1}) // [B, kvHeads, group·S, hd]
+	ctx = TransposeAllAxes(Reshape(ctx, batch, kvHeads, group, seqLen, hd), 0, 3, 1, 2, 4)
+	return Reshape(ConvertDType(ctx, dtype), batch, seqLen, heads*hd), newK, newV
+}
