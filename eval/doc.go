@@ -67,14 +67,15 @@ func (o *Object) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// marshalValue writes a document value as JSON; NaN and infinities (which Python's json
-// writes as NaN and Infinity) become null.
+// marshalValue writes a document value as JSON, floats as Python writes them; NaN and
+// infinities (which Python's json writes as NaN and Infinity, not JSON) become null.
 func marshalValue(v any) ([]byte, error) {
 	switch x := v.(type) {
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return []byte("null"), nil
 		}
+		return []byte(pyFloatRepr(x)), nil // 0.0 stays a float, as Python writes it
 	case []any:
 		var b bytes.Buffer
 		b.WriteByte('[')

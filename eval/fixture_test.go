@@ -97,11 +97,12 @@ func runFixtureTask(t *testing.T, name string, share bool) *Instances {
 		t.Fatal(err)
 	}
 	r.ShareContexts = share
-	if err := r.Run(context.Background(), in); err != nil {
+	scored := 0
+	if err := r.Run(context.Background(), in, func(*Document) error { scored++; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if err := in.Score(); err != nil {
-		t.Fatal(err)
+	if scored != len(in.Docs) {
+		t.Fatalf("%d documents scored, want %d", scored, len(in.Docs))
 	}
 	return in
 }

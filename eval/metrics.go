@@ -11,28 +11,29 @@ import (
 // noFilter is the filter lm-eval applies when a task has no filter_list (take_first).
 const noFilter = "none"
 
-// Score computes every document's metrics from its answered requests, as lm-eval's
+// ScoreDoc computes a document's metrics from its answered requests, as lm-eval's
 // process_results does, after each filter of filter_list (or "none").
-func (in *Instances) Score() error {
+func (in *Instances) ScoreDoc(d *Document) error {
 	t := in.Task
 	pipelines := t.Filters
 	if len(pipelines) == 0 {
 		pipelines = []FilterPipeline{{Name: noFilter, Steps: []FilterStep{{Function: "take_first"}}}}
 	}
-	for _, d := range in.Docs {
-		d.Metrics = map[string]map[string]any{}
-		d.Filtered = map[string]any{}
-		for _, p := range pipelines {
-			m, filtered, err := t.scoreDoc(d, p)
-			if err != nil {
-				return fmt.Errorf("%s: document %d: %w", t.Name, d.ID, err)
-			}
-			d.Metrics[p.Name] = m
-			d.Filtered[p.Name] = filtered
+	d.Metrics = map[string]map[string]any{}
+	d.Filtered = map[string]any{}
+	for _, p := range pipelines {
+		m, filtered, err := t.scoreDoc(d, p)
+		if err != nil {
+			return fmt.Errorf("%s: document %d: %w", t.Name, d.ID, err)
 		}
+		d.Metrics[p.Name] = m
+		d.Filtered[p.Name] = filtered
 	}
 	return nil
 }
+
+// FilterNames are the task's filters (filter_list's names, or "none"), in order.
+func (in *Instances) FilterNames() []string { return in.filterNames() }
 
 func (t *Task) scoreDoc(d *Document, p FilterPipeline) (map[string]any, any, error) {
 	m := map[string]any{}

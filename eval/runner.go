@@ -93,13 +93,17 @@ type job struct {
 
 // Run answers every request of the documents. Requests run longest first (HFLM's order);
 // with ShareContexts, the choices of a document that share a context run from one cached
-// prefix. It stops at ctx's end with ctx's error; the requests answered so far keep their
-// results.
-func (r *Runner) Run(ctx context.Context, in *Instances) error {
+// prefix. As each document's last request is answered, the document is scored (ScoreDoc) and
+// handed to onDoc when set. It stops at ctx's end with ctx's error; the requests answered so
+// far keep their results.
+func (r *Runner) Run(ctx context.Context, in *Instances, onDoc func(*Document) error) error {
 	var jobs []job
 	var gens []*Request
+	owner := map[*Request]*Document{}
+	left := map[*Document]int{}
 	for _, d := range in.Docs {
 		for _, q := range d.Requests {
+			owner[q] = d
 			switch q.Type {
 			case Loglikelihood:
 				c, k := r.encodePair(q.Context, q.Continuation)
@@ -111,24 +115,41 @@ func (r *Runner) Run(ctx context.Context, in *Instances) error {
 				}
 				q.ContextIDs, q.ContinuationIDs = c, k
 				jobs = append(jobs, job{req: q, ctx: c, cont: k})
+				left[d]++
 			case LoglikelihoodRolling:
 				toks := r.Tokenizer.Encode(q.Continuation)
 				q.Tokens = len(toks)
 				for _, w := range RollingWindows(toks, r.PrefixID, r.MaxLength, 1) {
 					jobs = append(jobs, job{req: q, ctx: w.Context, cont: w.Predict, window: true})
+					left[d]++
+				}
+				if len(toks) == 0 {
+					return fmt.Errorf("%s: document %d: the text to score has no tokens", in.Task.Name, d.ID)
 				}
 			case GenerateUntil:
 				gens = append(gens, q)
+				left[d]++
 			}
 		}
 	}
 	total := len(jobs) + len(gens)
 	done := 0
-	step := func() {
+	step := func(q *Request) error {
 		done++
 		if r.Progress != nil {
 			r.Progress(done, total)
 		}
+		d := owner[q]
+		if left[d]--; left[d] > 0 {
+			return nil
+		}
+		if err := in.ScoreDoc(d); err != nil {
+			return err
+		}
+		if onDoc != nil {
+			return onDoc(d)
+		}
+		return nil
 	}
 	for _, group := range r.schedule(jobs) {
 		if err := ctx.Err(); err != nil {
@@ -146,7 +167,9 @@ func (r *Runner) Run(ctx context.Context, in *Instances) error {
 		if err := r.generate(ctx, q, &in.Task.Generation); err != nil {
 			return fmt.Errorf("%s: %w", in.Task.Name, err)
 		}
-		step()
+		if err := step(q); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -183,13 +206,12 @@ func (r *Runner) schedule(jobs []job) [][]job {
 	return groups
 }
 
-func (r *Runner) runGroup(group []job, step func()) error {
+func (r *Runner) runGroup(group []job, step func(*Request) error) error {
 	if len(group) == 1 {
 		if err := r.scoreWhole(group[0]); err != nil {
 			return err
 		}
-		step()
-		return nil
+		return step(group[0].req)
 	}
 	ctxIDs := group[0].ctx
 	longest := 0
@@ -206,7 +228,9 @@ func (r *Runner) runGroup(group []job, step func()) error {
 			if err := r.scoreWhole(j); err != nil {
 				return err
 			}
-			step()
+			if err := step(j.req); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -229,7 +253,9 @@ func (r *Runner) runGroup(group []job, step func()) error {
 		if err := cache.Truncate(len(ctxIDs)); err != nil {
 			return err
 		}
-		step()
+		if err := step(j.req); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -379,4 +405,25 @@ func (r *Runner) generate(ctx context.Context, q *Request, g *GenerationKwargs) 
 	}
 	q.Generated = text
 	return nil
+}
+
+// Longest is the most positions one model call will need for the documents' requests (the
+// KV cache to plan for), at most MaxLength; it needs only the tokenizer.
+func (r *Runner) Longest(in *Instances) int {
+	n := 1
+	for _, d := range in.Docs {
+		for _, q := range d.Requests {
+			switch q.Type {
+			case Loglikelihood:
+				c, k := r.encodePair(q.Context, q.Continuation)
+				n = max(n, min(len(c)+len(k)-1, r.MaxLength))
+			case LoglikelihoodRolling:
+				n = max(n, min(len(r.Tokenizer.Encode(q.Continuation)), r.MaxLength))
+			case GenerateUntil:
+				g := in.Task.Generation.MaxGenToks
+				n = max(n, min(len(r.Tokenizer.Encode(q.Context)), r.MaxLength-g)+g)
+			}
+		}
+	}
+	return n
 }

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/octlm/octlm/eval"
+	"github.com/octlm/octlm/internal/buildinfo"
+	"github.com/octlm/octlm/internal/fileio"
+	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/octlm/tokenizer"
+	"github.com/octlm/octlm/units"
+)
+
+func init() {
+	register("eval", "score a model on lm-evaluation-harness tasks (YAML + local data), writing lm-eval's results files", func(args []string) error {
+		ctx, stop := interruptContext()
+		defer stop()
+		err := runEval(ctx, args, os.Stdout, os.Stderr)
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return interruptedBy(ctx)
+		}
+		return err
+	})
+}
+
+// evalArgs is what eval's flags ask for, checked.
+type evalArgs struct {
+	model      modelFlags
+	adapter    string
+	tasks      []string
+	output     string
+	logSamples bool
+	limit      float64
+	numFewshot *int
+	batch      int
+	maxLength  int
+}
+
+func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
+	var a evalArgs
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	a.model.register(fs, "")
+	fs.StringVar(&a.adapter, "adapter", "", "a PEFT adapter `folder` to apply (not supported yet)")
+	tasks := fs.String("tasks", "", "task `YAML|DIR[,...]`: lm-eval task files, or folders of them")
+	fs.StringVar(&a.output, "output", "", "write results_<date>.json (and samples) under `DIR`/<model>, as lm-eval's --output_path")
+	fs.BoolVar(&a.logSamples, "log-samples", false, "also write samples_<task>_<date>.jsonl: every document's requests, responses and metrics")
+	fs.Float64Var(&a.limit, "limit", 0, "evaluate only the first `N` documents of each task (below 1: that fraction)")
+	shots := fs.Int("num-fewshot", -1, "few-shot examples per document (default: each task's num_fewshot)")
+	fs.IntVar(&a.batch, "batch", 1, "sequences per forward pass (requests run one at a time for now; see docs/eval.md)")
+	fs.IntVar(&a.maxLength, "max-length", 0, "lm-eval's max_length: inputs are left-truncated to it (default: the model's max_position_embeddings)")
+	alias(fs, "m", "model")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: octlm eval --model DIR --tasks YAML|DIR[,...] [--output DIR] [flags]\n\n"+
+			"Runs lm-evaluation-harness tasks (multiple_choice, loglikelihood, loglikelihood_rolling,\n"+
+			"generate_until) read from their YAML files and local JSON, JSON Lines or Parquet data, answering\n"+
+			"the requests as lm-eval's Hugging Face backend does, and prints lm-eval's results table.\n"+
+			"With --output, writes lm-eval's results file (and with --log-samples its samples files).\n"+
+			"Ctrl-C keeps the results of the tasks already finished. docs/eval.md has the details.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return a, err
+	}
+	for _, t := range strings.Split(*tasks, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			a.tasks = append(a.tasks, t)
+		}
+	}
+	switch {
+	case len(a.tasks) == 0:
+		return a, usageError{"--tasks is required (a task YAML or a folder of them)"}
+	case a.adapter != "":
+		return a, usageError{"--adapter: octlm cannot apply adapters yet (PEFT adapters are being added); merge the adapter into the checkpoint and pass that as --model"}
+	case a.batch < 1:
+		return a, usageError{"--batch must be ≥ 1"}
+	case a.maxLength < 0:
+		return a, usageError{"--max-length must be ≥ 1"}
+	case a.limit < 0:
+		return a, usageError{"--limit must be ≥ 0"}
+	case a.logSamples && a.output == "":
+		return a, usageError{"--log-samples needs --output (where the samples files go)"}
+	}
+	if flagSet(fs, "num-fewshot") {
+		if *shots < 0 {
+			return a, usageError{"--num-fewshot must be ≥ 0"}
+		}
+		a.numFewshot = shots
+	}
+	return a, nil
+}
+
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	begin := time.Now()
+	a, err := parseEvalArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	// Every task and its data are read before the model: bad input fails at once.
+	var all []*eval.Instances
+	names := map[string]string{}
+	for _, spec := range a.tasks {
+		tasks, err := eval.LoadTasks(spec)
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			if prev, dup := names[t.Name]; dup {
+				return fmt.Errorf("task %q is defined twice (%s and %s)", t.Name, prev, t.Path)
+			}
+			names[t.Name] = t.Path
+			in, err := t.Build(eval.BuildOptions{NumFewshot: a.numFewshot, Limit: a.limit})
+			if err != nil {
+				return err
+			}
+			all = append(all, in)
+		}
+	}
+	dir, err := a.model.resolve(ctx)
+	if err != nil {
+		return err
+	}
+	tok, err := tokenizer.LoadDir(dir)
+	if err != nil {
+		return fmt.Errorf("%s: eval needs the tokenizer: %w", dir, err)
+	}
+	stops, err := octlm.ReadStopIDs(dir, tok)
+	if err != nil {
+		return err
+	}
+	maxLength := a.maxLength
+	if maxLength == 0 {
+		if maxLength, err = contextLength(dir); err != nil {
+			return err
+		}
+	}
+	runner, err := eval.NewRunner(nil, tok, maxLength, stops)
+	if err != nil {
+		return err
+	}
+	positions := 1
+	for _, in := range all {
+		positions = max(positions, runner.Longest(in))
+	}
+	var outDir, dateID string
+	if a.output != "" {
+		outDir = filepath.Join(a.output, eval.SanitizeModelName(a.model.model))
+		if err := fileio.CheckWritableDir(outDir); err != nil {
+			return fmt.Errorf("--output: %w", err)
+		}
+		dateID = strings.ReplaceAll(begin.Format("2006-01-02T15:04:05.000000"), ":", "-")
+	}
+	m, err := a.model.openDir(dir, positions, stderr)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	runner.Model = m
+	if a.batch > 1 {
+		fmt.Fprintf(stderr, "note: --batch %d: octlm's forward takes one sequence for now; requests run one at a time\n", a.batch)
+	}
+	cfg := eval.RunConfig{
+		Model: a.model.model, DType: string(m.DType), Backend: shortBackend(m.Backend),
+		OctlmVersion: octlmVersion(), MaxLength: maxLength, BatchSize: a.batch, Limit: a.limit,
+		NumFewshot: a.numFewshot, Date: float64(begin.UnixNano()) / 1e9,
+	}
+	var done []eval.TaskResult
+	for _, in := range all {
+		tr, err := evalTask(ctx, runner, in, outDir, dateID, a.logSamples, stderr)
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(stderr, "interrupted during %s; the results of %d finished task(s) are kept\n", printable(in.Task.Name), len(done))
+				return interruptedBy(ctx)
+			}
+			return err
+		}
+		done = append(done, tr)
+		if outDir != "" {
+			cfg.TotalSeconds = time.Since(begin).Seconds()
+			if err := writeResults(outDir, dateID, done, cfg); err != nil {
+				return err
+			}
+		}
+	}
+	out := &errWriter{fileio.ErrWriter{W: stdout}}
+	fmt.Fprintf(out, "%s, max_length %d, limit %v, num_fewshot %s, batch %d\n", printable(a.model.model), maxLength, a.limit, shotsText(a.numFewshot), a.batch)
+	if err := eval.Table(out, done); err != nil {
+		return err
+	}
+	if outDir != "" {
+		fmt.Fprintf(stderr, "results: %s\n", printable(filepath.Join(outDir, "results_"+dateID+".json")))
+	}
+	return out.check()
+}
+
+func shotsText(n *int) string {
+	if n == nil {
+		return "per task"
+	}
+	return fmt.Sprint(*n)
+}
+
+// evalTask runs one task, streaming its samples file when asked, and aggregates its metrics.
+func evalTask(ctx context.Context, r *eval.Runner, in *eval.Instances, outDir, dateID string, logSamples bool, stderr io.Writer) (eval.TaskResult, error) {
+	var samples *fileio.Output
+	if logSamples {
+		var err error
+		samples, err = fileio.Create(filepath.Join(outDir, "samples_"+in.Task.Name+"_"+dateID+".jsonl"))
+		if err != nil {
+			return eval.TaskResult{}, err
+		}
+		defer samples.Abort()
+	}
+	line := newRequestsLine(stderr, in.Task.Name)
+	r.Progress = line.update
+	err := r.Run(ctx, in, func(d *eval.Document) error {
+		if samples == nil {
+			return nil
+		}
+		for _, f := range in.FilterNames() {
+			b, err := in.SampleLine(d, f)
+			if err != nil {
+				return err
+			}
+			if _, err := samples.Write(b); err != nil {
+				return fmt.Errorf("writing %s: %w", samples.Target(), err)
+			}
+		}
+		return nil
+	})
+	line.finish()
+	if err != nil {
+		return eval.TaskResult{}, err
+	}
+	if samples != nil {
+		if err := samples.Commit(); err != nil {
+			return eval.TaskResult{}, err
+		}
+	}
+	return eval.TaskResult{Instances: in, Result: in.Aggregate()}, nil
+}
+
+func writeResults(outDir, dateID string, done []eval.TaskResult, cfg eval.RunConfig) error {
+	b, err := eval.ResultsJSON(done, cfg)
+	if err != nil {
+		return err
+	}
+	return fileio.WriteFile(filepath.Join(outDir, "results_"+dateID+".json"), b)
+}
+
+// contextLength is the checkpoint's max_position_embeddings, lm-eval's default max_length.
+func contextLength(dir string) (int, error) {
+	cfg, err := octlm.ReadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return 0, err
+	}
+	return cfg.ContextLength, nil
+}
+
+// octlmVersion is octlm's module version and VCS revision, as `octlm version` prints them.
+func octlmVersion() string {
+	info := buildinfo.Read()
+	if info == nil {
+		return "(unknown)"
+	}
+	v := info.Main.Version
+	if rev, modified := buildinfo.Revision(info); rev != "" {
+		v += " " + rev
+		if modified {
+			v += "+modified"
+		}
+	}
+	return v
+}
+
+// requestsLine shows a task's requests done, their rate and the time left on stderr when it is
+// a terminal, redrawn in place and erased at the end.
+type requestsLine struct {
+	w     io.Writer
+	task  string
+	on    bool
+	begin time.Time
+	last  time.Time
+	drawn bool
+}
+
+func newRequestsLine(w io.Writer, task string) *requestsLine {
+	return &requestsLine{w: w, task: printable(task), on: isTerminal(w), begin: time.Now()}
+}
+
+func (p *requestsLine) update(done, total int) {
+	if !p.on {
+		return
+	}
+	now := time.Now()
+	if now.Sub(p.last) < 200*time.Millisecond && done < total {
+		return
+	}
+	p.last = now
+	text := fmt.Sprintf("%s: %s / %s requests", p.task, units.Commas(int64(done)), units.Commas(int64(total)))
+	if el := now.Sub(p.begin).Seconds(); el > 0 && done > 0 {
+		rate := float64(done) / el
+		left := time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second)
+		text += fmt.Sprintf(", %.1f requests/s, about %s left", rate, left)
+	}
+	fmt.Fprintf(p.w, "\r\x1b[K%s", text)
+	p.drawn = true
+}
+
+func (p *requestsLine) finish() {
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.drawn = false
+	}
+}
