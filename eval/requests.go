@@ -17,24 +17,24 @@ type Request struct {
 	Continuation string // or the whole text for loglikelihood_rolling
 
 	// Filled when answered.
-	ContextIDs, ContinuationIDs []int // loglikelihood: as the HF backend encodes them
-	Tokens                          int     // loglikelihood_rolling: the text's tokens
-	LogLikelihood                   float64 // summed over the continuation's tokens
-	IsGreedy                        bool
-	Generated                       string // generate_until, after cutting at the stop strings
+	ContextIDs, ContinuationIDs []int   // loglikelihood: as the HF backend encodes them
+	Tokens                      int     // loglikelihood_rolling: the text's tokens
+	LogLikelihood               float64 // summed over the continuation's tokens
+	IsGreedy                    bool
+	Generated                   string // generate_until, after cutting at the stop strings
 }
 
 // Document is one evaluated document with its requests.
 type Document struct {
-	ID      int
-	Doc     *Object
-	Target  any      // doc_to_target's value
-	Choices []string // multiple_choice
-	Gold    []int    // multiple_choice: the gold indices (one unless the target is a list)
+	ID       int
+	Doc      *Object
+	Target   any      // doc_to_target's value
+	Choices  []string // multiple_choice
+	Gold     []int    // multiple_choice: the gold indices (one unless the target is a list)
 	Requests []*Request
 
 	// Filled when scored: per filter, the metrics of this document.
-	Metrics map[string]map[string]any
+	Metrics  map[string]map[string]any
 	Filtered map[string]any // per filter, lm-eval's filtered_resps
 }
 

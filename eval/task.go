@@ -16,10 +16,10 @@ import (
 
 // Output types, as lm-eval names them.
 const (
-	MultipleChoice      = "multiple_choice"
-	Loglikelihood       = "loglikelihood"
+	MultipleChoice       = "multiple_choice"
+	Loglikelihood        = "loglikelihood"
 	LoglikelihoodRolling = "loglikelihood_rolling"
-	GenerateUntil       = "generate_until"
+	GenerateUntil        = "generate_until"
 )
 
 // ErrBadTask marks a task file, its data or its templates that cannot be used.
@@ -32,8 +32,8 @@ type Task struct {
 	Dir        string // its folder: data files resolve against it
 	OutputType string
 
-	DatasetPath string            // "json" or "parquet"
-	DataFiles   map[string][]string // split → files (absolute, inside Dir)
+	DatasetPath                                             string              // "json" or "parquet"
+	DataFiles                                               map[string][]string // split → files (absolute, inside Dir)
 	TestSplit, ValidationSplit, TrainingSplit, FewshotSplit string
 
 	DocToText, DocToTarget, DocToChoice, Description *Field

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -26,8 +27,13 @@ import (
 // is not available: a template using it fails with the engine's error.
 
 // renderTimeout bounds one rendering: lm-eval's templates render in microseconds, and a
-// template that loops without bound (range(10**12)) is stopped with an error.
-const renderTimeout = 5 * time.Second
+// template that loops for longer (nested loops) is stopped with an error. A variable so that
+// tests can shorten it.
+var renderTimeout = 2 * time.Second
+
+// maxRangeItems bounds range(): the engine builds its list whole, so range(10**12) would
+// exhaust memory before any timeout.
+const maxRangeItems = 1_000_000
 
 // maxRenderBytes bounds what one rendering may produce (1 MiB).
 const maxRenderBytes = 1 << 20
@@ -54,7 +60,8 @@ func (t *template) render(doc *Object) (string, error) {
 			return "", fmt.Errorf("'%s' is undefined (the document's fields: %s)", n, strings.Join(doc.Keys, ", "))
 		}
 	}
-	data := make(map[string]jinja.Value, len(doc.Keys))
+	data := make(map[string]jinja.Value, len(doc.Keys)+1)
+	data["range"] = boundedRange
 	for _, k := range doc.Keys {
 		data[k] = jinjaValue(doc.Values[k])
 	}
@@ -89,6 +96,43 @@ func (t *template) render(doc *Object) (string, error) {
 		return "", fmt.Errorf("rendering took longer than %s (a loop without bound?)", renderTimeout)
 	}
 }
+
+// boundedRange is Python's range(stop), range(start, stop[, step]) as a list, refusing more
+// than maxRangeItems items. It shadows the engine's own; a document field named range
+// wins over it, as a context variable does in Jinja2.
+var boundedRange = jinja.NewCallable("range", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	var n [3]int64
+	for i, a := range args {
+		if i >= 3 || !a.IsInt() {
+			return jinja.Undefined(), fmt.Errorf("range takes 1 to 3 integers")
+		}
+		n[i] = a.AsInt()
+	}
+	start, stop, step := int64(0), n[0], int64(1)
+	switch len(args) {
+	case 0:
+		return jinja.Undefined(), fmt.Errorf("range takes 1 to 3 integers")
+	case 2:
+		start, stop = n[0], n[1]
+	case 3:
+		start, stop, step = n[0], n[1], n[2]
+	}
+	if step == 0 {
+		return jinja.Undefined(), fmt.Errorf("range() arg 3 must not be zero")
+	}
+	count := 0.0
+	if (step > 0 && stop > start) || (step < 0 && stop < start) {
+		count = math.Ceil((float64(stop) - float64(start)) / float64(step))
+	}
+	if count > maxRangeItems {
+		return jinja.Undefined(), fmt.Errorf("range of %.0f items: more than the %d allowed in a template", count, maxRangeItems)
+	}
+	items := make([]jinja.Value, 0, int(count))
+	for i := start; (step > 0 && i < stop) || (step < 0 && i > stop); i += step {
+		items = append(items, jinja.NewInt(i))
+	}
+	return jinja.NewList(items), nil
+})
 
 // jinjaValue converts a document value to the engine's value.
 func jinjaValue(v any) jinja.Value {
