@@ -308,19 +308,31 @@ func refuseFunction(path, field string, n *yaml.Node) error {
 	return nil
 }
 
+// maxYAMLNodes bounds the nodes one task field may expand to: aliases can repeat a node
+// exponentially often (a "billion laughs" file).
+const maxYAMLNodes = 100_000
+
 // yamlValue converts a YAML node to a document value (mappings in order).
 func yamlValue(path string, n *yaml.Node, field string, depth int) (any, error) {
+	budget := maxYAMLNodes
+	return yamlValueBudget(path, n, field, depth, &budget)
+}
+
+func yamlValueBudget(path string, n *yaml.Node, field string, depth int, budget *int) (any, error) {
 	if depth > maxDepth {
 		return nil, taskError(path, n, field, "nested deeper than %d levels", maxDepth)
+	}
+	if *budget--; *budget < 0 {
+		return nil, taskError(path, n, field, "expands to more than %d values (aliases repeated)", maxYAMLNodes)
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return nil, nil
 		}
-		return yamlValue(path, n.Content[0], field, depth+1)
+		return yamlValueBudget(path, n.Content[0], field, depth+1, budget)
 	case yaml.AliasNode:
-		return yamlValue(path, n.Alias, field, depth+1)
+		return yamlValueBudget(path, n.Alias, field, depth+1, budget)
 	case yaml.MappingNode:
 		o := NewObject()
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -329,7 +341,7 @@ func yamlValue(path string, n *yaml.Node, field string, depth int) (any, error) 
 			if field != "" {
 				name = field + "." + key
 			}
-			v, err := yamlValue(path, n.Content[i+1], name, depth+1)
+			v, err := yamlValueBudget(path, n.Content[i+1], name, depth+1, budget)
 			if err != nil {
 				return nil, err
 			}
@@ -339,7 +351,7 @@ func yamlValue(path string, n *yaml.Node, field string, depth int) (any, error) 
 	case yaml.SequenceNode:
 		list := []any{}
 		for i, c := range n.Content {
-			v, err := yamlValue(path, c, fmt.Sprintf("%s[%d]", field, i), depth+1)
+			v, err := yamlValueBudget(path, c, fmt.Sprintf("%s[%d]", field, i), depth+1, budget)
 			if err != nil {
 				return nil, err
 			}
