@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const evalFixture = "../../testdata/tiny-qwen3-eval"
+
+// TestEvalCommand runs both fixture tasks through the command and reads back the results and
+// samples files it wrote.
+func TestEvalCommand(t *testing.T) {
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	model := filepath.Join(evalFixture, "model")
+	err := runEval(context.Background(), []string{"--model", model, "--backend", "go", "--tasks", filepath.Join(evalFixture, "tasks"),
+		"--max-length", "32", "--output", out, "--log-samples"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	for _, w := range []string{"tiny_quiz", "acc_norm", "0.5000", "±", "bits_per_byte", "4.8119"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("table lacks %q:\n%s", w, stdout.String())
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*", "results_*.json"))
+	if len(files) != 1 {
+		t.Fatalf("results files %v, want one", files)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Results map[string]map[string]any `json:"results"`
+		NShot   map[string]int            `json:"n-shot"`
+		Config  map[string]any            `json:"config"`
+		Configs map[string]map[string]any `json:"configs"`
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if v := res.Results["tiny_quiz"]["acc_norm,none"]; v != 0.5 {
+		t.Errorf("acc_norm,none = %v, want 0.5", v)
+	}
+	if v, _ := res.Results["tiny_quiz"]["acc_norm_stderr,none"].(float64); math.Abs(v-0.22360679774997896) > 1e-15 {
+		t.Errorf("acc_norm_stderr,none = %v", v)
+	}
+	if v := res.Results["tiny_prose"]["bits_per_byte_stderr,none"]; v != "N/A" {
+		t.Errorf("bits_per_byte_stderr,none = %v, want N/A", v)
+	}
+	if res.Config["model"] != model || res.Config["dtype"] != "f32" || res.Config["backend"] == "" || res.Config["octlm_version"] == nil {
+		t.Errorf("config %v", res.Config)
+	}
+	if res.Configs["tiny_quiz"]["output_type"] != "multiple_choice" {
+		t.Errorf("configs %v", res.Configs["tiny_quiz"])
+	}
+	samples, _ := filepath.Glob(filepath.Join(out, "*", "samples_tiny_quiz_*.jsonl"))
+	if len(samples) != 1 {
+		t.Fatalf("samples files %v", samples)
+	}
+	lines, _ := os.ReadFile(samples[0])
+	n := 0
+	for _, l := range bytes.Split(bytes.TrimSpace(lines), []byte("\n")) {
+		var s map[string]any
+		if err := json.Unmarshal(l, &s); err != nil {
+			t.Fatalf("sample line %d: %v", n, err)
+		}
+		for _, k := range []string{"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "acc", "acc_norm", "doc_hash"} {
+			if _, ok := s[k]; !ok {
+				t.Errorf("sample line %d lacks %s", n, k)
+			}
+		}
+		n++
+	}
+	if n != 6 {
+		t.Errorf("%d sample lines, want 6", n)
+	}
+}
+
+// TestEvalBadInput checks the usage errors and that a bad task fails before the model loads.
+func TestEvalBadInput(t *testing.T) {
+	model := filepath.Join(evalFixture, "model")
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("task: x\nprocess_docs: !function utils.p\n"), 0o644)
+	for _, c := range []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{[]string{"--model", model}, true, "--tasks is required"},
+		{[]string{"--model", model, "--tasks", bad, "--adapter", "a"}, true, "cannot apply adapters"},
+		{[]string{"--model", model, "--tasks", bad, "--log-samples"}, true, "needs --output"},
+		{[]string{"--model", model, "--tasks", bad}, false, "bad.yaml:2: process_docs"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := runEval(context.Background(), c.args, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.want)
+		}
+		var u usageError
+		if errors.As(err, &u) != c.usage {
+			t.Errorf("%v: usage error %v, want %v", c.args, errors.As(err, &u), c.usage)
+		}
+		if strings.Contains(stderr.String(), "loading") {
+			t.Errorf("%v: the model was loaded before the error", c.args)
+		}
+	}
+}
