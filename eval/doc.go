@@ -54,8 +54,7 @@ func (o *Object) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		kb, _ := json.Marshal(k)
-		b.Write(kb)
+		b.Write(jsonText(k))
 		b.WriteByte(':')
 		vb, err := marshalValue(o.Values[k])
 		if err != nil {
@@ -91,6 +90,8 @@ func marshalValue(v any) ([]byte, error) {
 		}
 		b.WriteByte(']')
 		return b.Bytes(), nil
+	case string:
+		return jsonText(x), nil
 	}
 	return json.Marshal(v)
 }

@@ -48,7 +48,7 @@ func (t *Task) scoreDoc(d *Document, p FilterPipeline) (map[string]any, any, err
 				m["acc"] = b2f(q.IsGreedy)
 			}
 		}
-		return m, []any{q.LogLikelihood, q.IsGreedy}, nil
+		return m, []any{[]any{q.LogLikelihood, q.IsGreedy}}, nil
 	case LoglikelihoodRolling:
 		q := d.Requests[0]
 		text := q.Continuation
