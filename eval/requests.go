@@ -280,7 +280,7 @@ func (t *Task) shot(doc *Object, features map[string]bool) (string, error) {
 	if a == nil || a == "" {
 		return qs, nil
 	}
-	var answer any = a
+	answer := a
 	if i, isInt := a.(int64); isInt && hasChoices {
 		c, err := t.DocToChoice.choices(doc, features)
 		if err != nil {
