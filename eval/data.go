@@ -220,7 +220,7 @@ func readParquet(path string) ([]*Object, error) {
 	for _, fl := range pf.Schema().Fields() {
 		order = append(order, fl.Name())
 	}
-	rows, err := readParquetRows(f, st.Size())
+	rows, err := readParquetRows(f, pf.Schema())
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading rows: %v: %w", path, err, ErrBadTask)
 	}
@@ -239,13 +239,25 @@ func readParquet(path string) ([]*Object, error) {
 	return docs, nil
 }
 
-func readParquetRows(f *os.File, size int64) (rows []map[string]any, err error) {
+// readParquetRows reads every row as a map, through the file's own schema.
+func readParquetRows(f *os.File, schema *parquet.Schema) (rows []map[string]any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the Parquet reader failed: %v", r)
 		}
 	}()
-	return parquet.Read[map[string]any](f, size)
+	r := parquet.NewReader(f, schema)
+	defer r.Close()
+	for {
+		m := map[string]any{}
+		if err := r.Read(&m); err != nil {
+			if err == io.EOF {
+				return rows, nil
+			}
+			return nil, err
+		}
+		rows = append(rows, m)
+	}
 }
 
 // parquetValue converts what the Parquet reader gives to a document value.

@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -200,4 +201,42 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestRunInterrupted stops a run from its progress callback: Run returns the context's cause,
+// and the documents finished before it keep their scores.
+func TestRunInterrupted(t *testing.T) {
+	m, tok := fixtureModel(t)
+	task, err := LoadTask(filepath.Join(fixtureDir, "tasks", "quiz.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := task.Build(BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRunner(m, tok, fixtureMaxLength, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("stopped by the test")
+	var finished []*Document
+	r.Progress = func(done, total int) {
+		if done == 3 {
+			cancel(stop)
+		}
+	}
+	err = r.Run(ctx, in, func(d *Document) error { finished = append(finished, d); return nil })
+	if !errors.Is(err, stop) {
+		t.Fatalf("Run: %v, want the context's cause", err)
+	}
+	if len(finished) == 0 || len(finished) == len(in.Docs) {
+		t.Fatalf("%d of %d documents finished before the stop", len(finished), len(in.Docs))
+	}
+	for _, d := range finished {
+		if _, ok := d.Metrics[noFilter]["acc"]; !ok {
+			t.Errorf("document %d finished without its metrics", d.ID)
+		}
+	}
 }
