@@ -138,21 +138,34 @@ type KLResult struct {
 	RMSDeltaP, MaxDeltaP       float64
 }
 
+// ReadKLHeader reads a base file's magic and header: the chunk length, the vocabulary and the
+// number of chunks.
+func ReadKLHeader(r io.Reader) (ctx, vocab, chunks int, err error) {
+	magic := make([]byte, 8)
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != kldMagic {
+		return 0, 0, 0, errors.New("not a llama-perplexity KL-divergence base file (no _logits_ magic)")
+	}
+	var header [3]int32
+	if err := binary.Read(r, binary.LittleEndian, &header); err != nil {
+		return 0, 0, 0, fmt.Errorf("reading the header: %w", err)
+	}
+	ctx, vocab, chunks = int(header[0]), int(header[1]), int(header[2])
+	if ctx < 4 || ctx > 1<<20 || vocab < 1 || vocab > 1<<24 || chunks < 1 || chunks > 1<<20 {
+		return 0, 0, 0, fmt.Errorf("header n_ctx %d, n_vocab %d, n_chunk %d: not usable", ctx, vocab, chunks)
+	}
+	return ctx, vocab, chunks, nil
+}
+
 // KLDivergence reads a base file from r, runs the model on its chunks and compares, position by
 // position, the model's distribution with the base's, as llama-perplexity --kl-divergence does.
 func KLDivergence(r io.Reader, m Forwarder, vocabLimit int) (KLResult, error) {
 	br := bufio.NewReader(r)
-	magic := make([]byte, 8)
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != kldMagic {
-		return KLResult{}, errors.New("not a llama-perplexity KL-divergence base file (no _logits_ magic)")
+	n, vocab, chunks, err := ReadKLHeader(br)
+	if err != nil {
+		return KLResult{}, err
 	}
-	var header [3]int32
-	if err := binary.Read(br, binary.LittleEndian, &header); err != nil {
-		return KLResult{}, fmt.Errorf("reading the header: %w", err)
-	}
-	n, vocab, chunks := int(header[0]), int(header[1]), int(header[2])
-	if n < 4 || n > 1<<20 || vocab < 1 || vocab > vocabLimit || chunks < 1 || chunks > 1<<20 {
-		return KLResult{}, fmt.Errorf("header n_ctx %d, n_vocab %d, n_chunk %d: not usable with this model (vocabulary %d)", n, vocab, chunks, vocabLimit)
+	if vocab > vocabLimit {
+		return KLResult{}, fmt.Errorf("header n_vocab %d: not usable with this model (vocabulary %d)", vocab, vocabLimit)
 	}
 	toks := make([]int32, n*chunks)
 	if err := binary.Read(br, binary.LittleEndian, toks); err != nil {

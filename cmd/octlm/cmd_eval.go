@@ -42,6 +42,12 @@ type evalArgs struct {
 	numFewshot *int
 	batch      int
 	maxLength  int
+
+	klBase    string // --kl-divergence-base
+	klCompare bool   // --kl-divergence
+	klText    string // --kl-text
+	klCtx     int
+	klChunks  int
 }
 
 func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
@@ -57,9 +63,15 @@ func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
 	shots := fs.Int("num-fewshot", -1, "few-shot examples per document (default: each task's num_fewshot)")
 	fs.IntVar(&a.batch, "batch", 1, "sequences per forward pass (requests run one at a time for now; see docs/eval.md)")
 	fs.IntVar(&a.maxLength, "max-length", 0, "lm-eval's max_length: inputs are left-truncated to it (default: the model's max_position_embeddings)")
+	fs.StringVar(&a.klBase, "kl-divergence-base", "", "llama-perplexity's KL-divergence base `FILE`: written from --kl-text (or, with --kl-divergence, compared against)")
+	fs.BoolVar(&a.klCompare, "kl-divergence", false, "compare the model with --kl-divergence-base's logits instead of writing them")
+	fs.StringVar(&a.klText, "kl-text", "", "the text `FILE` whose tokens the base is computed on (llama-perplexity's -f)")
+	fs.IntVar(&a.klCtx, "kl-ctx", 512, "tokens per chunk when writing the base (llama-perplexity's -c); the second half of each is scored")
+	fs.IntVar(&a.klChunks, "kl-chunks", 0, "at most `N` chunks when writing the base (0: all)")
 	alias(fs, "m", "model")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm eval --model DIR --tasks YAML|DIR[,...] [--output DIR] [flags]\n\n"+
+		fmt.Fprintln(stderr, "usage: octlm eval --model DIR --tasks YAML|DIR[,...] [--output DIR] [flags]\n"+
+			"       octlm eval --model DIR --kl-divergence-base FILE (--kl-text TEXT [--kl-ctx N] | --kl-divergence)\n\n"+
 			"Runs lm-evaluation-harness tasks (multiple_choice, loglikelihood, loglikelihood_rolling,\n"+
 			"generate_until) read from their YAML files and local JSON, JSON Lines or Parquet data, answering\n"+
 			"the requests as lm-eval's Hugging Face backend does, and prints lm-eval's results table.\n"+
@@ -76,7 +88,15 @@ func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
 		}
 	}
 	switch {
-	case len(a.tasks) == 0:
+	case a.klBase != "" && len(a.tasks) > 0:
+		return a, usageError{"--kl-divergence-base runs alone: give it without --tasks"}
+	case a.klBase != "" && a.klCompare == (a.klText != ""):
+		return a, usageError{"--kl-divergence-base FILE: give --kl-text TEXT to write the base, or --kl-divergence to compare against it"}
+	case a.klBase == "" && (a.klCompare || a.klText != ""):
+		return a, usageError{"--kl-divergence and --kl-text need --kl-divergence-base FILE"}
+	case a.klBase != "" && a.klCtx < 4:
+		return a, usageError{"--kl-ctx must be ≥ 4"}
+	case len(a.tasks) == 0 && a.klBase == "":
 		return a, usageError{"--tasks is required (a task YAML or a folder of them)"}
 	case a.adapter != "":
 		return a, usageError{"--adapter: octlm cannot apply adapters yet (PEFT adapters are being added); merge the adapter into the checkpoint and pass that as --model"}
@@ -103,6 +123,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	a, err := parseEvalArgs(args, stderr)
 	if err != nil {
 		return err
+	}
+	if a.klBase != "" {
+		return runKLDivergence(ctx, a, stdout, stderr)
 	}
 	// Every task and its data are read before the model: bad input fails at once.
 	var all []*eval.Instances

@@ -114,3 +114,33 @@ func TestEvalBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalKLDivergence writes a base file from a text and compares the same model with it.
+func TestEvalKLDivergence(t *testing.T) {
+	model := filepath.Join(evalFixture, "model")
+	base := filepath.Join(t.TempDir(), "base.kld")
+	text := filepath.Join(evalFixture, "tasks", "prose.jsonl")
+	var stdout, stderr bytes.Buffer
+	if err := runEval(context.Background(), []string{"--model", model, "--backend", "go", "--kl-divergence-base", base, "--kl-text", text, "--kl-ctx", "32", "--kl-chunks", "2"}, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	stdout.Reset()
+	if err := runEval(context.Background(), []string{"--model", model, "--backend", "go", "--kl-divergence-base", base, "--kl-divergence"}, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	for _, w := range []string{"positions            30", "Mean    KLD          0.000000", "Same top p           100.000 %"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, stdout.String())
+		}
+	}
+	for _, args := range [][]string{
+		{"--model", model, "--kl-divergence-base", base},
+		{"--model", model, "--kl-divergence"},
+		{"--model", model, "--kl-divergence-base", base, "--kl-divergence", "--tasks", text},
+	} {
+		var u usageError
+		if err := runEval(context.Background(), args, &stdout, &stderr); !errors.As(err, &u) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}
