@@ -160,7 +160,7 @@ func ResultsJSON(tasks []TaskResult, cfg RunConfig) ([]byte, error) {
 	}
 	c := NewObject()
 	c.Set("model", cfg.Model)
-	c.Set("model_args", modelArgs(cfg))
+	c.Set("model_args", cfg.ModelArgs())
 	c.Set("adapter", nilIfEmpty(cfg.Adapter))
 	c.Set("dtype", cfg.DType)
 	c.Set("backend", cfg.Backend)
@@ -221,7 +221,9 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
-func modelArgs(cfg RunConfig) string {
+// ModelArgs is the config's model_args, as lm-eval writes its own: pretrained=…,dtype=…,
+// max_length=…[,peft=…].
+func (cfg RunConfig) ModelArgs() string {
 	s := "pretrained=" + cfg.Model + ",dtype=" + cfg.DType + fmt.Sprintf(",max_length=%d", cfg.MaxLength)
 	if cfg.Adapter != "" {
 		s += ",peft=" + cfg.Adapter

@@ -159,11 +159,16 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	window, err := contextLength(dir)
+	if err != nil {
+		return err
+	}
 	maxLength := a.maxLength
-	if maxLength == 0 {
-		if maxLength, err = contextLength(dir); err != nil {
-			return err
-		}
+	switch {
+	case maxLength == 0:
+		maxLength = window
+	case maxLength > window:
+		return usageError{fmt.Sprintf("--max-length %d is more than the model's context of %d positions", maxLength, window)}
 	}
 	runner, err := eval.NewRunner(nil, tok, maxLength, stops)
 	if err != nil {
@@ -214,7 +219,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	out := &errWriter{fileio.ErrWriter{W: stdout}}
-	fmt.Fprintf(out, "%s, max_length %d, limit %v, num_fewshot %s, batch %d\n", printable(a.model.model), maxLength, a.limit, shotsText(a.numFewshot), a.batch)
+	fmt.Fprintf(out, "octlm (%s), limit: %s, num_fewshot: %s, batch_size: %d\n", printable(cfg.ModelArgs()), limitText(a.limit), shotsText(a.numFewshot), a.batch)
 	if err := eval.Table(out, done); err != nil {
 		return err
 	}
@@ -224,11 +229,20 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return out.check()
 }
 
+// shotsText and limitText write the line above lm-eval's table as lm-eval
+// does (None for what was not given).
 func shotsText(n *int) string {
 	if n == nil {
-		return "per task"
+		return "None"
 	}
 	return fmt.Sprint(*n)
+}
+
+func limitText(l float64) string {
+	if l == 0 {
+		return "None"
+	}
+	return fmt.Sprint(l)
 }
 
 // evalTask runs one task, streaming its samples file when asked, and aggregates its metrics.
