@@ -106,6 +106,14 @@ func (t *Task) scoreDoc(d *Document, p FilterPipeline) (map[string]any, any, err
 			return nil, nil, err
 		}
 		for _, mc := range t.Metrics {
+			if mc.Metric == "tool_call_ast" {
+				score, err := toolCallAST(resp, d.Target)
+				if err != nil {
+					return nil, nil, err
+				}
+				m["tool_call_ast"] = score
+				continue
+			}
 			if mc.Metric != "exact_match" {
 				continue
 			}

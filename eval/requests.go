@@ -156,6 +156,11 @@ func (t *Task) buildDoc(id int, doc *Object, features map[string]bool, shots int
 				return nil, fmt.Errorf("doc_to_target %s is not an index into the %d choices", pyStr(d.Target), len(d.Choices))
 			}
 		}
+		if t.ChatTemplate {
+			if ctx, err = t.chatContext(doc, ctx); err != nil {
+				return nil, err
+			}
+		}
 		d.Requests = []*Request{{Type: GenerateUntil, Context: ctx}}
 	}
 	return d, nil

@@ -41,6 +41,11 @@ type Task struct {
 	NumFewshot                                       int
 	Sampler                                          string // "first_n" (or "default" with 0 shots)
 
+	// octlm's tool-call extension (toolcall.go): render the context with the chat template,
+	// offering the tools of the feature DocToTools.
+	ChatTemplate bool
+	DocToTools   string
+
 	Generation GenerationKwargs
 	Metrics    []MetricConfig
 	Filters    []FilterPipeline
@@ -90,7 +95,7 @@ var knownKeys = map[string]bool{
 	"output_type": true, "doc_to_text": true, "doc_to_target": true, "doc_to_choice": true,
 	"description": true, "target_delimiter": true, "fewshot_delimiter": true, "num_fewshot": true,
 	"fewshot_config": true, "generation_kwargs": true, "metric_list": true, "filter_list": true,
-	"metadata": true, "repeats": true,
+	"metadata": true, "repeats": true, "chat_template": true, "doc_to_tools": true,
 }
 
 var ignoredKeys = map[string]bool{
@@ -240,6 +245,20 @@ func ParseTask(path string, data []byte) (*Task, error) {
 	}
 	if n, ok := fields["dataset_name"]; ok && n.Tag != "!!null" {
 		return nil, taskError(path, n, "dataset_name", "a dataset configuration (%q) needs the Hub's loader; give local files through dataset_kwargs.data_files", n.Value)
+	}
+	if n, ok := fields["chat_template"]; ok {
+		if err := n.Decode(&t.ChatTemplate); err != nil {
+			return nil, taskError(path, n, "chat_template", "must be true or false")
+		}
+	}
+	if err := str("doc_to_tools", &t.DocToTools); err != nil {
+		return nil, err
+	}
+	if t.ChatTemplate && t.OutputType != GenerateUntil {
+		return nil, taskError(path, fields["chat_template"], "chat_template", "octlm renders the chat template for generate_until tasks only")
+	}
+	if t.DocToTools != "" && !t.ChatTemplate {
+		return nil, taskError(path, fields["doc_to_tools"], "doc_to_tools", "tools are offered through the chat template: set chat_template: true")
 	}
 	if n, ok := fields["repeats"]; ok && n.Value != "1" {
 		return nil, taskError(path, n, "repeats", "only 1 is supported")
@@ -590,6 +609,7 @@ var metricAggregation = map[string]struct {
 	"acc_bytes":       {"mean", true, []string{MultipleChoice}},
 	"exact_match":     {"mean", true, []string{GenerateUntil, MultipleChoice}},
 	"perplexity":      {"perplexity", false, []string{Loglikelihood}},
+	"tool_call_ast":   {"mean", true, []string{GenerateUntil}},
 	"word_perplexity": {"weighted_perplexity", false, []string{LoglikelihoodRolling}},
 	"byte_perplexity": {"weighted_perplexity", false, []string{LoglikelihoodRolling}},
 	"bits_per_byte":   {"bits_per_byte", false, []string{LoglikelihoodRolling}},
@@ -619,7 +639,7 @@ func (t *Task) parseMetrics(path string, n *yaml.Node) error {
 		name, _ := o.Values["metric"].(string)
 		a, known := metricAggregation[name]
 		if !known {
-			return taskError(path, e, field+".metric", "%q is not supported (acc, acc_norm, acc_bytes, exact_match, perplexity, word_perplexity, byte_perplexity, bits_per_byte)", name)
+			return taskError(path, e, field+".metric", "%q is not supported (acc, acc_norm, acc_bytes, exact_match, perplexity, word_perplexity, byte_perplexity, bits_per_byte, tool_call_ast)", name)
 		}
 		if !contains(a.types, t.OutputType) {
 			return taskError(path, e, field+".metric", "%s does not apply to output_type %s", name, t.OutputType)
