@@ -50,30 +50,41 @@ func (t *Task) LoadSplit(split string) (*Split, error) {
 		sort.Strings(have)
 		return nil, fmt.Errorf("%s: split %q is not among dataset_kwargs.data_files' splits (%v): %w", t.Path, split, have, ErrBadTask)
 	}
-	s := &Split{Name: split}
-	seen := map[string]bool{}
+	var docs []*Object
 	for _, f := range files {
-		var docs []*Object
+		var part []*Object
 		var err error
 		if t.DatasetPath == "parquet" {
-			docs, err = readParquet(f)
+			part, err = readParquet(f)
 		} else {
-			docs, err = readJSONDocs(f)
+			part, err = readJSONDocs(f)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", t.Name, err)
 		}
-		for _, d := range docs {
-			for _, k := range d.Keys {
-				if !seen[k] {
-					seen[k] = true
-					s.Features = append(s.Features, k)
-				}
+		docs = append(docs, part...)
+	}
+	s := newSplit(split, docs)
+	if len(s.Docs) == 0 {
+		return nil, fmt.Errorf("%s: split %q has no documents (%v): %w", t.Path, split, relNames(t.Dir, files), ErrBadTask)
+	}
+	return s, nil
+}
+
+// newSplit gathers documents into a split: its features are every document's keys in first-seen
+// order, and a document without one gets None for it.
+func newSplit(name string, docs []*Object) *Split {
+	s := &Split{Name: name, Docs: docs}
+	seen := map[string]bool{}
+	for _, d := range docs {
+		for _, k := range d.Keys {
+			if !seen[k] {
+				seen[k] = true
+				s.Features = append(s.Features, k)
 			}
 		}
-		s.Docs = append(s.Docs, docs...)
 	}
-	for _, d := range s.Docs {
+	for _, d := range docs {
 		if len(d.Keys) == len(s.Features) {
 			continue
 		}
@@ -84,10 +95,7 @@ func (t *Task) LoadSplit(split string) (*Split, error) {
 		}
 		*d = *full
 	}
-	if len(s.Docs) == 0 {
-		return nil, fmt.Errorf("%s: split %q has no documents (%v): %w", t.Path, split, relNames(t.Dir, files), ErrBadTask)
-	}
-	return s, nil
+	return s
 }
 
 func relNames(dir string, files []string) []string {
@@ -110,7 +118,12 @@ func readJSONDocs(path string) ([]*Object, error) {
 		return nil, err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<16)
+	return decodeJSONDocs(f, path)
+}
+
+// decodeJSONDocs is readJSONDocs of what r holds; path names it in errors.
+func decodeJSONDocs(r io.Reader, path string) ([]*Object, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
 	first, err := firstNonSpace(br)
 	if err == io.EOF {
 		return nil, nil

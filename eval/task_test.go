@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -201,22 +202,28 @@ func FuzzParseTask(f *testing.F) {
 	})
 }
 
-// FuzzDocuments feeds arbitrary JSON Lines to the document reader and the requests builder.
+// FuzzDocuments feeds arbitrary JSON Lines to the document reader and builds each document's
+// requests (in memory: the fuzzer's minimizer runs it many thousand times).
 func FuzzDocuments(f *testing.F) {
 	f.Add([]byte(mcData))
 	f.Add([]byte(`[{"q": "x", "options": ["a"], "gold": 0}]`))
 	f.Add([]byte("{\"q\": 1e999, \"options\": [[[]]], \"gold\": -1}\n"))
 	yaml := mcHeader + "doc_to_text: \"{{q}}\"\ndoc_to_target: \"{{gold}}\"\ndoc_to_choice: \"{{options}}\"\n"
 	dir := f.TempDir()
+	os.WriteFile(filepath.Join(dir, "d.jsonl"), []byte(mcData), 0o644)
+	task, err := ParseTask(filepath.Join(dir, "task.yaml"), []byte(yaml))
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if err := os.WriteFile(filepath.Join(dir, "d.jsonl"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		task, err := ParseTask(filepath.Join(dir, "task.yaml"), []byte(yaml))
+		docs, err := decodeJSONDocs(bytes.NewReader(data), "fuzz.jsonl")
 		if err != nil {
-			t.Fatal(err)
+			return
 		}
-		task.Build(BuildOptions{})
+		s := newSplit("test", docs)
+		for i, d := range s.Docs {
+			task.buildDoc(i, d, s.featureSet(), 0, nil)
+		}
 	})
 }
 
