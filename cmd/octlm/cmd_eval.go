@@ -16,7 +16,6 @@ import (
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/tokenizer"
-	"github.com/octlm/octlm/units"
 )
 
 func init() {
@@ -342,13 +341,7 @@ func (p *requestsLine) update(done, total int) {
 		return
 	}
 	p.last = now
-	text := fmt.Sprintf("%s: %s / %s requests", p.task, units.Commas(int64(done)), units.Commas(int64(total)))
-	if el := now.Sub(p.begin).Seconds(); el > 0 && done > 0 {
-		rate := float64(done) / el
-		left := time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second)
-		text += fmt.Sprintf(", %.1f requests/s, about %s left", rate, left)
-	}
-	fmt.Fprintf(p.w, "\r\x1b[K%s", text)
+	fmt.Fprintf(p.w, "\r\x1b[K%s", progressText(p.task, "requests", "%.1f", done, total, done, now.Sub(p.begin)))
 	p.drawn = true
 }
 
