@@ -311,9 +311,16 @@ func Table(w io.Writer, tasks []TaskResult) error {
 			name, version = "", ""
 		}
 	}
+	// pytablewriter's layout, which lm-eval's table uses: at least 3 wide, headers centred,
+	// numbers right-aligned, a column holding "N/A" among its numbers left-aligned.
+	for _, r := range rows {
+		if strings.TrimSpace(r[8]) == "N/A" {
+			right[8] = false
+		}
+	}
 	widths := make([]int, len(header))
 	for i, h := range header {
-		widths[i] = utf8.RuneCountInString(h)
+		widths[i] = max(3, utf8.RuneCountInString(h))
 	}
 	for _, r := range rows {
 		for i, c := range r {
@@ -335,7 +342,12 @@ func Table(w io.Writer, tasks []TaskResult) error {
 		return b.String() + "\n"
 	}
 	var b strings.Builder
-	b.WriteString(line(header))
+	b.WriteByte('|')
+	for i, h := range header {
+		pad := widths[i] - utf8.RuneCountInString(h)
+		b.WriteString(strings.Repeat(" ", pad/2) + h + strings.Repeat(" ", pad-pad/2) + "|")
+	}
+	b.WriteByte('\n')
 	b.WriteByte('|')
 	for i, wd := range widths {
 		if right[i] {
