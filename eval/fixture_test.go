@@ -240,3 +240,33 @@ func TestRunInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodePair checks HFLM's pair rules with Qwen3's tokenizer: trailing whitespace moves to
+// the continuation, an empty context becomes the prefix token (<|im_end|>), and a continuation
+// that starts with the prefix token gives it up as the context.
+func TestEncodePair(t *testing.T) {
+	_, tok := fixtureModel(t)
+	r, err := NewRunner(nil, tok, fixtureMaxLength, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := tok.Encode
+	imEnd, _ := tok.TokenID("<|im_end|>")
+	if r.PrefixID != imEnd || r.EOSID != imEnd {
+		t.Fatalf("prefix %d, eos %d; want <|im_end|> (%d)", r.PrefixID, r.EOSID, imEnd)
+	}
+	for _, c := range []struct {
+		context, continuation string
+		ctx, cont             []int
+	}{
+		{"Q: sky\nA: ", "blue", enc("Q: sky\nA:"), enc("Q: sky\nA: blue")[len(enc("Q: sky\nA:")):]},
+		{"", " blue", []int{imEnd}, enc(" blue")},
+		{"", "<|im_end|>blue", []int{imEnd}, enc("blue")},
+		{"a  \n", "b", enc("a"), enc("a  \nb")[len(enc("a")):]},
+	} {
+		ctx, cont := r.encodePair(c.context, c.continuation)
+		if !equalInts(ctx, c.ctx) || !equalInts(cont, c.cont) {
+			t.Errorf("encodePair(%q, %q) = %v, %v; want %v, %v", c.context, c.continuation, ctx, cont, c.ctx, c.cont)
+		}
+	}
+}
