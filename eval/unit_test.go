@@ -216,3 +216,20 @@ func TestExactMatchAndRegex(t *testing.T) {
 		t.Error("a lookbehind should be refused")
 	}
 }
+
+// TestDocHash compares doc_hash (SHA-256 of json.dumps(doc, indent=2, ensure_ascii=False)) with
+// the values /usr/bin/python3 printed for the same documents.
+func TestDocHash(t *testing.T) {
+	for _, c := range []struct{ json, want string }{
+		{`{"q": "What color is the sky on a clear day?", "options": ["green", "blue", "red"], "gold": 1}`, "2d3bed49696e8b28ef2ec69a00143f1c6db5ab9a6cc82c8735616e43f6cda48c"},
+		{`{"a": 1.5, "b": [null, true, "x\u00e9\n"], "c": {}, "d": [], "e": 1e-07}`, "e11b3aa6ac933cf47ffa1c1751dda26bffef4443acf3ae6356ecaa10626f988b"},
+	} {
+		v, err := parseJSONValue([]byte(c.json))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hashString(pyJSONDumps(v)); got != c.want {
+			t.Errorf("doc_hash of %s = %s, want %s\n%s", c.json, got, c.want, pyJSONDumps(v))
+		}
+	}
+}
