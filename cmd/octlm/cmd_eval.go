@@ -210,6 +210,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		done = append(done, tr)
+		fmt.Fprintf(stderr, "%s: %d documents scored\n", printable(in.Task.Name), len(in.Docs))
 		if outDir != "" {
 			cfg.TotalSeconds = time.Since(begin).Seconds()
 			if err := writeResults(outDir, dateID, done, cfg); err != nil {

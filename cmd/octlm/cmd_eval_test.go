@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -141,6 +144,71 @@ func TestEvalKLDivergence(t *testing.T) {
 		var u usageError
 		if err := runEval(context.Background(), args, &stdout, &stderr); !errors.As(err, &u) {
 			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestEvalInterrupted stops octlm eval with Ctrl-C during its second task: it exits 130, the
+// results file holds the finished first task, its samples file is complete and nothing of the
+// second task's is left behind.
+func TestEvalInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	quiz, _ := os.ReadFile(filepath.Join(evalFixture, "tasks", "quiz.yaml"))
+	quizData, _ := os.ReadFile(filepath.Join(evalFixture, "tasks", "quiz.jsonl"))
+	prose, _ := os.ReadFile(filepath.Join(evalFixture, "tasks", "prose.yaml"))
+	proseData, _ := os.ReadFile(filepath.Join(evalFixture, "tasks", "prose.jsonl"))
+	os.WriteFile(filepath.Join(dir, "a_quiz.yaml"), quiz, 0o644)
+	os.WriteFile(filepath.Join(dir, "quiz.jsonl"), quizData, 0o644)
+	os.WriteFile(filepath.Join(dir, "b_long.yaml"), prose, 0o644)
+	os.WriteFile(filepath.Join(dir, "prose.jsonl"), bytes.Repeat(proseData, 400), 0o644) // minutes of work
+	out := t.TempDir()
+	cmd := octlmCommand(t, "eval", "--model", filepath.Join(evalFixture, "model"), "--tasks", dir, "--max-length", "32", "--output", out, "--log-samples")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() {
+		log.WriteString(lines.Text() + "\n")
+		if strings.HasPrefix(lines.Text(), "tiny_quiz: 6 documents scored") {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(&log, stderr)
+	if code := waitExit(t, cmd); code != 130 {
+		t.Fatalf("exit %d, want 130\n%s", code, log.String())
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*", "*"))
+	var names []string
+	for _, f := range files {
+		names = append(names, filepath.Base(f))
+	}
+	if len(files) != 2 {
+		t.Fatalf("files left: %v, want the results and the quiz's samples", names)
+	}
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		switch {
+		case strings.HasPrefix(filepath.Base(f), "results_"):
+			var res struct {
+				Results map[string]any `json:"results"`
+			}
+			if err := json.Unmarshal(data, &res); err != nil || len(res.Results) != 1 || res.Results["tiny_quiz"] == nil {
+				t.Errorf("results %v (%v), want tiny_quiz alone", res.Results, err)
+			}
+		case strings.HasPrefix(filepath.Base(f), "samples_tiny_quiz_"):
+			if n := bytes.Count(data, []byte("\n")); n != 6 {
+				t.Errorf("quiz samples: %d lines, want 6", n)
+			}
+		default:
+			t.Errorf("unexpected file %s", f)
 		}
 	}
 }
