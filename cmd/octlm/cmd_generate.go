@@ -106,22 +106,14 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if unknown > 0 {
 		fmt.Fprintf(stderr, "%d generated IDs have no token in the tokenizer and were left out of the text\n", unknown)
 	}
-	switch {
-	case a.asJSON && genErr == nil:
-		enc := json.NewEncoder(out)
-		enc.SetEscapeHTML(false)
-		enc.Encode(res)
-	case tok == nil && len(g.GeneratedIDs) > 0:
-		fmt.Fprintln(out, strings.Trim(fmt.Sprint(g.GeneratedIDs), "[]"))
+	if !(a.asJSON && genErr == nil) && tok == nil && len(g.GeneratedIDs) > 0 {
+		fmt.Fprintln(out, idsText(g.GeneratedIDs))
 	}
-	if out.Err != nil {
-		return fmt.Errorf("writing the output: %w", out.Err)
+	if errors.Is(genErr, octlm.ErrNonFinite) {
+		genErr = fmt.Errorf("%w (after %d generated tokens)", genErr, len(g.GeneratedIDs))
 	}
-	if genErr != nil {
-		if errors.Is(genErr, octlm.ErrNonFinite) {
-			return checkFailure{fmt.Errorf("%w (after %d generated tokens)", genErr, len(g.GeneratedIDs))}
-		}
-		return genErr
+	if err := finishOutput(out, a.asJSON, res, genErr); err != nil {
+		return err
 	}
 	if !a.asJSON {
 		printToolCalls(stderr, res.ToolCalls)
@@ -157,26 +149,15 @@ func generateTogether(ctx context.Context, m *loadedModel, tok *tokenizer.Tokeni
 		}
 		fmt.Fprintf(out, "[prompt %d of %d]\n", i+1, len(gens))
 		if tok == nil {
-			fmt.Fprintln(out, strings.Trim(fmt.Sprint(g.GeneratedIDs), "[]"))
+			fmt.Fprintln(out, idsText(g.GeneratedIDs))
 			continue
 		}
 		io.WriteString(shown, text)
 		flushText(shown)
 		fmt.Fprintln(out)
 	}
-	if asJSON && genErr == nil {
-		enc := json.NewEncoder(out)
-		enc.SetEscapeHTML(false)
-		enc.Encode(results)
-	}
-	if out.Err != nil {
-		return fmt.Errorf("writing the output: %w", out.Err)
-	}
-	if genErr != nil {
-		if errors.Is(genErr, octlm.ErrNonFinite) {
-			return checkFailure{genErr}
-		}
-		return genErr
+	if err := finishOutput(out, asJSON, results, genErr); err != nil {
+		return err
 	}
 	interrupted := false
 	for i, g := range gens {
@@ -191,6 +172,26 @@ func generateTogether(ctx context.Context, m *loadedModel, tok *tokenizer.Tokeni
 	}
 	return nil
 }
+
+// finishOutput prints v as one JSON value when asJSON and the generation did not fail, then
+// returns the first failure: a failed write, else genErr (non-finite logits: a failed check).
+func finishOutput(out *errWriter, asJSON bool, v any, genErr error) error {
+	if asJSON && genErr == nil {
+		enc := json.NewEncoder(out)
+		enc.SetEscapeHTML(false)
+		enc.Encode(v)
+	}
+	if out.Err != nil {
+		return fmt.Errorf("writing the output: %w", out.Err)
+	}
+	if errors.Is(genErr, octlm.ErrNonFinite) {
+		return checkFailure{genErr}
+	}
+	return genErr
+}
+
+// idsText is "1 2 3": generated IDs as printed without a tokenizer.
+func idsText(ids []int) string { return strings.Trim(fmt.Sprint(ids), "[]") }
 
 // printToolCalls says on stderr which tool calls a chat reply holds.
 func printToolCalls(stderr io.Writer, calls []chat.ToolCall) {
