@@ -16,6 +16,7 @@ import (
 	_ "github.com/gomlx/compute/gobackend"
 
 	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/octlm/lora"
 	"github.com/octlm/octlm/octlm/synth"
 )
 
@@ -301,5 +302,47 @@ func TestRunBatches(t *testing.T) {
 	_, err = Run(context.Background(), Options{Dir: dir, Backend: backend, PromptTokens: 4, DecodeTokens: 1, BandwidthBytes: 1 << 20, Batches: []int{0}})
 	if !errors.Is(err, octlm.ErrBadInput) {
 		t.Errorf("batch size 0: %v, want bad input", err)
+	}
+}
+
+// TestRunAdapter: with an adapter the benchmark loads it (a wrong one is refused by Load) and
+// the report names it.
+func TestRunAdapter(t *testing.T) {
+	backend, err := compute.NewWithConfig("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("..", "testdata", "tiny-qwen3")
+	adapterDir := filepath.Join("..", "testdata", "tiny-qwen3-finetune", "lora", "reference-adapter")
+	a, err := lora.Read(adapterDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := octlm.ReadDecoder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.ToLoRA(lora.Linears(dec.Weights()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), Options{Dir: dir, Backend: backend, BackendName: "go", PromptTokens: 4, DecodeTokens: 2,
+		BandwidthBytes: 1 << 20, Adapter: l, AdapterName: adapterDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil || r.Adapter != adapterDir || !strings.Contains(text.String(), adapterDir+" (LoRA, unmerged)") {
+		t.Errorf("adapter %q (%v) in the report:\n%s", r.Adapter, err, text.String())
+	}
+	const q = "model.layers.0.self_attn.q_proj.weight"
+	m, ok := l.Modules[q]
+	if !ok {
+		t.Fatalf("the adapter has no %s", q)
+	}
+	m.Out++ // a size that fits no weight
+	l.Modules[q] = m
+	if _, err := Run(context.Background(), Options{Dir: dir, Backend: backend, PromptTokens: 4, DecodeTokens: 2, BandwidthBytes: 1 << 20, Adapter: l}); !errors.Is(err, octlm.ErrBadInput) {
+		t.Errorf("a misfit adapter: %v, want bad input", err)
 	}
 }
