@@ -51,13 +51,13 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 
 // generateArgs is what generate's flags ask for, checked.
 type generateArgs struct {
-	model  modelFlags
-	opts   octlm.GenerateOptions
-	prompt generatePrompt
-	asJSON bool
+	model   modelFlags
+	opts    octlm.GenerateOptions
+	prompts []generatePrompt // one, or several decoded together
+	asJSON  bool
 }
 
-// generatePrompt is the one prompt given: raw text, a chat message or token IDs.
+// generatePrompt is one prompt given: raw text, a chat message or token IDs.
 type generatePrompt struct {
 	text  string // --prompt, -p or --prompt-file
 	chat  string // --chat, rendered with the chat template
@@ -74,7 +74,7 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if err != nil {
 		return err
 	}
-	ids, tok, err := encodePrompt(dir, a.prompt)
+	prompts, tok, err := encodePrompts(dir, a.prompts)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,11 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if err != nil {
 		return err
 	}
-	m, err := a.model.openDir(dir, len(ids)+a.opts.MaxNewTokens, stderr)
+	positions := 0 // every prompt's KV cache
+	for _, ids := range prompts {
+		positions += len(ids) + a.opts.MaxNewTokens
+	}
+	m, err := a.model.openDir(dir, positions, stderr)
 	if err != nil {
 		return err
 	}
@@ -92,39 +96,123 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	opts.StopIDs = stops
 	opts.Context = ctx
 	out := &errWriter{fileio.ErrWriter{W: stdout}}
+	isChat := a.prompts[0].chat != ""
+	if len(prompts) > 1 {
+		return generateTogether(ctx, m, tok, prompts, opts, isChat, a.asJSON, out, modelText(out, isTerminal(stdout)), stderr)
+	}
+	ids := prompts[0]
 	g, text, unknown, genErr := streamGeneration(m, tok, ids, opts, a.asJSON, out, modelText(out, isTerminal(stdout)))
-	res := newGenerationResult(g, text, opts.Sampling.Seed, a.prompt.chat != "", stderr)
+	res := newGenerationResult(g, text, opts.Sampling.Seed, isChat, stderr)
 	if unknown > 0 {
 		fmt.Fprintf(stderr, "%d generated IDs have no token in the tokenizer and were left out of the text\n", unknown)
 	}
-	switch {
-	case a.asJSON && genErr == nil:
-		enc := json.NewEncoder(out)
-		enc.SetEscapeHTML(false)
-		enc.Encode(res)
-	case tok == nil && len(g.GeneratedIDs) > 0:
-		fmt.Fprintln(out, strings.Trim(fmt.Sprint(g.GeneratedIDs), "[]"))
+	if !(a.asJSON && genErr == nil) && tok == nil && len(g.GeneratedIDs) > 0 {
+		fmt.Fprintln(out, idsText(g.GeneratedIDs))
 	}
-	if out.Err != nil {
-		return fmt.Errorf("writing the output: %w", out.Err)
+	if errors.Is(genErr, octlm.ErrNonFinite) {
+		genErr = fmt.Errorf("%w (after %d generated tokens)", genErr, len(g.GeneratedIDs))
 	}
-	if genErr != nil {
-		if errors.Is(genErr, octlm.ErrNonFinite) {
-			return checkFailure{fmt.Errorf("%w (after %d generated tokens)", genErr, len(g.GeneratedIDs))}
-		}
-		return genErr
+	if err := finishOutput(out, a.asJSON, res, genErr); err != nil {
+		return err
 	}
 	if !a.asJSON {
-		for _, call := range res.ToolCalls {
-			args, _ := call.ArgumentsText()
-			fmt.Fprintf(stderr, "tool call: %s(%s)\n", printable(call.Name), printableText(args))
-		}
+		printToolCalls(stderr, res.ToolCalls)
 		fmt.Fprintln(stderr, generationSummary(g, opts.Sampling))
 	}
 	if g.StopReason == octlm.StopInterrupted {
 		return interruptedBy(ctx)
 	}
 	return nil
+}
+
+// generateTogether is generate with several prompts: they are decoded together
+// (Model.GenerateBatch, each as it would be alone), then printed one after the other, each
+// under a "[prompt I of N]" line (only its IDs without a tokenizer), or as one JSON list; one
+// summary line per prompt goes to stderr.
+func generateTogether(ctx context.Context, m *loadedModel, tok *tokenizer.Tokenizer, prompts [][]int, opts octlm.GenerateOptions, isChat, asJSON bool, out *errWriter, shown io.Writer, stderr io.Writer) error {
+	gens, genErr := m.GenerateBatch(prompts, opts)
+	if gens == nil {
+		return genErr
+	}
+	results := make([]generationResult, len(gens))
+	for i, g := range gens {
+		text, unknown, err := decodeIDs(tok, g.GeneratedIDs)
+		if err != nil && genErr == nil {
+			genErr = err
+		}
+		if unknown > 0 {
+			fmt.Fprintf(stderr, "prompt %d: %d generated IDs have no token in the tokenizer and were left out of the text\n", i+1, unknown)
+		}
+		results[i] = newGenerationResult(g, text, opts.Sampling.Seed, isChat, stderr)
+		if asJSON {
+			continue
+		}
+		fmt.Fprintf(out, "[prompt %d of %d]\n", i+1, len(gens))
+		if tok == nil {
+			fmt.Fprintln(out, idsText(g.GeneratedIDs))
+			continue
+		}
+		io.WriteString(shown, text)
+		flushText(shown)
+		fmt.Fprintln(out)
+	}
+	if err := finishOutput(out, asJSON, results, genErr); err != nil {
+		return err
+	}
+	interrupted := false
+	for i, g := range gens {
+		if !asJSON {
+			printToolCalls(stderr, results[i].ToolCalls)
+			fmt.Fprintf(stderr, "prompt %d of %d: %s\n", i+1, len(gens), generationSummary(g, opts.Sampling))
+		}
+		interrupted = interrupted || g.StopReason == octlm.StopInterrupted
+	}
+	if interrupted {
+		return interruptedBy(ctx)
+	}
+	return nil
+}
+
+// finishOutput prints v as one JSON value when asJSON and the generation did not fail, then
+// returns the first failure: a failed write, else genErr (non-finite logits: a failed check).
+func finishOutput(out *errWriter, asJSON bool, v any, genErr error) error {
+	if asJSON && genErr == nil {
+		enc := json.NewEncoder(out)
+		enc.SetEscapeHTML(false)
+		enc.Encode(v)
+	}
+	if out.Err != nil {
+		return fmt.Errorf("writing the output: %w", out.Err)
+	}
+	if errors.Is(genErr, octlm.ErrNonFinite) {
+		return checkFailure{genErr}
+	}
+	return genErr
+}
+
+// idsText is "1 2 3": generated IDs as printed without a tokenizer.
+func idsText(ids []int) string { return strings.Trim(fmt.Sprint(ids), "[]") }
+
+// printToolCalls says on stderr which tool calls a chat reply holds.
+func printToolCalls(stderr io.Writer, calls []chat.ToolCall) {
+	for _, call := range calls {
+		args, _ := call.ArgumentsText()
+		fmt.Fprintf(stderr, "tool call: %s(%s)\n", printable(call.Name), printableText(args))
+	}
+}
+
+// decodeIDs is the text of generated IDs (as streamed: see tokenStreamer), how many of them had
+// no text, and a decoding error; "" without a tokenizer.
+func decodeIDs(tok *tokenizer.Tokenizer, ids []int) (string, int, error) {
+	var text strings.Builder
+	s := newTokenStreamer(tok, func(piece string) { text.WriteString(piece) })
+	for _, id := range ids {
+		if !s.add(id) {
+			break
+		}
+	}
+	s.flush()
+	return text.String(), s.unknown, s.err
 }
 
 // parseGenerateArgs reads generate's flags and the prompt they name (a --prompt-file, stdin
@@ -134,10 +222,12 @@ func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (genera
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	a.model.register(fs, "")
-	prompt := fs.String("prompt", "", "raw prompt `text` (no chat template)")
+	a.model.registerAdapter(fs)
+	var texts, chats, idLists stringList
+	fs.Var(&texts, "prompt", "raw prompt `text` (no chat template); repeat for several prompts, decoded together")
 	promptFile := fs.String("prompt-file", "", "read the raw prompt from `FILE` (- for stdin)")
-	chatText := fs.String("chat", "", "a user `message`, rendered with the model's chat template")
-	promptIDs := fs.String("prompt-ids", "", "comma-separated prompt token `IDs` (for checkpoints without a tokenizer, such as Qwen3.5's)")
+	fs.Var(&chats, "chat", "a user `message`, rendered with the model's chat template; repeat for several")
+	fs.Var(&idLists, "prompt-ids", "comma-separated prompt token `IDs` (for checkpoints without a tokenizer, such as Qwen3.5's); repeat for several")
 	think := fs.Bool("think", true, "with --chat: let Qwen3 reason in a <think> block first (enable_thinking)")
 	var gf generationFlags
 	gf.register(fs, 256, "most tokens to generate", "printed so the run can be repeated")
@@ -146,12 +236,14 @@ func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (genera
 	alias(fs, "p", "prompt")
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintln(w, "usage: octlm generate -m DIR|Org/Name (-p TEXT | --prompt-file FILE | --chat MESSAGE | --prompt-ids 1,2,3) [flags]\n\n"+
+		fmt.Fprintln(w, "usage: octlm generate -m DIR|Org/Name [--adapter DIR] (-p TEXT... | --prompt-file FILE | --chat MESSAGE... | --prompt-ids 1,2,3...) [flags]\n\n"+
 			"Continues the prompt and streams the text to stdout as tokens arrive; a summary line\n"+
 			"(tokens, stop reason, speed, seed) goes to stderr. --chat renders one user turn with\n"+
 			"Qwen3's chat template ('octlm chat' holds a conversation). Sampling is random unless\n"+
 			"--seed is given or --temperature is 0. Ctrl-C stops: what was generated and the summary\n"+
-			"are printed, exit status 130.\n\nflags:")
+			"are printed, exit status 130. Several -p, --chat or --prompt-ids are decoded together\n"+
+			"(one batched step per token), each as it would be alone, and printed when all are done,\n"+
+			"each under a [prompt I of N] line (--json: a list).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -161,18 +253,12 @@ func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (genera
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	given := 0
 	for _, name := range []string{"prompt", "prompt-file", "chat", "prompt-ids"} {
-		if set[name] {
+		if set[name] || name == "prompt" && set["p"] {
 			given++
 		}
 	}
-	switch {
-	case set["p"] && set["prompt"]:
-		return a, usageError{"give -p or --prompt, not both"}
-	case set["p"]:
-		given++
-	}
 	if given != 1 {
-		return a, usageError{"give exactly one of --prompt (-p), --prompt-file, --chat or --prompt-ids"}
+		return a, usageError{"give one kind of prompt: --prompt (-p), --prompt-file, --chat or --prompt-ids (each but --prompt-file may be repeated)"}
 	}
 	var err error
 	if a.opts, err = gf.options(fs); err != nil {
@@ -183,53 +269,84 @@ func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (genera
 		if err != nil {
 			return a, err
 		}
-		*prompt = text
+		texts = stringList{text}
 	}
-	switch {
-	case (set["prompt"] || set["p"] || set["prompt-file"]) && *prompt == "":
-		return a, usageError{"the prompt is empty: give some text to continue"}
-	case set["chat"] && *chatText == "":
-		return a, usageError{"--chat is empty: give a message"}
+	for _, text := range texts {
+		if text == "" {
+			return a, usageError{"the prompt is empty: give some text to continue"}
+		}
+		a.prompts = append(a.prompts, generatePrompt{text: text})
 	}
-	a.prompt = generatePrompt{text: *prompt, chat: *chatText, think: *think}
-	if set["prompt-ids"] {
-		if a.prompt.ids, err = parseIDs(*promptIDs); err != nil {
+	for _, msg := range chats {
+		if msg == "" {
+			return a, usageError{"--chat is empty: give a message"}
+		}
+		a.prompts = append(a.prompts, generatePrompt{chat: msg, think: *think})
+	}
+	for _, list := range idLists {
+		ids, err := parseIDs(list)
+		if err != nil {
 			return a, usageError{err.Error()}
 		}
+		a.prompts = append(a.prompts, generatePrompt{ids: ids})
 	}
 	a.asJSON = *asJSON
 	return a, nil
 }
 
-// encodePrompt turns the prompt into token IDs with the tokenizer of the checkpoint in dir,
+// stringList is a flag that may be repeated: each value in the order given.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ", ") }
+
+// Set appends a value.
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// encodePrompts turns the prompts into token IDs with the tokenizer of the checkpoint in dir,
 // which it returns (nil when dir has none: then only --prompt-ids works).
-func encodePrompt(dir string, p generatePrompt) ([]int, *tokenizer.Tokenizer, error) {
+func encodePrompts(dir string, ps []generatePrompt) ([][]int, *tokenizer.Tokenizer, error) {
 	// Checked before the weights are loaded: a wrong ID should not cost a load.
-	if p.ids != nil {
-		if err := checkIDsInVocab(dir, p.ids); err != nil {
-			return nil, nil, err
+	for _, p := range ps {
+		if p.ids != nil {
+			if err := checkIDsInVocab(dir, p.ids); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	tok, err := optionalTokenizer(dir)
 	if err != nil {
 		return nil, nil, err
 	}
+	out := make([][]int, len(ps))
+	for i, p := range ps {
+		if out[i], err = encodePrompt(dir, tok, p); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, tok, nil
+}
+
+// encodePrompt turns one prompt into token IDs with tok (nil: only IDs can be given).
+func encodePrompt(dir string, tok *tokenizer.Tokenizer, p generatePrompt) ([]int, error) {
 	switch {
 	case p.ids != nil:
-		return p.ids, tok, nil
+		return p.ids, nil
 	case tok == nil:
-		return nil, nil, usageError{fmt.Sprintf("%s has no tokenizer.json: use --prompt-ids%s", dir, tokenizerNote(dir))}
+		return nil, usageError{fmt.Sprintf("%s has no tokenizer.json: use --prompt-ids%s", dir, tokenizerNote(dir))}
 	case p.chat != "":
 		if err := chat.CheckModelDir(dir); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		rendered, err := chat.Render(chat.UserPrompt(p.chat, p.think))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return tok.Encode(rendered), tok, nil
+		return tok.Encode(rendered), nil
 	default:
-		return tok.Encode(p.text), tok, nil
+		return tok.Encode(p.text), nil
 	}
 }
 

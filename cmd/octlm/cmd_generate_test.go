@@ -311,6 +311,12 @@ func TestGenerateNonFinite(t *testing.T) {
 			t.Errorf("temperature %s: exit %d, stdout %q, stderr %s; want exit 1, no tokens, non-finite logits", temperature, code, stdout, stderr)
 		}
 	}
+	// Several prompts decoded together: the same failure, and no token under either header.
+	stdout, stderr, code := runOctlm(t, "", "generate", "-m", dir, "--prompt-ids", "1,2,3", "--prompt-ids", "4,5", "-n", "5", "--temperature", "0")
+	tokens := strings.TrimSpace(strings.NewReplacer("[prompt 1 of 2]", "", "[prompt 2 of 2]", "").Replace(stdout))
+	if code != 1 || !strings.Contains(stderr, "non-finite logits") || tokens != "" {
+		t.Errorf("two prompts: exit %d, stdout %q, stderr %s; want exit 1, no tokens, non-finite logits", code, stdout, stderr)
+	}
 }
 
 // TestGenerateInterrupt: Ctrl-C (SIGINT) during a generation prints what was generated and the

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/octlm/octlm/xla"
+)
+
+// TestGenerateSeveralPrompts: several prompts, decoded together, each give what generating that
+// prompt alone gives (IDs, text, stop reason): greedy and sampled with a seed, raw text, chat
+// messages and token IDs; --json prints a list, the text output one section per prompt.
+func TestGenerateSeveralPrompts(t *testing.T) {
+	t.Setenv(xla.EnvBackend, "go")
+	tok := tokenizerModel(t)
+	tests := []struct {
+		name    string
+		model   string
+		flag    string // repeated, once per prompt
+		prompts []string
+		extra   []string
+	}{
+		{"greedy IDs", testdata("tiny-qwen3"), "--prompt-ids", []string{"165,77,202", "77,202,24,37,274", "5"}, []string{"--temperature", "0", "-n", "12"}},
+		{"IDs with the adapter", testdata("tiny-qwen3"), "--prompt-ids", []string{"165,77,202", "9,8"}, []string{"--temperature", "0", "-n", "10", "--adapter", fixtureAdapter()}},
+		{"sampled text", tok, "-p", []string{"Once upon a time", "Hello", "The capital of France is"}, []string{"--seed", "7", "-n", "8"}},
+		{"chat messages", tok, "--chat", []string{"What is 2 + 2?", "Hi"}, []string{"--think=false", "--temperature", "0", "-n", "6"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--model", tt.model, "--json"}, tt.extra...)
+			var together []generationResult
+			var all []string
+			for _, p := range tt.prompts {
+				all = append(all, tt.flag, p)
+			}
+			generateJSON(t, append(args, all...), &together)
+			if len(together) != len(tt.prompts) {
+				t.Fatalf("%d results for %d prompts", len(together), len(tt.prompts))
+			}
+			for i, p := range tt.prompts {
+				var alone generationResult
+				generateJSON(t, append(args, tt.flag, p), &alone)
+				got := together[i]
+				if !reflect.DeepEqual(got.PromptIDs, alone.PromptIDs) || !reflect.DeepEqual(got.GeneratedIDs, alone.GeneratedIDs) ||
+					got.Text != alone.Text || got.StopReason != alone.StopReason || got.Content != alone.Content {
+					t.Errorf("prompt %d together: %v %q (%s)\nalone: %v %q (%s)", i+1, got.GeneratedIDs, got.Text, got.StopReason,
+						alone.GeneratedIDs, alone.Text, alone.StopReason)
+				}
+			}
+
+			// The text output: a [prompt I of N] line before each prompt's output, in order.
+			var stdout, stderr bytes.Buffer
+			if err := runGenerate(append(append([]string{"--model", tt.model}, tt.extra...), all...), &stdout, &stderr); err != nil {
+				t.Fatalf("%v\n%s", err, stderr.String())
+			}
+			rest := stdout.String()
+			for i := range tt.prompts {
+				header := fmt.Sprintf("[prompt %d of %d]\n", i+1, len(tt.prompts))
+				at := strings.Index(rest, header)
+				if at < 0 {
+					t.Fatalf("no %q in order in:\n%s", header, stdout.String())
+				}
+				rest = rest[at+len(header):]
+			}
+			if got := strings.Count(stderr.String(), fmt.Sprintf(" of %d: ", len(tt.prompts))); got != len(tt.prompts) {
+				t.Errorf("%d summary lines on stderr, want %d:\n%s", got, len(tt.prompts), stderr.String())
+			}
+		})
+	}
+}
+
+// generateJSON runs generate with args and decodes its stdout into v.
+func generateJSON(t *testing.T, args []string, v any) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if err := runGenerate(args, &stdout, &stderr); err != nil {
+		t.Fatalf("generate %q: %v\n%s", args, err, stderr.String())
+	}
+	if err := json.Unmarshal(stdout.Bytes(), v); err != nil {
+		t.Fatalf("generate %q: %v\n%s", args, err, stdout.String())
+	}
+}
+
+// TestGenerateSeveralPromptsRefused: several prompts of different kinds, or one bad among them,
+// are refused before anything runs.
+func TestGenerateSeveralPromptsRefused(t *testing.T) {
+	t.Setenv(xla.EnvBackend, "go")
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"text and IDs", []string{"-p", "a", "--prompt-ids", "1"}},
+		{"a file and text", []string{"--prompt-file", "-", "-p", "a"}},
+		{"an empty text among them", []string{"-p", "a", "-p", ""}},
+		{"a bad ID in the second list", []string{"--prompt-ids", "1,2", "--prompt-ids", "3,x"}},
+		{"an ID outside the vocabulary in the second list", []string{"--prompt-ids", "1,2", "--prompt-ids", "320"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := runGenerate(append([]string{"--model", testdata("tiny-qwen3")}, tt.args...), &stdout, &stderr)
+			var ue usageError
+			if !errors.As(err, &ue) || strings.Contains(stderr.String(), "loading") {
+				t.Fatalf("err = %v (stderr %q), want a usage error before loading", err, stderr.String())
+			}
+		})
+	}
+}
