@@ -8,6 +8,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,6 +52,16 @@ type Options struct {
 	// KVDType stores the KV cache in Float32 or BFloat16; "" means the model's own.
 	KVDType octlm.DType
 
+	// Batches are the batch sizes of the batched-decode table: for each B, B sequences (each the
+	// prompt on top of Depth positions, on its own cache) decode DecodeTokens tokens together,
+	// one NextBatch step per token. B = 1 is measured too, the ratios' baseline. None: no table.
+	Batches []int
+
+	// Adapter, when set, is a LoRA applied unmerged (octlm.LoadOptions.Adapter); AdapterName
+	// says which for the report.
+	Adapter     *octlm.LoRA
+	AdapterName string
+
 	// BandwidthBytes is the size of the streaming read that measures memory bandwidth
 	// (0 means MinBandwidthBytes; smaller reads may be served by caches and overstate it).
 	BandwidthBytes int64
@@ -83,6 +94,7 @@ type Result struct {
 	SIMD        bool    `json:"simd"` // built with GOEXPERIMENT=simd
 
 	Model   string `json:"model"`
+	Adapter string `json:"adapter,omitempty"` // the LoRA adapter applied unmerged, if any
 	Backend string `json:"backend"`
 	DType   string `json:"dtype"`
 	Layers  int    `json:"layers"`
@@ -128,6 +140,20 @@ type Result struct {
 	WeightBytesPerToken          int64     `json:"weight_bytes_per_token"` // weight bytes one decode step reads
 	ReadBandwidthBytesPerSec     float64   `json:"read_bandwidth_bytes_per_second"`
 	RooflineRatio                float64   `json:"roofline_ratio"` // weight bytes per token × decode tok/s ÷ read bandwidth
+	// Batches is the batched-decode table (Options.Batches), by ascending batch size; absent
+	// when not asked for.
+	Batches []BatchRow `json:"batches,omitempty"`
+}
+
+// BatchRow is the aggregate decode speed of Batch sequences decoded together: NextBatch steps
+// on Batch caches, each step one token of every sequence, compile time taken out.
+type BatchRow struct {
+	Batch                 int     `json:"batch"`
+	DecodeTokens          int     `json:"decode_tokens"` // tokens decoded per sequence
+	DecodeSeconds         float64 `json:"decode_seconds"`
+	DecodeTokensPerSecond float64 `json:"decode_tokens_per_second"` // Batch × DecodeTokens / DecodeSeconds
+	DecodeMsPerStep       float64 `json:"decode_ms_per_step"`
+	SpeedUp               float64 `json:"speed_up"` // DecodeTokensPerSecond over the Batch = 1 row's
 }
 
 // Run loads the checkpoint and measures it. The steps run in this order so that none disturbs
@@ -177,6 +203,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if err := r.measureRuns(ctx, m, opts, fill, prompt, logf); err != nil {
 		return r, err
 	}
+	if err := r.measureBatches(ctx, m, opts, fill, prompt, logf); err != nil {
+		return r, err
+	}
 	if err := ctx.Err(); err != nil {
 		return r, err
 	}
@@ -201,6 +230,7 @@ func newResult(opts Options) Result {
 		GoVersion:   runtime.Version(),
 		SIMD:        buildinfo.SIMD,
 		Model:       opts.Dir,
+		Adapter:     opts.AdapterName,
 		Backend:     opts.BackendName,
 		DType:       string(opts.DType),
 	}
@@ -246,7 +276,7 @@ func (r *Result) measureLoad(opts Options, logf func(string, ...any)) (*octlm.Mo
 	}
 	logf("loading %s as %s", opts.Dir, opts.DType)
 	begin := time.Now()
-	m, err := octlm.Load(opts.Dir, octlm.LoadOptions{Backend: opts.Backend, DType: opts.DType,
+	m, err := octlm.Load(opts.Dir, octlm.LoadOptions{Backend: opts.Backend, DType: opts.DType, Adapter: opts.Adapter,
 		Progress: func(_ string, done, total int64) {
 			if opts.LoadProgress != nil {
 				opts.LoadProgress(done, total)
@@ -344,8 +374,99 @@ func timedRun(ctx context.Context, m *octlm.Model, opts Options, fill, prompt []
 	return generate(ctx, m, cache, prompt, opts.DecodeTokens+1, opts.Log)
 }
 
-// checkLengths refuses depth + prompt + decode positions past the context length (an
-// *octlm.ContextError) and fill methods it does not know, without overflowing int.
+// measureBatches fills r.Batches: for each batch size (1 added, ascending, each once), the
+// aggregate decode speed of that many sequences decoded together.
+func (r *Result) measureBatches(ctx context.Context, m *octlm.Model, opts Options, fill, prompt []int, logf func(string, ...any)) error {
+	if len(opts.Batches) == 0 {
+		return nil
+	}
+	sizes := slices.Sorted(slices.Values(append([]int{1}, opts.Batches...)))
+	sizes = slices.Compact(sizes)
+	for _, b := range sizes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if b < 1 {
+			return fmt.Errorf("bench: batch size %d: %w", b, octlm.ErrBadInput)
+		}
+		logf("batch %d: prefill %d sequences of %d tokens, then decode %d tokens each", b, b, len(prompt), opts.DecodeTokens)
+		d, err := batchDecode(ctx, m, opts, fill, prompt, b)
+		if err != nil {
+			return fmt.Errorf("bench: batch %d: %w", b, err)
+		}
+		row := BatchRow{Batch: b, DecodeTokens: opts.DecodeTokens, DecodeSeconds: d.Seconds(),
+			DecodeTokensPerSecond: float64(b*opts.DecodeTokens) / d.Seconds(),
+			DecodeMsPerStep:       1000 * d.Seconds() / float64(opts.DecodeTokens)}
+		row.SpeedUp = row.DecodeTokensPerSecond / cmp.Or(r.batchBaseline(), row.DecodeTokensPerSecond)
+		r.Batches = append(r.Batches, row)
+	}
+	return nil
+}
+
+// batchBaseline is the aggregate decode speed of the batch-1 row, 0 before it is measured.
+func (r *Result) batchBaseline() float64 {
+	for _, row := range r.Batches {
+		if row.Batch == 1 {
+			return row.DecodeTokensPerSecond
+		}
+	}
+	return 0
+}
+
+// batchDecode runs b sequences, each the prompt on top of opts.Depth positions (fill) on its
+// own cache, prefilled together, then one untimed decode step (it compiles the batch's decode
+// graph and runs it once), then opts.DecodeTokens greedy NextBatch steps, and returns the time
+// of those steps with graph compilation taken out.
+func batchDecode(ctx context.Context, m *octlm.Model, opts Options, fill, prompt []int, b int) (time.Duration, error) {
+	caches := make([]*octlm.Cache, 0, b)
+	defer func() {
+		for _, c := range caches {
+			c.Close()
+		}
+	}()
+	seqs := make([][]int, b)
+	for i := range b {
+		c, err := newCache(m, opts.Depth+len(prompt)+1+opts.DecodeTokens, opts.KVDType)
+		if err != nil {
+			return 0, err
+		}
+		caches = append(caches, c)
+		if len(fill) > 0 {
+			if _, err := fillCache(m, c, fill, opts.DepthFill); err != nil {
+				return 0, err
+			}
+		}
+		seqs[i] = prompt
+	}
+	logits, err := m.NextBatch(seqs, caches)
+	if err != nil {
+		return 0, err
+	}
+	step := func() error {
+		for i, l := range logits {
+			seqs[i] = []int{octlm.Argmax(l)}
+		}
+		logits, err = m.NextBatch(seqs, caches)
+		return err
+	}
+	if err := step(); err != nil {
+		return 0, err
+	}
+	compiled := m.CompileStats().Time
+	begin := time.Now()
+	for range opts.DecodeTokens {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if err := step(); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(begin) - (m.CompileStats().Time - compiled), nil
+}
+
+// checkLengths refuses depth + prompt + decode positions (one more with Batches) past the
+// context length (an *octlm.ContextError) and fill methods it does not know, without overflowing int.
 func checkLengths(o Options, contextLength int) error {
 	if o.DepthFill != FillPrefill && o.DepthFill != FillZeros {
 		return fmt.Errorf("bench: unknown depth fill %q (want %s or %s): %w", o.DepthFill, FillPrefill, FillZeros, octlm.ErrBadInput)
@@ -359,6 +480,9 @@ func checkLengths(o Options, contextLength int) error {
 			return &octlm.ContextError{Positions: total + min(n, math.MaxInt-total), ContextLength: contextLength}
 		}
 		total += n
+	}
+	if len(o.Batches) > 0 && total == contextLength { // the batched decode's untimed warm-up step takes one more
+		return &octlm.ContextError{Positions: total + 1, ContextLength: contextLength}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	_ "github.com/gomlx/compute/gobackend"
 
 	"github.com/octlm/octlm/octlm"
+	"github.com/octlm/octlm/octlm/synth"
 )
 
 func TestSumFloat32(t *testing.T) {
@@ -235,5 +237,69 @@ func TestRunDepth(t *testing.T) {
 				t.Errorf("report lacks the depth (%v):\n%s", err, text.String())
 			}
 		})
+	}
+}
+
+// TestRunBatches measures the batched-decode table on a small random checkpoint: a row per batch
+// size (1 added, ascending), the speeds consistent with their times and the ratios with the B=1
+// row, and the table printed under the report.
+func TestRunBatches(t *testing.T) {
+	backend, err := compute.NewWithConfig("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := synth.Write(dir, synth.Tiny(), 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		opts    Options
+		batches []int
+	}{
+		{"4,2", Options{PromptTokens: 6, DecodeTokens: 3, Batches: []int{4, 2}}, []int{1, 2, 4}},
+		{"3 at a depth", Options{PromptTokens: 5, DecodeTokens: 2, Depth: 7, DepthFill: FillZeros, Batches: []int{3}}, []int{1, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := tt.opts
+			opts.Dir, opts.Backend, opts.BackendName, opts.BandwidthBytes = dir, backend, "go", 64<<20
+			r, err := Run(context.Background(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, row := range r.Batches {
+				got = append(got, row.Batch)
+				near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
+				if row.DecodeTokens != opts.DecodeTokens || !(row.DecodeSeconds > 0) ||
+					!near(row.DecodeTokensPerSecond, float64(row.Batch*opts.DecodeTokens)/row.DecodeSeconds) ||
+					!near(row.DecodeMsPerStep, 1000*row.DecodeSeconds/float64(opts.DecodeTokens)) ||
+					!near(row.SpeedUp, row.DecodeTokensPerSecond/r.Batches[0].DecodeTokensPerSecond) {
+					t.Errorf("row %+v does not hang together (B=1: %+v)", row, r.Batches[0])
+				}
+			}
+			if !slices.Equal(got, tt.batches) {
+				t.Fatalf("rows for batches %v, want %v", got, tt.batches)
+			}
+			var text bytes.Buffer
+			if err := r.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			table := text.String()[strings.Index(text.String(), "batched decode:"):]
+			lines := strings.Split(strings.TrimSpace(table), "\n")
+			if len(lines) != 2+len(tt.batches) || !strings.Contains(lines[1], "speed-up over B=1") {
+				t.Fatalf("batched-decode table:\n%s", table)
+			}
+			for i, b := range tt.batches {
+				if f := strings.Fields(lines[2+i]); len(f) != 4 || f[0] != strconv.Itoa(b) {
+					t.Errorf("table row %q, want batch %d first of 4 columns", lines[2+i], b)
+				}
+			}
+		})
+	}
+	_, err = Run(context.Background(), Options{Dir: dir, Backend: backend, PromptTokens: 4, DecodeTokens: 1, BandwidthBytes: 1 << 20, Batches: []int{0}})
+	if !errors.Is(err, octlm.ErrBadInput) {
+		t.Errorf("batch size 0: %v, want bad input", err)
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/octlm/octlm/units"
@@ -38,8 +39,28 @@ func (r Result) WriteText(w io.Writer) error {
 			units.Bytes(r.WeightBytesPerToken), r.DecodeTokensPerSecond,
 			gb(float64(r.WeightBytesPerToken)*r.DecodeTokensPerSecond), gb(r.ReadBandwidthBytesPerSec))},
 	}
+	if r.Adapter != "" {
+		rows = slices.Insert(rows, 4, [2]string{"adapter", r.Adapter + " (LoRA, unmerged)"})
+	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return r.writeBatches(w)
+}
+
+// writeBatches prints the batched-decode table, when there is one.
+func (r Result) writeBatches(w io.Writer) error {
+	if len(r.Batches) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nbatched decode: B sequences decoded together (NextBatch), %d tokens each after the prompt\n", r.Batches[0].DecodeTokens)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "batch\ttokens/s (all sequences)\tms/step\tspeed-up over B=1\t")
+	for _, row := range r.Batches {
+		fmt.Fprintf(tw, "%d\t%.2f\t%.1f\t%.2f×\t\n", row.Batch, row.DecodeTokensPerSecond, row.DecodeMsPerStep, row.SpeedUp)
 	}
 	return tw.Flush()
 }

@@ -16,6 +16,8 @@ import (
 type runLine struct {
 	Type              string            `json:"type"`
 	Model             string            `json:"model"`
+	Adapter           string            `json:"adapter,omitempty"`
+	AdapterFiles      map[string]string `json:"adapter_files,omitempty"`
 	Reference         string            `json:"reference"`
 	Backend           string            `json:"backend"`
 	Plugin            string            `json:"plugin,omitempty"`
@@ -68,7 +70,7 @@ func (r RunInfo) MarshalJSON() ([]byte, error) {
 		half[i] = string(d)
 	}
 	return json.Marshal(runLine{
-		Type: "run", Model: r.Model, Reference: r.Reference, Backend: r.Backend, Plugin: r.Plugin,
+		Type: "run", Model: r.Model, Adapter: r.Adapter, AdapterFiles: r.AdapterFiles, Reference: r.Reference, Backend: r.Backend, Plugin: r.Plugin,
 		DType: string(octlm.Float32), HalfDTypes: half, Tolerance: Tolerance, Cases: r.Cases,
 		Checkpoint: r.Checkpoint, ReferenceFiles: r.ReferenceFiles, ReferenceMetadata: r.ReferenceMetadata,
 		Versions: r.Versions, PeakRSSBytes: r.PeakRSSBytes,

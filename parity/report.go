@@ -15,10 +15,14 @@ import (
 
 // RunInfo is the first JSONL line of a run, of type "run": what was compared, on what, with what.
 type RunInfo struct {
-	Model     string // checkpoint folder, Hub name or "tiny-qwen3 (bundled)"
-	Reference string // reference folder
-	Backend   string // "go", "xla:cpu", "xla:cuda"
-	Plugin    string // PJRT plugin path; empty for "go"
+	Model string // checkpoint folder, Hub name or "tiny-qwen3 (bundled)"
+	// Adapter is the PEFT LoRA folder applied unmerged on the model; "" for none.
+	Adapter string
+	// AdapterFiles maps the adapter folder's file names to SHA-256 hex (nil without an adapter).
+	AdapterFiles map[string]string
+	Reference    string // reference folder
+	Backend      string // "go", "xla:cpu", "xla:cuda"
+	Plugin       string // PJRT plugin path; empty for "go"
 	// HalfDTypes are the ungated half-precision dtypes also measured.
 	HalfDTypes []octlm.DType
 	Cases      int
@@ -82,6 +86,9 @@ func CheckpointManifest(dir string, progress io.Writer) (map[string]string, erro
 // ReferenceManifest hashes every file of the reference folder: file name → SHA-256 hex.
 func ReferenceManifest(ref *Reference) (map[string]string, error) { return manifest(ref.Dir, nil) }
 
+// AdapterManifest hashes every file of an adapter folder: file name → SHA-256 hex.
+func AdapterManifest(dir string) (map[string]string, error) { return manifest(dir, nil) }
+
 func manifest(dir string, progress io.Writer) (map[string]string, error) {
 	m, err := loader.BuildManifest(dir, progress)
 	if err != nil {
@@ -123,6 +130,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	p("octlm parity\n")
 	p("  model      %s\n", r.Run.Model)
+	if r.Run.Adapter != "" {
+		p("  adapter    %s (LoRA, unmerged)\n", r.Run.Adapter)
+	}
 	p("  reference  %s (%d cases)\n", r.Run.Reference, r.Run.Cases)
 	p("  backend    %s, float32 weights and activations\n", backend)
 	p("  gate       max absolute logit error ≤ %g on every case, full and cached path\n", Tolerance)

@@ -7,6 +7,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/octlm/octlm/bench"
 	"github.com/octlm/octlm/internal/progress"
@@ -25,6 +28,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var mf modelFlags
 	mf.register(fs, "")
+	mf.registerAdapter(fs)
 	prompt := fs.Int("prompt", 128, "prompt `tokens` for prefill and time to first token")
 	decode := fs.Int("decode", 64, "`tokens` decoded one at a time after the prompt")
 	depth := fs.Int("depth", 0, "`positions` in the KV cache before the prompt (llama-bench -d): prefill and decode at that depth")
@@ -32,14 +36,16 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	kvDType := fs.String("kv-dtype", "", "store the KV cache in f32 or bf16 (default: the model's dtype); bf16 halves it and rounds keys and values")
 	bandwidth := fs.Float64("bandwidth-gib", 1, "size in GiB of the streaming read that measures memory bandwidth (at least 1)")
 	reps := fs.Int("reps", 1, "timed prefill+decode runs; the report gives the best and the median")
+	batch := fs.String("batch", "", "also decode `B` sequences together (NextBatch), or each size of a list such as 1,2,4,8,16, and print their aggregate tokens/s beside B=1")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintln(w, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16] [--reps 1] [--json]\n\n"+
+		fmt.Fprintln(w, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16] [--reps 1] [--batch 1,2,4,8] [--adapter DIR] [--json]\n\n"+
 			"Loads the checkpoint (timed against a plain read of the same files), compiles, runs a\n"+
 			"prompt of random token IDs on top of --depth positions already in the KV cache and decodes\n"+
 			"greedily, then measures the memory read bandwidth and reports decode speed as a fraction\n"+
-			"of it (the roofline ratio). Progress on stderr, results on stdout.\n\nflags:")
+			"of it (the roofline ratio). --batch adds a table of batched decoding: B sequences, each on\n"+
+			"its own KV cache, decoded one token each per step. Progress on stderr, results on stdout.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -68,6 +74,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := bench.CheckBandwidthSize(int64(*bandwidth * (1 << 30))); err != nil {
 		return usageError{"--bandwidth-gib: " + err.Error()}
 	}
+	batches, err := parseBatchSizes(*batch)
+	if err != nil {
+		return err
+	}
 	dtype, err := octlm.ParseDType(mf.dtype)
 	if err != nil {
 		return usageError{err.Error()}
@@ -84,9 +94,16 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The bandwidth read's buffer is allocated while the model is still loaded; the cache holds
-	// the depth, the prompt and the decoded tokens.
+	adapter, err := readAdapter(dir, mf.adapter)
+	if err != nil {
+		return err
+	}
+	// The bandwidth read's buffer is allocated while the model is still loaded; each cache holds
+	// the depth, the prompt and the decoded tokens, and --batch's largest size has that many.
 	positions, bandwidthBytes := *depth+*prompt+*decode, int64(*bandwidth*(1<<30))
+	if len(batches) > 0 {
+		positions *= slices.Max(batches)
+	}
 	job := modelJob(mf.backend, dir, dtype, positions, bandwidthBytes, stderr)
 	backend, info, err := xla.Choose(job)
 	if err != nil {
@@ -102,6 +119,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	res, err := bench.Run(ctx, bench.Options{
 		Dir: dir, Backend: backend, BackendName: info.Name, DType: dtype,
 		PromptTokens: *prompt, DecodeTokens: *decode, Reps: *reps, Depth: *depth, DepthFill: *depthFill, KVDType: kv, BandwidthBytes: int64(*bandwidth * (1 << 30)),
+		Batches: batches, Adapter: adapter, AdapterName: mf.adapter,
 		Log: stderr, LoadProgress: func(done, total int64) {
 			bar.Update(done, total)
 			if done == total {
@@ -124,4 +142,30 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(res)
 	}
 	return res.WriteText(stdout)
+}
+
+// maxBenchBatch is the largest --batch size: past it the KV caches alone outgrow any machine
+// octlm runs on, for a model worth measuring.
+const maxBenchBatch = 1024
+
+// parseBatchSizes reads --batch: one size or a comma-separated list, each from 1 to
+// maxBenchBatch and given once ("" is none).
+func parseBatchSizes(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		b, err := strconv.Atoi(strings.TrimSpace(f))
+		switch {
+		case err != nil:
+			return nil, usageError{fmt.Sprintf("--batch: %q is not a batch size", f)}
+		case b < 1 || b > maxBenchBatch:
+			return nil, usageError{fmt.Sprintf("--batch: %d is not between 1 and %d", b, maxBenchBatch)}
+		case slices.Contains(out, b):
+			return nil, usageError{fmt.Sprintf("--batch: %d given twice", b)}
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }

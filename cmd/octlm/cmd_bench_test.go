@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,10 @@ func TestBenchUsage(t *testing.T) {
 		{"negative depth", []string{"--model", testdata("tiny-qwen3"), "--depth", "-1"}},
 		{"float16 KV cache", []string{"--model", testdata("tiny-qwen3"), "--kv-dtype", "f16"}},
 		{"unknown depth fill", []string{"--model", testdata("tiny-qwen3"), "--depth", "8", "--depth-fill", "ones"}},
+		{"batch 0", []string{"--model", testdata("tiny-qwen3"), "--batch", "0"}},
+		{"batch not a number", []string{"--model", testdata("tiny-qwen3"), "--batch", "1,two"}},
+		{"batch given twice", []string{"--model", testdata("tiny-qwen3"), "--batch", "2,4,2"}},
+		{"batch too large", []string{"--model", testdata("tiny-qwen3"), "--batch", "5000"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,7 +52,7 @@ func TestBenchJSON(t *testing.T) {
 		t.Skip("streams 1 GiB for the bandwidth measurement")
 	}
 	var out, errOut bytes.Buffer
-	err := runBench([]string{"--model", testdata("tiny-qwen3"), "--backend", "go", "--prompt", "8", "--decode", "3", "--json"}, &out, &errOut)
+	err := runBench([]string{"--model", testdata("tiny-qwen3"), "--backend", "go", "--prompt", "8", "--decode", "3", "--batch", "3", "--json"}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
@@ -64,6 +69,25 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if got["backend"] != "go" || got["dtype"] != "f32" || got["decode_tokens"] != 3.0 {
 		t.Errorf("backend %v, dtype %v, decode_tokens %v: want go, f32, 3", got["backend"], got["dtype"], got["decode_tokens"])
+	}
+	// --batch 3: a row for B=1 and one for B=3, in the keys of the single-sequence decode.
+	rows, _ := got["batches"].([]any)
+	var batches []float64
+	for _, r := range rows {
+		row, _ := r.(map[string]any)
+		for _, key := range []string{"decode_tokens_per_second", "decode_seconds", "decode_ms_per_step", "speed_up"} {
+			if _, ok := row[key].(float64); !ok {
+				t.Errorf("batch row %v lacks %q", row, key)
+			}
+		}
+		b, _ := row["batch"].(float64)
+		batches = append(batches, b)
+		if row["decode_tokens"] != 3.0 {
+			t.Errorf("batch row %v: decode_tokens %v, want 3", row, row["decode_tokens"])
+		}
+	}
+	if !slices.Equal(batches, []float64{1, 3}) {
+		t.Errorf("batch rows for %v, want 1 and 3", batches)
 	}
 	if !strings.Contains(errOut.String(), "loading") {
 		t.Errorf("no progress on stderr: %q", errOut.String())

@@ -133,6 +133,7 @@ func parseChatArgs(args []string, stderr io.Writer) (chatArgs, error) {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	a.model.register(fs, "")
+	a.model.registerAdapter(fs)
 	fs.StringVar(&a.system, "system", "", "system prompt")
 	fs.BoolVar(&a.think, "think", true, "let Qwen3 reason in a <think> block before answering (/think, /no_think switch it)")
 	var gf generationFlags
@@ -143,7 +144,7 @@ func parseChatArgs(args []string, stderr io.Writer) (chatArgs, error) {
 	alias(fs, "m", "model")
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintln(w, "usage: octlm chat -m DIR|Org/Name [--system TEXT] [--think=false] [flags]\n\n"+
+		fmt.Fprintln(w, "usage: octlm chat -m DIR|Org/Name [--adapter DIR] [--system TEXT] [--think=false] [flags]\n\n"+
 			"A conversation with a Qwen3 model, rendered with Qwen3's chat template. Each line you type\n"+
 			"is a user turn; the reply streams as it is generated (on a terminal, the thinking part is\n"+
 			"dimmed; otherwise it stays between <think> and </think>). With stdin not a terminal, each\n"+

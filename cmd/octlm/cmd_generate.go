@@ -134,6 +134,7 @@ func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (genera
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	a.model.register(fs, "")
+	a.model.registerAdapter(fs)
 	prompt := fs.String("prompt", "", "raw prompt `text` (no chat template)")
 	promptFile := fs.String("prompt-file", "", "read the raw prompt from `FILE` (- for stdin)")
 	chatText := fs.String("chat", "", "a user `message`, rendered with the model's chat template")

@@ -63,6 +63,10 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	adapter, err := readAdapter(dir, pf.model.adapter)
+	if err != nil {
+		return err
+	}
 
 	// A bf16 measurement keeps the automatic choice off ONNX Runtime, which has no bfloat16.
 	longest := 0
@@ -85,7 +89,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	logf("backend: %s", info)
 
 	report := &parity.Report{Run: parity.RunInfo{
-		Model: label, Reference: refLabel, Backend: info.Name, Plugin: info.Plugin, HalfDTypes: pf.halfDTypes,
+		Model: label, Adapter: pf.model.adapter, Reference: refLabel, Backend: info.Name, Plugin: info.Plugin, HalfDTypes: pf.halfDTypes,
 		Cases: len(ref.Cases), ReferenceMetadata: ref.Metadata, Versions: parity.Versions(),
 	}}
 	if report.Run.Checkpoint, err = parity.CheckpointManifest(dir, stderr); err != nil {
@@ -94,11 +98,16 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	if report.Run.ReferenceFiles, err = parity.ReferenceManifest(ref); err != nil {
 		return err
 	}
+	if adapter != nil {
+		if report.Run.AdapterFiles, err = parity.AdapterManifest(pf.model.adapter); err != nil {
+			return fmt.Errorf("--adapter: %w", err)
+		}
+	}
 	opts := parity.Options{Log: logf}
 	if isTerminal(stderr) {
 		opts.Progress = newPositionsLine(stderr).update // positions done of a long case, redrawn in place
 	}
-	if err := pf.measure(report, jobFor, label, backend, info, ref, opts, stdout, stderr); err != nil {
+	if err := pf.measure(report, jobFor, label, backend, info, adapter, ref, opts, stdout, stderr); err != nil {
 		return err
 	}
 
@@ -127,16 +136,19 @@ func parseParityFlags(args []string, stderr io.Writer) (*parityFlags, error) {
 	fs.SetOutput(stderr)
 	pf := &parityFlags{}
 	pf.model.registerBundled(fs)
-	fs.StringVar(&pf.reference, "reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference)")
+	pf.model.registerAdapter(fs)
+	fs.StringVar(&pf.reference, "reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference; required with --adapter)")
 	fs.StringVar(&pf.out, "out", "", "also write the rows as JSON lines to this file")
 	dtypes := fs.String("dtypes", "", "also measure, not gated, these half-precision dtypes: bf16,f16")
 	fs.BoolVar(&pf.trace, "trace", false, "also compare the hidden state after the embedding and after every layer with the reference's activation dumps (reference-activations-N.safetensors; Qwen3 and Qwen3.5) and name the first layer and position where they part")
 	fs.Float64Var(&pf.traceTol, "trace-tol", parity.TraceTolerance, "with --trace: a position parts when its largest |error| exceeds this times max(1, max |reference|)")
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintln(w, "usage: octlm parity [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out FILE.jsonl] [--dtypes bf16,f16] [--trace]")
+		fmt.Fprintln(w, "usage: octlm parity [--model DIR|HUB-NAME] [--adapter DIR --reference DIR] [--reference DIR] [--backend NAME] [--out FILE.jsonl] [--dtypes bf16,f16] [--trace]")
 		fmt.Fprintf(w, "\nCompares every logit of the full and the cached path with float32 reference logits and fails\n"+
-			"(exit status 1) when any is non-finite or off by more than %g. Bad input exits with status 2.\n\n", parity.Tolerance)
+			"(exit status 1) when any is non-finite or off by more than %g. Bad input exits with status 2.\n"+
+			"With --adapter, the reference must be of base + adapter (parity/llamacpp/adapter.sh --out DIR\n"+
+			"writes llama.cpp's), so --reference is required.\n\n", parity.Tolerance)
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -145,6 +157,9 @@ func parseParityFlags(args []string, stderr io.Writer) (*parityFlags, error) {
 	var err error
 	if pf.halfDTypes, err = parseHalfDTypes(*dtypes); err != nil {
 		return nil, err
+	}
+	if pf.model.adapter != "" && pf.reference == "" {
+		return nil, usageError{"--adapter needs --reference DIR: the model's own reference/ holds the base model's logits, not base + adapter (parity/llamacpp/adapter.sh --out DIR writes a reference of base + adapter)"}
 	}
 	if !(pf.traceTol > 0) {
 		return nil, usageError{fmt.Sprintf("--trace-tol must be positive, got %v", pf.traceTol)}
@@ -202,9 +217,9 @@ func (pf *parityFlags) openReference(dir, label string, stderr io.Writer) (*pari
 
 // measure fills report: the gated float32 rows, the trace (written to stdout) when asked, and
 // the half-precision rows and greedy tokens of --dtypes, each dtype loaded in turn (jobFor is
-// the load of a dtype).
-func (pf *parityFlags) measure(report *parity.Report, jobFor func(octlm.DType) xla.Job, label string, backend compute.Backend, info xla.Info, ref *parity.Reference, opts parity.Options, stdout, stderr io.Writer) error {
-	m, err := loadModel(jobFor(octlm.Float32), label, backend, info, stderr)
+// the load of a dtype) with the adapter (nil: none).
+func (pf *parityFlags) measure(report *parity.Report, jobFor func(octlm.DType) xla.Job, label string, backend compute.Backend, info xla.Info, adapter *octlm.LoRA, ref *parity.Reference, opts parity.Options, stdout, stderr io.Writer) error {
+	m, err := loadModel(jobFor(octlm.Float32), label, backend, info, adapter, stderr)
 	if err != nil {
 		return err
 	}
@@ -236,7 +251,7 @@ func (pf *parityFlags) measure(report *parity.Report, jobFor func(octlm.DType) x
 		return err
 	}
 	for _, dtype := range pf.halfDTypes {
-		hm, err := loadModel(jobFor(dtype), label, backend, info, stderr)
+		hm, err := loadModel(jobFor(dtype), label, backend, info, adapter, stderr)
 		if err != nil {
 			return err
 		}

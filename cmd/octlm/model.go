@@ -28,6 +28,7 @@ type modelFlags struct {
 	model   string
 	backend string
 	dtype   string
+	adapter string // --adapter, for commands that call registerAdapter (adapter.go)
 }
 
 // register adds --model (defaultModel when not given), --backend and --dtype.
@@ -89,6 +90,10 @@ func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer,
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
+	adapter, err := readAdapter(dir, f.adapter)
+	if err != nil {
+		return nil, err
+	}
 	job := modelJob(f.backend, dir, dtype, positions, 0, stderr)
 	backend, info, err := xla.Choose(job)
 	if err != nil {
@@ -101,7 +106,7 @@ func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer,
 	}
 	warnHalfOnGo(stderr, info, dtype)
 	begin := time.Now()
-	m, err := loadModel(job, dir, backend, info, stderr)
+	m, err := loadModel(job, dir, backend, info, adapter, stderr)
 	if err != nil {
 		backend.Finalize()
 		return nil, err
@@ -109,15 +114,16 @@ func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer,
 	return &loadedModel{Model: m, Dir: dir, Backend: info, Load: time.Since(begin), backend: backend}, nil
 }
 
-// loadModel loads job's checkpoint (called label on its progress bar) with job's dtype, with a
-// progress bar on stderr, once job.Fits has found room for it on backend.
-func loadModel(job xla.Job, label string, backend compute.Backend, info xla.Info, stderr io.Writer) (*octlm.Model, error) {
+// loadModel loads job's checkpoint (called label on its progress bar) with job's dtype and the
+// adapter (nil: none) applied unmerged, with a progress bar on stderr, once job.Fits has found
+// room for it on backend.
+func loadModel(job xla.Job, label string, backend compute.Backend, info xla.Info, adapter *octlm.LoRA, stderr io.Writer) (*octlm.Model, error) {
 	if err := job.Fits(info); err != nil {
 		return nil, err
 	}
 	dir, dtype := job.Label, octlm.DType(job.DType)
 	bar := progress.New(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
-	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
+	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Adapter: adapter, Progress: func(_ string, done, total int64) {
 		bar.Update(done, total)
 	}, Warn: func(msg string) { fmt.Fprintf(stderr, "warning: %s\n", printable(msg)) }})
 	bar.Finish()
