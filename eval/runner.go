@@ -373,7 +373,7 @@ func (r *Runner) generate(ctx context.Context, q *Request, g *GenerationKwargs) 
 		MaxNewTokens: g.MaxGenToks, Sampling: octlm.Greedy(), StopIDs: stops, Context: ctx,
 		OnToken: func(id int) bool {
 			out = append(out, id)
-			text, _ := r.Tokenizer.Decode(out)
+			text := r.decode(out, false)
 			for _, u := range until {
 				if u != "" && strings.Contains(text, u) {
 					return false
@@ -388,16 +388,7 @@ func (r *Runner) generate(ctx context.Context, q *Request, g *GenerationKwargs) 
 	if gen.StopReason == octlm.StopInterrupted {
 		return context.Cause(ctx)
 	}
-	var kept []int
-	for _, id := range gen.GeneratedIDs {
-		if !r.Tokenizer.IsSpecial(id) {
-			kept = append(kept, id)
-		}
-	}
-	text, err := r.Tokenizer.Decode(kept)
-	if err != nil {
-		return fmt.Errorf("decoding the generation: %w", err)
-	}
+	text := r.decode(gen.GeneratedIDs, true)
 	for _, u := range until {
 		if u != "" {
 			text, _, _ = strings.Cut(text, u)
@@ -405,6 +396,20 @@ func (r *Runner) generate(ctx context.Context, q *Request, g *GenerationKwargs) 
 	}
 	q.Generated = text
 	return nil
+}
+
+// decode is the text of ids as Hugging Face tokenizers decode them: an ID the tokenizer has no
+// token for (a model's vocabulary is often padded past its tokenizer's) is left out, and so are
+// special tokens when skipSpecial (skip_special_tokens).
+func (r *Runner) decode(ids []int, skipSpecial bool) string {
+	kept := make([]int, 0, len(ids))
+	for _, id := range ids {
+		if _, err := r.Tokenizer.DecodeToken(id); err == nil && !(skipSpecial && r.Tokenizer.IsSpecial(id)) {
+			kept = append(kept, id)
+		}
+	}
+	text, _ := r.Tokenizer.Decode(kept) // every ID kept has a token
+	return text
 }
 
 // Longest is the most positions one model call will need for the documents' requests (the

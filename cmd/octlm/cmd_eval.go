@@ -32,8 +32,7 @@ func init() {
 
 // evalArgs is what eval's flags ask for, checked.
 type evalArgs struct {
-	model      modelFlags
-	adapter    string
+	model      modelFlags // model.adapter: --adapter
 	tasks      []string
 	output     string
 	logSamples bool
@@ -54,7 +53,7 @@ func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	a.model.register(fs, "")
-	fs.StringVar(&a.adapter, "adapter", "", "a PEFT adapter `folder` to apply (not supported yet)")
+	a.model.registerAdapter(fs)
 	tasks := fs.String("tasks", "", "task `YAML|DIR[,...]`: lm-eval task files, or folders of them")
 	fs.StringVar(&a.output, "output", "", "write results_<date>.json (and samples) under `DIR`/<model>, as lm-eval's --output_path")
 	fs.BoolVar(&a.logSamples, "log-samples", false, "also write samples_<task>_<date>.jsonl: every document's requests, responses and metrics")
@@ -97,8 +96,6 @@ func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
 		return a, usageError{"--kl-ctx must be ≥ 4"}
 	case len(a.tasks) == 0 && a.klBase == "":
 		return a, usageError{"--tasks is required (a task YAML or a folder of them)"}
-	case a.adapter != "":
-		return a, usageError{"--adapter: octlm cannot apply adapters yet (PEFT adapters are being added); merge the adapter into the checkpoint and pass that as --model"}
 	case a.batch < 1:
 		return a, usageError{"--batch must be ≥ 1"}
 	case a.maxLength < 0:
@@ -195,7 +192,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stderr, "note: --batch %d: octlm's forward takes one sequence for now; requests run one at a time\n", a.batch)
 	}
 	cfg := eval.RunConfig{
-		Model: a.model.model, DType: string(m.DType), Backend: shortBackend(m.Backend),
+		Model: a.model.model, Adapter: a.model.adapter, DType: string(m.DType), Backend: shortBackend(m.Backend),
 		OctlmVersion: octlmVersion(), MaxLength: maxLength, BatchSize: a.batch, Limit: a.limit,
 		NumFewshot: a.numFewshot, Date: float64(begin.UnixNano()) / 1e9,
 	}
