@@ -140,7 +140,7 @@ func runEvalSamples(t *testing.T, args ...string) evalRun {
 
 // TestEvalAdapter: --adapter changes tiny-qwen3's log-likelihoods, gives those of the
 // checkpoint `octlm merge` writes (float32, so within float32 rounding) and is named in the
-// results' config.
+// results' config; --batch 4 gives the same numbers.
 func TestEvalAdapter(t *testing.T) {
 	model := adapterEvalModel(t)
 	merged := filepath.Join(t.TempDir(), "merged")
@@ -153,6 +153,7 @@ func TestEvalAdapter(t *testing.T) {
 	base := runEvalSamples(t, append([]string{"--model", model}, common...)...)
 	adapted := runEvalSamples(t, append([]string{"--model", model, "--adapter", fixtureAdapter()}, common...)...)
 	fromMerged := runEvalSamples(t, append([]string{"--model", merged}, common...)...)
+	batched := runEvalSamples(t, append([]string{"--model", model, "--adapter", fixtureAdapter(), "--batch", "4"}, common...)...)
 
 	if got := adapted.config["adapter"]; got != fixtureAdapter() {
 		t.Errorf("config.adapter = %v, want %s", got, fixtureAdapter())
@@ -178,14 +179,20 @@ func TestEvalAdapter(t *testing.T) {
 			t.Errorf("%s: log-likelihood %v with the adapter, %v from the merged checkpoint", k, ll, m)
 		}
 		worst = max(worst, math.Abs(ll-m))
+		if b := batched.logLikelihoods[k]; !(math.Abs(ll-b) <= 1e-5) {
+			t.Errorf("%s: log-likelihood %v with the adapter, %v at --batch 4", k, ll, b)
+		}
+	}
+	if batched.config["batch_size"] != 4.0 {
+		t.Errorf("config.batch_size = %v, want 4", batched.config["batch_size"])
 	}
 	t.Logf("%d log-likelihoods: unmerged vs merged within %.2g; moved by the adapter %d of them by > 0.01 (least %.3g)", len(adapted.logLikelihoods), worst, changed, least)
 	if changed < len(adapted.logLikelihoods)/2 {
 		t.Errorf("the adapter moved only %d of %d log-likelihoods by more than 0.01", changed, len(adapted.logLikelihoods))
 	}
 	for k, g := range adapted.generations {
-		if fromMerged.generations[k] != g {
-			t.Errorf("%s: generated %q with the adapter, %q from the merged checkpoint", k, g, fromMerged.generations[k])
+		if fromMerged.generations[k] != g || batched.generations[k] != g {
+			t.Errorf("%s: generated %q with the adapter, %q from the merged checkpoint, %q at --batch 4", k, g, fromMerged.generations[k], batched.generations[k])
 		}
 	}
 }
