@@ -8,7 +8,8 @@ import (
 
 // BenchmarkQuizContexts measures the fixture's multiple-choice task (6 documents, 3 choices
 // each) with every request run whole, as HFLM runs it, and with each document's context run
-// once and its choices scored from the cached prefix (Runner.ShareContexts).
+// once and its choices scored from the cached prefix (Runner.ShareContexts); "whole" runs each
+// request's own context.
 func BenchmarkQuizContexts(b *testing.B) {
 	m, tok := fixtureModel(b)
 	task, err := LoadTask(filepath.Join(fixtureDir, "tasks", "quiz.yaml"))

@@ -30,10 +30,12 @@ func init() {
 	})
 }
 
+// maxEvalBatch bounds --batch (each sequence of a batch holds its own KV cache).
+const maxEvalBatch = 1024
+
 // evalArgs is what eval's flags ask for, checked.
 type evalArgs struct {
-	model      modelFlags
-	adapter    string
+	model      modelFlags // model.adapter: --adapter
 	tasks      []string
 	output     string
 	logSamples bool
@@ -54,13 +56,13 @@ func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	a.model.register(fs, "")
-	fs.StringVar(&a.adapter, "adapter", "", "a PEFT adapter `folder` to apply (not supported yet)")
+	a.model.registerAdapter(fs)
 	tasks := fs.String("tasks", "", "task `YAML|DIR[,...]`: lm-eval task files, or folders of them")
 	fs.StringVar(&a.output, "output", "", "write results_<date>.json (and samples) under `DIR`/<model>, as lm-eval's --output_path")
 	fs.BoolVar(&a.logSamples, "log-samples", false, "also write samples_<task>_<date>.jsonl: every document's requests, responses and metrics")
 	fs.Float64Var(&a.limit, "limit", 0, "evaluate only the first `N` documents of each task (below 1: that fraction)")
 	shots := fs.Int("num-fewshot", -1, "few-shot examples per document (default: each task's num_fewshot)")
-	fs.IntVar(&a.batch, "batch", 1, "sequences per forward pass (requests run one at a time for now; see docs/eval.md)")
+	fs.IntVar(&a.batch, "batch", 1, "sequences per model call: B requests' prefixes (or continuations) at a time, B generations decoded together")
 	fs.IntVar(&a.maxLength, "max-length", 0, "lm-eval's max_length: inputs are left-truncated to it (default: the model's max_position_embeddings)")
 	fs.StringVar(&a.klBase, "kl-divergence-base", "", "llama-perplexity's KL-divergence base `FILE`: written from --kl-text (or, with --kl-divergence, compared against)")
 	fs.BoolVar(&a.klCompare, "kl-divergence", false, "compare the model with --kl-divergence-base's logits instead of writing them")
@@ -97,10 +99,8 @@ func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
 		return a, usageError{"--kl-ctx must be ≥ 4"}
 	case len(a.tasks) == 0 && a.klBase == "":
 		return a, usageError{"--tasks is required (a task YAML or a folder of them)"}
-	case a.adapter != "":
-		return a, usageError{"--adapter: octlm cannot apply adapters yet (PEFT adapters are being added); merge the adapter into the checkpoint and pass that as --model"}
-	case a.batch < 1:
-		return a, usageError{"--batch must be ≥ 1"}
+	case a.batch < 1 || a.batch > maxEvalBatch:
+		return a, usageError{fmt.Sprintf("--batch must be from 1 to %d", maxEvalBatch)}
 	case a.maxLength < 0:
 		return a, usageError{"--max-length must be ≥ 1"}
 	case a.limit < 0:
@@ -185,17 +185,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		dateID = strings.ReplaceAll(begin.Format("2006-01-02T15:04:05.000000"), ":", "-")
 	}
-	m, err := a.model.openDir(dir, positions, stderr)
+	// --batch B holds B caches at once: the memory check plans for B times the positions.
+	m, err := a.model.openDir(dir, positions*a.batch, stderr)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	runner.Model = m
-	if a.batch > 1 {
-		fmt.Fprintf(stderr, "note: --batch %d: octlm's forward takes one sequence for now; requests run one at a time\n", a.batch)
-	}
+	runner.Model, runner.Batch = m, a.batch
 	cfg := eval.RunConfig{
-		Model: a.model.model, DType: string(m.DType), Backend: shortBackend(m.Backend),
+		Model: a.model.model, Adapter: a.model.adapter, DType: string(m.DType), Backend: shortBackend(m.Backend),
 		OctlmVersion: octlmVersion(), MaxLength: maxLength, BatchSize: a.batch, Limit: a.limit,
 		NumFewshot: a.numFewshot, Date: float64(begin.UnixNano()) / 1e9,
 	}

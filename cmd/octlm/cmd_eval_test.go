@@ -99,7 +99,9 @@ func TestEvalBadInput(t *testing.T) {
 		want  string
 	}{
 		{[]string{"--model", model}, true, "--tasks is required"},
-		{[]string{"--model", model, "--tasks", bad, "--adapter", "a"}, true, "cannot apply adapters"},
+		{[]string{"--model", model, "--tasks", filepath.Join(evalFixture, "tasks"), "--adapter", filepath.Join(t.TempDir(), "none")}, false, "--adapter: lora:"},
+		// the fixture adapter is tiny-qwen3's (width 64), not this model's (width 32)
+		{[]string{"--model", model, "--tasks", filepath.Join(evalFixture, "tasks"), "--adapter", fixtureAdapter()}, false, "--adapter"},
 		{[]string{"--model", model, "--tasks", bad, "--log-samples"}, true, "needs --output"},
 		{[]string{"--model", model, "--tasks", bad}, false, "bad.yaml:2: process_docs"},
 	} {
