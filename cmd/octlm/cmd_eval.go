@@ -71,7 +71,7 @@ func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
 	fs.IntVar(&a.klChunks, "kl-chunks", 0, "at most `N` chunks when writing the base (0: all)")
 	alias(fs, "m", "model")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm eval --model DIR --tasks YAML|DIR[,...] [--output DIR] [flags]\n"+
+		fmt.Fprintln(fs.Output(), "usage: octlm eval --model DIR --tasks YAML|DIR[,...] [--output DIR] [flags]\n"+
 			"       octlm eval --model DIR --kl-divergence-base FILE (--kl-text TEXT [--kl-ctx N] | --kl-divergence)\n\n"+
 			"Runs lm-evaluation-harness tasks (multiple_choice, loglikelihood, loglikelihood_rolling,\n"+
 			"generate_until) read from their YAML files and local JSON, JSON Lines or Parquet data, answering\n"+
