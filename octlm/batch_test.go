@@ -174,3 +174,52 @@ func TestGenerateBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchHalfCache: a float16 model's batch on caches holding prefixes of different lengths
+// (ONNX Runtime writes a half-precision cache by one update slice per sequence) gives each
+// sequence's logits alone.
+func TestBatchHalfCache(t *testing.T) {
+	t.Parallel()
+	seqs := [][]int{{5, 9, 2, 77, 31}, {12, 4}, {3, 1, 4, 1, 5, 9, 2}}
+	prefixes := [][]int{{7, 7, 7}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {}}
+	for _, engine := range []string{"go", "onnx"} {
+		t.Run(engine, func(t *testing.T) {
+			m, err := Load(fixtureDir("tiny-qwen3"), LoadOptions{Backend: engineBackend(t, engine), DType: Float16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			var caches, alone []*Cache
+			for b := range seqs {
+				for _, cs := range []*[]*Cache{&caches, &alone} {
+					c, err := m.NewCache(8)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					if len(prefixes[b]) > 0 {
+						if _, err := m.ForwardCached(prefixes[b], c); err != nil {
+							t.Fatal(err)
+						}
+					}
+					*cs = append(*cs, c)
+				}
+			}
+			got, err := m.ForwardCachedBatch(seqs, caches)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for b, ids := range seqs {
+				want, err := m.ForwardCached(ids, alone[b])
+				if err != nil {
+					t.Fatal(err)
+				}
+				diff, scale := maxAbsDiff(got[b].Data, want.Data)
+				t.Logf("sequence %d: batch vs alone %.3g (max |logit| %.3g)", b, diff, scale)
+				if diff > 1e-3*max(1, scale) {
+					t.Errorf("sequence %d: batch and alone differ by %.3g", b, diff)
+				}
+			}
+		})
+	}
+}
