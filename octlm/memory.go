@@ -32,10 +32,10 @@ func (m Memory) String() string {
 		units.Bytes(m.Weights), units.Bytes(m.KVCache), m.Positions, units.Bytes(m.Working))
 }
 
-// MemoryNeeded works out the memory a model of cfg (Qwen3) needs on backend with dtype weights
+// MemoryNeededQwen3 works out the memory a model of cfg (Qwen3) needs on backend with dtype weights
 // and a cache of positions positions: exactly the weights Load allocates and the cache NewCache
 // allocates, plus the largest transient buffer.
-func MemoryNeeded(cfg Config, dtype DType, backend compute.Backend, positions int) Memory {
+func MemoryNeededQwen3(cfg Config, dtype DType, backend compute.Backend, positions int) Memory {
 	return memoryNeeded(qwen3{cfg}, layoutOf(backend), dtype, positions)
 }
 
