@@ -4,13 +4,14 @@ package octlm
 // models/qwen3_5/modeling_qwen3_5.py: the names (input_layernorm, linear_attn, in_proj_qkv,
 // conv1d, A_log, dt_bias, self_attn, q_proj, q_norm, rotate_half, o_proj, mlp, norm) are theirs.
 //
-// One step graph serves the full and the cached paths, as the Qwen3 graph does: a chunk of S
-// token IDs (padded; only the first `valid` are real) starting at position `start`, on top of
-// a cache holding, per full-attention layer, keys and values [kvHeads, capacity, headDim] and,
-// per Gated DeltaNet layer, the convolution state [kernel−1, convDim] (the last kernel−1 real
-// inputs of the convolution) and the recurrent state [valueHeads, keyDim, valueDim] in float32.
+// The same layers serve the full and the cached paths and the training forward, as Qwen3's do:
+// for each of B sequences a chunk of S token IDs (padded; only the first valid[b] are real)
+// starting at position start[b], on top of a cache holding, per full-attention layer, keys and
+// values [B, kvHeads, capacity, headDim] and, per Gated DeltaNet layer, the convolution state
+// [B, kernel−1, convDim] (the last kernel−1 real inputs of the convolution) and the recurrent
+// state [B, valueHeads, keyDim, valueDim] in float32; or, in training, on no cache (zero states).
 // Padding rows leave the DeltaNet states unchanged: their β and g are 0, so they write nothing
-// and decay nothing, and the convolution state is cut at the last real row.
+// and decay nothing, and the convolution state is cut at each sequence's last real row.
 
 import (
 	"fmt"
