@@ -145,7 +145,7 @@ func rmsNorm(o ops, x, weight *Node, eps float64) *Node {
 func mlp(o ops, w weightSet, x *Node) *Node {
 	gateUp := o.projections(x, w, "gate_proj.weight", "up_proj.weight")
 	gate, up := gateUp[0], gateUp[1]
-	return o.linear(Mul(Mul(gate, Sigmoid(gate)), up), w.get("down_proj.weight"))
+	return o.linear(Mul(o.silu(gate), up), w.get("down_proj.weight"))
 }
 
 // attention is Qwen3Attention with a KV cache. x: [S, d]. It writes this chunk's keys and

@@ -93,7 +93,7 @@ func rmsNormGated(o ops, x, z, weight *Node, eps float64) *Node {
 		w = InsertAxes(w, 0)
 	}
 	z32 := ConvertDType(z, dtypes.Float32)
-	return ConvertDType(Mul(Mul(w, x32), Mul(z32, Sigmoid(z32))), dtype)
+	return ConvertDType(Mul(Mul(w, x32), o.silu(z32)), dtype)
 }
 
 // q35Attention is Qwen3_5Attention with a KV cache: q_proj gives a query and an output gate per
@@ -142,7 +142,7 @@ func (q qwen35) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Nod
 	ctx := DotGeneral(probs, []int{2}, []int{0}, values, []int{1}, []int{0}) // [kvHeads, group·S, hd]
 	ctx = TransposeAllAxes(Reshape(ctx, kvHeads, group, seqLen, hd), 2, 0, 1, 3)
 	ctx = Reshape(ctx, seqLen, heads*hd)
-	ctx = Mul(ctx, Sigmoid(gate))
+	ctx = Mul(ctx, o.sigmoid(gate))
 	return o.linear(ctx, w.get("o_proj.weight")), newK, newV
 }
 
@@ -188,7 +188,7 @@ func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node
 			conv = Add(conv, term)
 		}
 	}
-	conv = Mul(conv, Sigmoid(conv))
+	conv = o.silu(conv)
 	// The new state is the last K−1 real inputs: rows valid … valid+K−2 of in.
 	rows := Add(valid, Iota(g, shapes.Make(dtypes.Int32, kernel-1), 0))
 	newConv = Gather(in, InsertAxes(rows, -1)) // [K−1, convDim]
@@ -198,7 +198,7 @@ func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node
 	v := Reshape(SliceAxis(conv, 1, AxisRange(2*c.KeyDim(), c.ConvDim())), seqLen, vh, dv)
 
 	// β = sigmoid(b), g = −exp(A_log) · softplus(a + dt_bias); 0 on padding rows.
-	beta := Sigmoid(b)
+	beta := o.sigmoid(b)
 	aLog := InsertAxes(ConvertDType(w.get("A_log"), f32), 0)
 	dtBias := InsertAxes(ConvertDType(w.get("dt_bias"), f32), 0)
 	decay := Mul(Neg(Exp(aLog)), softplus(Add(a, dtBias)))
