@@ -94,6 +94,9 @@ const (
 //
 // XLA (and any other engine): rows, one gather; XLA parallelises a product by itself.
 //
+// ONNX Runtime's logistic function is built from its Exp (SigmoidByExp): its own Sigmoid is
+// off by up to 2e-3 relative below −6 (see ops.sigmoid).
+//
 // ONNX Runtime's products are not padded: MLAS runs a one-row product (every decode product)
 // on its matrix-vector kernel straight from the weight, split over the threads, while a product
 // of two rows or more packs the weight panel by panel on every call (weights are graph inputs,
@@ -324,22 +327,23 @@ func (o ops) rsqrtMul(x, v *Node) *Node {
 }
 
 // sigmoid is the logistic function 1 / (1 + exp(−x)) in x's dtype, accurate to a few float32
-// ulps relative to the result, the way torch.sigmoid computes it.
+// ulps relative to the result, as torch.sigmoid computes it.
 //
-// With SigmoidByExp it is built from Exp and a division: ONNX Runtime 1.30.0's Sigmoid (MLAS's
+// With SigmoidByExp it is built from Exp and a reciprocal: ONNX Runtime 1.30.0's Sigmoid (MLAS's
 // logistic approximation) is within 2·2⁻²⁴ in absolute terms but not relative to small results:
-// its worst relative error is 1.8e-7 on [−1, 0), 1.6e-6 on [−3, −1), 2.8e-5 on [−6, −3) and 2e-3
-// on [−10, −6) (4.5 near −18), against ≤ 1.4e-7 everywhere for 1 / (1 + exp(−x)) on the same runtime
-// (TestSigmoidAccuracy). The small outputs matter: SiLU's negative side feeds Qwen3.5's
-// L2-normalised DeltaNet keys and queries (the norm divides their relative error by nothing),
-// its β, and every gate. On the Qwen3.5 fixtures the mean logit error of the short cases fell
-// 1.3–2× (tiny-qwen35 1 token: 6.6e-6 → 3.3e-6, 4 tokens of tiny-qwen35-grouped 1.6e-5 → 1.0e-5)
-// to the pure-Go backend's, whose Sigmoid is exact to the last bits.
+// its worst relative error is 1.8e-7 on [−1, 0), 1.6e-6 on [−3, −1), 2.8e-5 on [−6, −3), 2e-3
+// on [−10, −6) and 4.5 near −18, against ≤ 1.4e-7 everywhere for 1 / (1 + exp(−x)) on the same
+// runtime (TestSigmoidAccuracy). The small results matter: SiLU's negative side feeds Qwen3.5's
+// L2-normalised DeltaNet keys and queries (the norm keeps their relative error however short the
+// vector), its β, and every gate. Written with Div(1, ·) instead of Reciprocal it gave the
+// Sigmoid's numbers back inside the decoder's graph (tiny-qwen35, 1 token, onnx: 2.72e-5 max
+// logit error against 2.73e-5 with Sigmoid and 1.53e-5 with Reciprocal), though not in the
+// test's one-operation graph.
 func (o ops) sigmoid(x *Node) *Node {
 	if !o.layout.SigmoidByExp {
 		return Sigmoid(x)
 	}
-	return Div(OnesLike(x), OnePlus(Exp(Neg(x))))
+	return Reciprocal(OnePlus(Exp(Neg(x))))
 }
 
 // silu is x · sigmoid(x) (SiLU, Swish).

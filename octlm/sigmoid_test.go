@@ -22,7 +22,9 @@ func TestSigmoidAccuracy(t *testing.T) {
 	for i := range xs {
 		xs[i] = float32(-20 + 40*float64(i)/float64(n-1))
 	}
-	worstRelative := func(t *testing.T, backend compute.Backend, f func(x *Node) *Node) (float64, float32) {
+	logistic := func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+	silu := func(x float64) float64 { return x * logistic(x) }
+	worstRelative := func(t *testing.T, backend compute.Backend, f func(x *Node) *Node, want func(float64) float64) (float64, float32) {
 		t.Helper()
 		exec, err := NewExec(backend, f)
 		if err != nil {
@@ -36,8 +38,11 @@ func TestSigmoidAccuracy(t *testing.T) {
 		got := tensors.MustCopyFlatData[float32](out[0])
 		worst, at := 0.0, float32(0)
 		for i, x := range xs {
-			want := 1 / (1 + math.Exp(-float64(x)))
-			if e := math.Abs(float64(got[i])-want) / want; e > worst || math.IsNaN(e) {
+			w := want(float64(x))
+			if w == 0 {
+				continue
+			}
+			if e := math.Abs(float64(got[i])-w) / math.Abs(w); e > worst || math.IsNaN(e) {
 				worst, at = e, x
 			}
 		}
@@ -55,11 +60,18 @@ func TestSigmoidAccuracy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			backend := tt.backend(t)
 			o := ops{layout: LayoutFor(tt.engine)}
-			got, at := worstRelative(t, backend, o.sigmoid)
-			own, ownAt := worstRelative(t, backend, Sigmoid)
-			t.Logf("ops.sigmoid: worst relative error %.2g at %g; the engine's Sigmoid: %.2g at %g", got, at, own, ownAt)
-			if got > bar {
-				t.Errorf("ops.sigmoid: relative error %.3g at x = %g, want ≤ %.2g", got, at, bar)
+			own, ownAt := worstRelative(t, backend, Sigmoid, logistic)
+			t.Logf("the engine's Sigmoid: worst relative error %.2g at %g", own, ownAt)
+			for _, f := range []struct {
+				name string
+				f    func(x *Node) *Node
+				want func(float64) float64
+			}{{"sigmoid", o.sigmoid, logistic}, {"silu", o.silu, silu}} {
+				got, at := worstRelative(t, backend, f.f, f.want)
+				t.Logf("ops.%s: worst relative error %.2g at %g", f.name, got, at)
+				if got > bar {
+					t.Errorf("ops.%s: relative error %.3g at x = %g, want ≤ %.2g", f.name, got, at, bar)
+				}
 			}
 		})
 	}
