@@ -95,7 +95,7 @@ func (q qwen35) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Nod
 	query = partialRotary(query, cos, sin, c.RotaryDim)
 	key = partialRotary(key, cos, sin, c.RotaryDim)
 	ctx, newK, newV := attention(s, query, key, value, kCache, vCache)
-	ctx = Mul(ctx, Sigmoid(gate))
+	ctx = Mul(ctx, o.sigmoid(gate))
 	return o.project(ctx, w, "o_proj.weight"), newK, newV
 }
 
@@ -146,7 +146,7 @@ func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node
 			conv = Add(conv, term)
 		}
 	}
-	conv = Mul(conv, Sigmoid(conv))
+	conv = o.silu(conv)
 	if s.cached {
 		// The new state is the last K−1 real inputs of each row: rows valid … valid+K−2 of in.
 		window := kernel - 1 + seqLen
@@ -160,7 +160,7 @@ func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node
 	v := Reshape(SliceAxis(conv, 2, AxisRange(2*c.KeyDim(), c.ConvDim())), batch, seqLen, vh, dv)
 
 	// β = sigmoid(b), g = −exp(A_log) · softplus(a + dt_bias); 0 on padding rows.
-	beta := Sigmoid(b)
+	beta := o.sigmoid(b)
 	aLog := broadcastLast(ConvertDType(w.get("A_log"), f32), a)
 	dtBias := broadcastLast(ConvertDType(w.get("dt_bias"), f32), a)
 	decay := Mul(Neg(Exp(aLog)), softplus(Add(a, dtBias)))
