@@ -1,6 +1,7 @@
 package octlm
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -8,6 +9,27 @@ import (
 
 	"github.com/octlm/octlm/loader"
 )
+
+// checkArchSizes is checkSizes for an architecture: its config against the checkpoint's header.
+func checkArchSizes(arch architecture, ckpt *loader.Checkpoint) error {
+	embedding, layers := arch.sizeNames()
+	return checkSizes(arch.shape(), ckpt, embedding, layers)
+}
+
+// checkDirSizes is checkArchSizes for the checkpoint in dir, when dir holds one (a folder of
+// config.json alone, for an estimate, has only its config's bounds): only the headers are read.
+func checkDirSizes(arch architecture, dir string) error {
+	ckpt, err := loader.OpenCheckpoint(dir)
+	var format *loader.FormatError
+	if errors.As(err, &format) && format.Rule == loader.RuleNoCheckpoint {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer ckpt.Close()
+	return checkArchSizes(arch, ckpt)
+}
 
 // checkSizes compares the sizes a config announces with the checkpoint's header before
 // anything whose size comes from the config is built: the number of layers (from the

@@ -11,19 +11,24 @@ import (
 // tinyWithConfig copies the tiny-qwen3 checkpoint with config.json edited.
 func tinyWithConfig(t *testing.T, from, to string) string {
 	t.Helper()
-	src := fixtureDir("tiny-qwen3")
-	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	cfg, err := os.ReadFile(filepath.Join(fixtureDir("tiny-qwen3"), "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(cfg), from) {
 		t.Fatalf("config.json lacks %q", from)
 	}
+	return fixtureWithConfig(t, "tiny-qwen3", []byte(strings.Replace(string(cfg), from, to, 1)))
+}
+
+// fixtureWithConfig copies a fixture's model.safetensors into a new folder beside config.
+func fixtureWithConfig(t *testing.T, fixture string, config []byte) string {
+	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(strings.Replace(string(cfg), from, to, 1)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), config, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	weights, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
+	weights, err := os.ReadFile(filepath.Join(fixtureDir(fixture), "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,25 +46,34 @@ func TestConfigCheckedAgainstCheckpoint(t *testing.T) {
 		name, from, to string
 		want           string
 	}{
-		{"a billion layers", `"num_hidden_layers": 2`, `"num_hidden_layers": 1000000000`, "num_hidden_layers is 1000000000, the checkpoint holds 2 layers"},
+		// The largest sizes within the config's bounds (TestAbsurdConfigSizes has those past them).
+		{"the most layers", `"num_hidden_layers": 2`, `"num_hidden_layers": 1024`, "num_hidden_layers is 1024, the checkpoint holds 2 layers"},
 		{"one layer too few", `"num_hidden_layers": 2`, `"num_hidden_layers": 1`, "holds layer 1, the config's num_hidden_layers is 1"},
-		{"huge vocabulary", `"vocab_size": 320`, `"vocab_size": 2000000000`, "does not match the config's vocab_size × hidden_size [2000000000 64]"},
-		{"huge hidden size", `"hidden_size": 64`, `"hidden_size": 1000000`, "does not match the config's vocab_size × hidden_size [320 1000000]"},
-		{"huge MLP", `"intermediate_size": 96`, `"intermediate_size": 1000000000`, "does not match the config's"},
+		{"the largest vocabulary", `"vocab_size": 320`, `"vocab_size": 16777216`, "does not match the config's vocab_size × hidden_size [16777216 64]"},
+		{"the largest hidden size", `"hidden_size": 64`, `"hidden_size": 65536`, "does not match the config's vocab_size × hidden_size [320 65536]"},
+		{"the largest MLP", `"intermediate_size": 96`, `"intermediate_size": 1048576`, "does not match the config's"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := tinyWithConfig(t, c.from, c.to)
-			var before runtime.MemStats
-			runtime.ReadMemStats(&before)
-			_, err := Load(dir, LoadOptions{Backend: goBackend(t)})
-			var after runtime.MemStats
-			runtime.ReadMemStats(&after)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			// Load and the memory estimate both check the header before the weight table (the
+			// layers and the embedding's sizes; an MLP width is checked as its tensor is read).
+			calls := []func() error{func() error { _, err := Load(dir, LoadOptions{Backend: goBackend(t)}); return err }}
+			if !strings.Contains(c.name, "MLP") {
+				calls = append(calls, func() error { _, err := MemoryNeededDir(dir, Float32, goBackend(t), 100); return err })
 			}
-			if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
-				t.Errorf("refusing the config allocated %d MiB", grew>>20)
+			for _, call := range calls {
+				var before runtime.MemStats
+				runtime.ReadMemStats(&before)
+				err := call()
+				var after runtime.MemStats
+				runtime.ReadMemStats(&after)
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("got %v, want an error containing %q", err, c.want)
+				}
+				if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+					t.Errorf("refusing the config allocated %d MiB", grew>>20)
+				}
 			}
 		})
 	}

@@ -89,19 +89,51 @@ func (c Config) Eps() float64 {
 	return DefaultNormEps
 }
 
+// Bounds on the sizes a config may declare, checked when it is read, before anything whose size
+// comes from it is allocated (a weight table, a cache, a memory estimate), so that a corrupt or
+// hostile config.json is refused at once. Each is far above every released decoder (in brackets,
+// the largest known to us in 2026: Llama 3.1 405B, Qwen3-235B, Gemma 3, Llama 4 Scout,
+// Qwen3.5), and together they keep every product the package forms (weights, a cache of the
+// whole context) well inside int64.
+const (
+	MaxLayers       = 1024    // num_hidden_layers [126]
+	MaxHeads        = 1024    // attention, key/value and linear-attention heads [128]
+	MaxHeadDim      = 4096    // head_dim and the linear-attention head widths [256]
+	MaxHidden       = 1 << 16 // hidden_size, 65,536 [16,384]
+	MaxIntermediate = 1 << 20 // intermediate_size, 1,048,576 [53,248]
+	MaxVocab        = 1 << 24 // vocab_size, 16,777,216 [262,144]
+	MaxContext      = 1 << 24 // max_position_embeddings, 16,777,216 [10,485,760]
+	MaxHeadsWidth   = 1 << 17 // heads × head_dim of any projection, 131,072 [16,384]
+	MaxConvKernel   = 256     // linear_conv_kernel_dim [4]
+)
+
+// sizeBound is one config size and the largest value accepted.
+type sizeBound struct {
+	name       string
+	value, max int
+}
+
+// checkBounds reports the first size that is not in 1…its bound, by name.
+func checkBounds(sizes []sizeBound) error {
+	for _, s := range sizes {
+		switch {
+		case s.value <= 0:
+			return fmt.Errorf("%s must be positive, got %d", s.name, s.value)
+		case s.value > s.max:
+			return fmt.Errorf("%s = %d is beyond the largest this decoder accepts, %d (far above any released model)", s.name, s.value, s.max)
+		}
+	}
+	return nil
+}
+
 // Validate reports the first field that makes c unusable, by its JSON name.
 func (c Config) Validate() error {
-	positive := []struct {
-		name  string
-		value int
-	}{
-		{"vocab_size", c.VocabSize}, {"context_length", c.ContextLength}, {"d_model", c.DModel},
-		{"n_heads", c.NHeads}, {"n_layers", c.NLayers}, {"kv_heads", c.KVHeads},
-	}
-	for _, p := range positive {
-		if p.value <= 0 {
-			return fmt.Errorf("octlm: config: %s must be positive, got %d", p.name, p.value)
-		}
+	if err := checkBounds([]sizeBound{
+		{"vocab_size", c.VocabSize, MaxVocab}, {"context_length", c.ContextLength, MaxContext},
+		{"d_model", c.DModel, MaxHidden}, {"n_heads", c.NHeads, MaxHeads}, {"n_layers", c.NLayers, MaxLayers},
+		{"kv_heads", c.KVHeads, MaxHeads},
+	}); err != nil {
+		return fmt.Errorf("octlm: config: %w", err)
 	}
 	switch {
 	case c.HeadDim < 0:
@@ -112,8 +144,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("octlm: config: head width %d must be even for RoPE", c.HeadWidth())
 	case c.NHeads%c.KVHeads != 0:
 		return fmt.Errorf("octlm: config: n_heads %d is not divisible by kv_heads %d", c.NHeads, c.KVHeads)
+	case c.HeadDim > MaxHeadDim:
+		return fmt.Errorf("octlm: config: head_dim = %d is beyond the largest this decoder accepts, %d", c.HeadDim, MaxHeadDim)
+	case c.NHeads*c.HeadWidth() > MaxHeadsWidth:
+		return fmt.Errorf("octlm: config: n_heads × head width = %d × %d is beyond the largest this decoder accepts, %d", c.NHeads, c.HeadWidth(), MaxHeadsWidth)
 	case c.FFHidden < 0:
 		return fmt.Errorf("octlm: config: ff_hidden must be positive, got %d", c.FFHidden)
+	case c.FFWidth() > MaxIntermediate:
+		return fmt.Errorf("octlm: config: ff_hidden = %d is beyond the largest this decoder accepts, %d", c.FFWidth(), MaxIntermediate)
 	case c.RopeBase < 0 || math.IsNaN(c.RopeBase) || math.IsInf(c.RopeBase, 0) || (c.RopeBase != 0 && c.RopeBase <= 1):
 		return fmt.Errorf("octlm: config: rope_base must be greater than 1, got %v", c.RopeBase)
 	case c.NormEps < 0 || math.IsNaN(c.NormEps) || math.IsInf(c.NormEps, 0):

@@ -427,7 +427,9 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // layoutOf is the layout of the engine behind backend.
 func layoutOf(backend compute.Backend) Layout { return LayoutFor(xla.EngineOf(backend)) }
 
-// MemoryNeededDir is MemoryNeeded for the checkpoint folder dir, whatever its architecture.
+// MemoryNeededDir is MemoryNeeded for the checkpoint folder dir, whatever its architecture. The
+// config's sizes are checked against the checkpoint's header (when dir holds one) before the
+// weight table is built, as Load checks them.
 func MemoryNeededDir(dir string, dtype DType, backend compute.Backend, positions int) (Memory, error) {
 	return MemoryNeededOn(dir, dtype, xla.EngineOf(backend), positions)
 }
@@ -436,6 +438,9 @@ func MemoryNeededDir(dir string, dtype DType, backend compute.Backend, positions
 func MemoryNeededOn(dir string, dtype DType, engine xla.Engine, positions int) (Memory, error) {
 	arch, err := readArchitecture(filepath.Join(dir, "config.json"))
 	if err != nil {
+		return Memory{}, err
+	}
+	if err := checkDirSizes(arch, dir); err != nil { // before the weight table is built
 		return Memory{}, err
 	}
 	return memoryNeeded(arch, LayoutFor(engine), dtype, positions), nil

@@ -2,6 +2,7 @@ package octlm
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gomlx/compute"
 
@@ -23,8 +24,25 @@ type Memory struct {
 	Working int64
 }
 
-// Total is Weights + KVCache + Working.
-func (m Memory) Total() int64 { return m.Weights + m.KVCache + m.Working }
+// Total is Weights + KVCache + Working (at most math.MaxInt64).
+func (m Memory) Total() int64 { return addBytes(addBytes(m.Weights, m.KVCache), m.Working) }
+
+// mulBytes is a·b for sizes (never negative), math.MaxInt64 where that would overflow: an
+// estimate is compared with the memory available, and a saturated one fits nowhere.
+func mulBytes(a, b int64) int64 {
+	if a != 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// addBytes is a+b for sizes, math.MaxInt64 where that would overflow.
+func addBytes(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
 
 // String lists the parts: "bf16 weights 15.26 GiB + KV cache 9.00 MiB for 40 positions + working 192.00 MiB".
 func (m Memory) String() string {
@@ -34,8 +52,16 @@ func (m Memory) String() string {
 
 // MemoryNeededQwen3 works out the memory a model of cfg (Qwen3) needs on backend with dtype weights
 // and a cache of positions positions: exactly the weights Load allocates and the cache NewCache
-// allocates, plus the largest transient buffer.
+// allocates, plus the largest transient buffer. A cfg that fails Validate (sizes past their
+// bounds among them) needs math.MaxInt64 bytes of weights, which nothing fits; no weight table
+// is built for it.
 func MemoryNeededQwen3(cfg Config, dtype DType, backend compute.Backend, positions int) Memory {
+	if cfg.Validate() != nil {
+		if dtype == "" {
+			dtype = Float32
+		}
+		return Memory{DType: dtype, Weights: math.MaxInt64, Positions: positions}
+	}
 	return memoryNeeded(qwen3{cfg}, layoutOf(backend), dtype, positions)
 }
 
@@ -46,22 +72,24 @@ func memoryNeeded(arch architecture, layout Layout, dtype DType, positions int) 
 	}
 	m := Memory{DType: dtype, Positions: positions}
 	var scratch int64
+	// The config's sizes are bounded (MaxLayers…), which keeps these products far inside int64;
+	// the arithmetic saturates all the same.
 	for _, s := range arch.weights() {
 		n := int64(1)
 		for _, d := range s.residentShape(layout) {
-			n *= int64(d)
+			n = mulBytes(n, int64(d))
 		}
 		size := int64(s.residentDType(dtype).Size())
-		m.Weights += n * size
+		m.Weights = addBytes(m.Weights, mulBytes(n, size))
 		switch {
 		case s.Kind == tableWeight && layout.TableColumns:
-			scratch = max(scratch, 4*int64(min(layout.columnRows(), s.Shape[0])*s.Shape[1])) // see fillColumns
+			scratch = max(scratch, mulBytes(4, mulBytes(int64(min(layout.columnRows(), s.Shape[0])), int64(s.Shape[1])))) // see fillColumns
 		case s.Kind == linearWeight || (s.Kind == tableWeight && dtype == Float16):
-			scratch = max(scratch, 4*n) // see fill
+			scratch = max(scratch, mulBytes(4, n)) // see fill
 		}
 	}
 	sizes := stateBytes(arch.state(), dtype.gomlx())
-	m.KVCache = int64(cacheCapacity(arch.shape(), positions))*sizes.perPosition + sizes.fixed
+	m.KVCache = addBytes(mulBytes(int64(cacheCapacity(arch.shape(), positions)), sizes.perPosition), sizes.fixed)
 	m.Working = scratch
 	if layout.CopiesCache {
 		m.Working = max(scratch, m.KVCache)

@@ -202,6 +202,9 @@ func Qwen35ConfigFrom(data []byte) (Qwen35Config, error) {
 		*dst = v
 	}
 
+	if err := c.checkSizes(); err != nil { // before the rotary dims and layer types are derived
+		return Qwen35Config{}, err
+	}
 	eps, err := positiveFloat(text, "rms_norm_eps")
 	if err != nil {
 		return fail("%s%w", prefix, err)
@@ -287,7 +290,7 @@ func (c *Qwen35Config) readRope(text map[string]any, prefix string) error {
 		for _, v := range list {
 			n, isNum := v.(json.Number)
 			i, err := n.Int64()
-			if !isNum || err != nil || i < 0 {
+			if !isNum || err != nil || i < 0 || i > int64(c.RotaryDim) {
 				isList = false
 				break
 			}
@@ -307,7 +310,11 @@ func (c *Qwen35Config) readLayerTypes(text map[string]any, prefix string) error 
 	if v, ok := text["layer_types"]; ok && v != nil {
 		list, isList := v.([]any)
 		if !isList || len(list) != c.NLayers {
-			return fmt.Errorf("octlm: qwen3.5 config: %slayer_types must list num_hidden_layers = %d types, got %s", prefix, c.NLayers, jsonText(v, true))
+			got := jsonText(v, true)
+			if isList {
+				got = fmt.Sprintf("%d", len(list)) // not the list: it may be a megabyte long
+			}
+			return fmt.Errorf("octlm: qwen3.5 config: %slayer_types must list num_hidden_layers = %d types, got %s", prefix, c.NLayers, got)
 		}
 		for i, t := range list {
 			s, _ := t.(string)
@@ -365,8 +372,12 @@ func tieWordEmbeddings(top, text map[string]any, multimodal bool) (bool, error) 
 	return found[0], nil
 }
 
-// Validate reports the first inconsistency of c.
+// Validate reports the first inconsistency of c: sizes outside their bounds (see MaxLayers),
+// by their config.json names, first.
 func (c Qwen35Config) Validate() error {
+	if err := c.checkSizes(); err != nil {
+		return err
+	}
 	switch {
 	case c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("octlm: qwen3.5 config: num_attention_heads %d is not divisible by num_key_value_heads %d", c.Heads, c.KVHeads)
@@ -382,6 +393,39 @@ func (c Qwen35Config) Validate() error {
 	for i, t := range c.LayerTypes {
 		if t != LinearAttention && t != FullAttention {
 			return fmt.Errorf("octlm: qwen3.5 config: layer_types[%d] = %q", i, t)
+		}
+	}
+	return nil
+}
+
+// checkSizes refuses sizes outside their bounds and projection widths past MaxHeadsWidth,
+// naming the fields: what must hold before anything sized by c is made.
+func (c Qwen35Config) checkSizes() error {
+	fail := func(err error) error { return fmt.Errorf("octlm: qwen3.5 config: %w", err) }
+	if err := checkBounds([]sizeBound{
+		{"vocab_size", c.VocabSize, MaxVocab}, {"max_position_embeddings", c.ContextLength, MaxContext},
+		{"hidden_size", c.Hidden, MaxHidden}, {"num_hidden_layers", c.NLayers, MaxLayers},
+		{"intermediate_size", c.FF, MaxIntermediate}, {"num_attention_heads", c.Heads, MaxHeads},
+		{"num_key_value_heads", c.KVHeads, MaxHeads}, {"head_dim", c.HeadDim, MaxHeadDim},
+		{"linear_num_key_heads", c.LinKeyHeads, MaxHeads}, {"linear_num_value_heads", c.LinValueHeads, MaxHeads},
+		{"linear_key_head_dim", c.LinKeyDim, MaxHeadDim}, {"linear_value_head_dim", c.LinValueDim, MaxHeadDim},
+		{"linear_conv_kernel_dim", c.ConvKernel, MaxConvKernel},
+	}); err != nil {
+		return fail(err)
+	}
+	for _, w := range []struct {
+		a  string
+		av int
+		b  string
+		bv int
+	}{
+		{"2 × num_attention_heads", 2 * c.Heads, "head_dim", c.HeadDim}, // q_proj: the queries and their gates
+		{"num_key_value_heads", c.KVHeads, "head_dim", c.HeadDim},
+		{"linear_num_key_heads", c.LinKeyHeads, "linear_key_head_dim", c.LinKeyDim},
+		{"linear_num_value_heads", c.LinValueHeads, "linear_value_head_dim", c.LinValueDim},
+	} {
+		if err := checkWidth(w.a, w.av, w.b, w.bv); err != nil {
+			return fail(err)
 		}
 	}
 	return nil

@@ -67,6 +67,9 @@ func Qwen3ConfigFrom(data []byte) (Config, error) {
 	c.RopeSplit = true
 	c.QKNorm = true
 	c.NormEps = 1e-6
+	if err := checkWidth("num_attention_heads", c.NHeads, "head_dim", c.HeadDim); err != nil {
+		return Config{}, fmt.Errorf("octlm: qwen config: %w", err)
+	}
 	if c.NHeads%c.KVHeads != 0 {
 		return Config{}, fmt.Errorf("octlm: qwen config: num_attention_heads %d is not divisible by num_key_value_heads %d", c.NHeads, c.KVHeads)
 	}
@@ -114,6 +117,17 @@ func ropeTheta(raw map[string]any) (float64, error) {
 	return f, nil
 }
 
+// configBounds are the largest values config.json's size fields may take (see MaxLayers), for
+// both architectures; a size field not listed is bounded by math.MaxInt32.
+var configBounds = map[string]int{
+	"vocab_size": MaxVocab, "max_position_embeddings": MaxContext, "hidden_size": MaxHidden,
+	"num_hidden_layers": MaxLayers, "num_attention_heads": MaxHeads, "num_key_value_heads": MaxHeads,
+	"head_dim": MaxHeadDim, "intermediate_size": MaxIntermediate, "linear_num_key_heads": MaxHeads,
+	"linear_num_value_heads": MaxHeads, "linear_key_head_dim": MaxHeadDim, "linear_value_head_dim": MaxHeadDim,
+	"linear_conv_kernel_dim": MaxConvKernel, "full_attention_interval": MaxLayers,
+}
+
+// positiveInt reads the size field key: an integer from 1 to its bound (configBounds).
 func positiveInt(raw map[string]any, key string) (int, error) {
 	v, ok := raw[key]
 	n, isNum := v.(json.Number)
@@ -121,10 +135,27 @@ func positiveInt(raw map[string]any, key string) (int, error) {
 		return 0, fmt.Errorf("octlm: qwen config: %s must be a positive integer, got %s", key, jsonText(v, ok))
 	}
 	i, err := n.Int64()
-	if err != nil || i <= 0 || i > math.MaxInt32 {
+	if err != nil || i <= 0 {
 		return 0, fmt.Errorf("octlm: qwen config: %s must be a positive integer, got %s", key, n)
 	}
+	bound, ok := configBounds[key]
+	if !ok {
+		bound = math.MaxInt32
+	}
+	if i > int64(bound) {
+		return 0, fmt.Errorf("octlm: qwen config: %s = %s is beyond the largest this decoder accepts, %d (far above any released model)", key, n, bound)
+	}
 	return int(i), nil
+}
+
+// checkWidth refuses a projection width a × b (heads × head width) past MaxHeadsWidth, naming
+// both fields; a and b are each already bounded, so the product cannot overflow.
+func checkWidth(aName string, a int, bName string, b int) error {
+	if a*b > MaxHeadsWidth {
+		return fmt.Errorf("%s × %s = %d × %d = %d is beyond the largest projection width this decoder accepts, %d",
+			aName, bName, a, b, a*b, MaxHeadsWidth)
+	}
+	return nil
 }
 
 // sameJSONValue compares a decoded JSON value (numbers as json.Number) with a Go literal.

@@ -84,8 +84,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	if opts.Backend == nil {
 		return nil, fmt.Errorf("octlm: load: no backend given")
 	}
-	embedding, layers := arch.sizeNames()
-	if err := checkSizes(arch.shape(), ckpt, embedding, layers); err != nil {
+	if err := checkArchSizes(arch, ckpt); err != nil {
 		return nil, err
 	}
 	dtype := opts.DType

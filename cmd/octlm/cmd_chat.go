@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,6 +64,8 @@ type chatSession struct {
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // stops the reply in progress; nil between replies
+	// finished is closed once the reply in progress has returned; nil between replies.
+	finished chan struct{}
 }
 
 // chatArgs is what chat's flags ask for.
@@ -181,30 +182,17 @@ func chatTokenizer(dir string) (*tokenizer.Tokenizer, []int, error) {
 	return tok, stops, nil
 }
 
-// catchInterrupts makes Ctrl-C stop the reply in progress; between replies it only says how to
-// quit. The returned function restores the default (Ctrl-C ends the process).
+// catchInterrupts makes Ctrl-C stop the reply in progress (a reply that has not stopped
+// within signalGrace ends the process, signals.go); between replies it only says how to quit.
+// The returned function restores the default (Ctrl-C ends the process).
 func (s *chatSession) catchInterrupts(interactive bool) (restore func()) {
-	interrupts := make(chan os.Signal, 1)
-	signal.Notify(interrupts, os.Interrupt)
-	release := claimSignals(true, os.Interrupt) // Ctrl-C never ends the session (signals.go)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-interrupts:
-				if !s.stopReply() && interactive {
-					fmt.Fprint(s.stderr, "\n(/bye or Ctrl-D quits)\n>>> ")
-				}
-			case <-done:
-				return
-			}
+	return claimSignals(true, func(os.Signal) <-chan struct{} {
+		stopped, busy := s.stopReply()
+		if !busy && interactive {
+			fmt.Fprint(s.stderr, "\n(/bye or Ctrl-D quits)\n>>> ")
 		}
-	}()
-	return func() {
-		close(done)
-		signal.Stop(interrupts)
-		release()
-	}
+		return stopped
+	}, os.Interrupt)
 }
 
 // run reads the input turn by turn, each a command or a user turn, until /bye, the end of the
@@ -317,13 +305,15 @@ func (s *chatSession) reply(text string) error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	finished := make(chan struct{})
 	s.mu.Lock()
-	s.cancel = cancel
+	s.cancel, s.finished = cancel, finished
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		s.cancel = nil
+		s.cancel, s.finished = nil, nil
 		s.mu.Unlock()
+		close(finished)
 	}()
 
 	var replyText strings.Builder
@@ -387,15 +377,16 @@ func showReply(w io.Writer, text string) chat.Message {
 	return reply.Message()
 }
 
-// stopReply cancels the reply in progress; false when there is none.
-func (s *chatSession) stopReply() bool {
+// stopReply cancels the reply in progress and returns a channel closed once it has stopped;
+// busy is false when there is none.
+func (s *chatSession) stopReply() (stopped <-chan struct{}, busy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cancel == nil {
-		return false
+		return nil, false
 	}
 	s.cancel()
-	return true
+	return s.finished, true
 }
 
 // stats describes the last reply and the context used.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/synth"
 	"github.com/octlm/octlm/units"
 )
@@ -65,6 +66,15 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *out == "" {
 		return usageError{"--out DIR is required"}
+	}
+	// Bounded before any list of tensors (one entry per layer) is made: octlm reads no more.
+	for _, o := range []struct {
+		name     string
+		v, bound int
+	}{{"layers", *layers, octlm.MaxLayers}, {"vocab", *vocab, octlm.MaxVocab}, {"hidden", *hidden, octlm.MaxHidden}, {"ff", *ff, octlm.MaxIntermediate}} {
+		if o.v > o.bound {
+			return usageError{fmt.Sprintf("--%s %d is beyond the largest octlm reads, %d", o.name, o.v, o.bound)}
+		}
 	}
 	if q, ok := synth.Qwen35LikeNamed(*like); ok {
 		for _, o := range []struct {

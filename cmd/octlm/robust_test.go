@@ -373,8 +373,27 @@ func TestSynthSafeOutput(t *testing.T) {
 			return runSynth(append(append(append([]string{}, tiny...), "--out", out), extra...), io.Discard, io.Discard)
 		})
 	}
+	t.Run("sizes beyond what octlm reads", func(t *testing.T) {
+		// Refused before any list of tensors is made (Qwen3.5's would hold one per layer).
+		for _, like := range []string{"tiny", "qwen3.5-0.8b"} {
+			for _, flag := range [][]string{{"--layers", "1000000000"}, {"--layers", "1025"}, {"--vocab", "2000000000"},
+				{"--hidden", "65537"}, {"--ff", "1000000000"}} {
+				out := filepath.Join(root, "huge")
+				err := within(t, func() error {
+					return runSynth([]string{"--like", like, "--no-tokenizer", "--out", out, flag[0], flag[1]}, io.Discard, io.Discard)
+				})
+				var ue usageError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), flag[0]+" "+flag[1]+" is beyond the largest octlm reads") {
+					t.Fatalf("%s %v: got %v, want a usage error naming the flag and its bound", like, flag, err)
+				}
+				if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%v: %s was created", flag, out)
+				}
+			}
+		}
+	})
 	t.Run("sizes beyond the disk", func(t *testing.T) {
-		for _, flag := range [][]string{{"--layers", "1000000000"}, {"--vocab", "2000000000"}} {
+		for _, flag := range [][]string{{"--vocab", "16777216", "--hidden", "65536"}} {
 			out := filepath.Join(root, "huge")
 			err := synthTo(out, flag...)
 			var ue usageError

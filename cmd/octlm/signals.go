@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/octlm/octlm/internal/fileio"
 )
@@ -19,16 +20,28 @@ import (
 // while it can (interruptContext: generate prints the tokens so far, synth cleans up and says
 // so; chat's reply loop: Ctrl-C stops the reply in progress): a claim made once takes the
 // first such signal, and the next one ends the process as above; a claim made always takes
-// every one. A signal ignored when octlm started (nohup, a background job of a
+// every one. A claimed signal must be handled within signalGrace (the command returns, the
+// reply stops): code busy past it (a long prefill, which reads no context) is ended as above
+// all the same. A signal ignored when octlm started (nohup, a background job of a
 // non-interactive shell) stays ignored.
 
 // interruptSignals are the signals that end a command.
 var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
+// signalGrace is how long code that claimed a signal has to handle it before the process ends
+// anyway (exitInterrupted).
+const signalGrace = 2 * time.Second
+
+// signalHandler is what a claim does with a delivery it takes. It returns a channel closed
+// once the delivery is handled (the command returned, the reply stopped), or nil when it
+// already is.
+type signalHandler func(os.Signal) (handled <-chan struct{})
+
 // signalClaim is code that handles a signal itself.
 type signalClaim struct {
 	always bool // every signal, not only the first
 	used   bool // the first has been taken
+	handle signalHandler
 }
 
 var claims struct {
@@ -36,10 +49,10 @@ var claims struct {
 	m map[os.Signal][]*signalClaim
 }
 
-// claimSignals makes sigs the caller's to handle (it must also be notified of them): only the
-// first of them while once, every one while always, until release is called.
-func claimSignals(always bool, sigs ...os.Signal) (release func()) {
-	c := &signalClaim{always: always}
+// claimSignals makes sigs the caller's to handle: exitOnSignals calls handle on the first of
+// them while once, on every one while always, until release is called.
+func claimSignals(always bool, handle signalHandler, sigs ...os.Signal) (release func()) {
+	c := &signalClaim{always: always, handle: handle}
 	claims.Lock()
 	if claims.m == nil {
 		claims.m = map[os.Signal][]*signalClaim{}
@@ -57,18 +70,21 @@ func claimSignals(always bool, sigs ...os.Signal) (release func()) {
 	}
 }
 
-// takenByClaim reports whether a claim takes this delivery of s, using up a claim made once.
-func takenByClaim(s os.Signal) bool {
+// takenByClaim reports whether a claim takes this delivery of s, using up a claim made once,
+// and the handlers of the claims that take it.
+func takenByClaim(s os.Signal) (handlers []signalHandler, taken bool) {
 	claims.Lock()
 	defer claims.Unlock()
-	taken := false
 	for _, c := range claims.m[s] {
 		if c.always || !c.used {
 			c.used = true
 			taken = true
+			if c.handle != nil {
+				handlers = append(handlers, c.handle)
+			}
 		}
 	}
-	return taken
+	return handlers, taken
 }
 
 // exitOnSignals makes the signals end the command name as described above until stop is
@@ -92,8 +108,14 @@ func exitOnSignals(name string) (stop func()) {
 			case <-done:
 				return
 			case s := <-ch:
-				if !takenByClaim(s) {
-					exitInterrupted(name, s)
+				handlers, taken := takenByClaim(s)
+				if !taken {
+					exitInterrupted(name, s, "")
+				}
+				for _, h := range handlers {
+					if handled := h(s); handled != nil {
+						go exitUnlessHandled(name, s, handled, done)
+					}
 				}
 			}
 		}
@@ -101,6 +123,19 @@ func exitOnSignals(name string) (stop func()) {
 	return func() {
 		signal.Stop(ch)
 		close(done)
+	}
+}
+
+// exitUnlessHandled ends the process unless the claimed delivery of s is handled within
+// signalGrace or the command has returned (stopped).
+func exitUnlessHandled(name string, s os.Signal, handled, stopped <-chan struct{}) {
+	timer := time.NewTimer(signalGrace)
+	defer timer.Stop()
+	select {
+	case <-handled:
+	case <-stopped:
+	case <-timer.C:
+		exitInterrupted(name, s, fmt.Sprintf("still busy %v after it", signalGrace))
 	}
 }
 
@@ -116,11 +151,14 @@ func uninterruptible(fn func() error) error {
 }
 
 // exitInterrupted removes this process's temporaries and ends it with 128 + the signal's
-// number.
-func exitInterrupted(name string, s os.Signal) {
+// number; why, when given, says why a claimed signal ended it.
+func exitInterrupted(name string, s os.Signal, why string) {
 	critical.Lock() // never released: the process ends
 	removed := fileio.RemoveLive()
 	msg := fmt.Sprintf("octlm %s: interrupted (%s)", name, signalName(s))
+	if why != "" {
+		msg = fmt.Sprintf("octlm %s: interrupted (%s, %s)", name, signalName(s), why)
+	}
 	if len(removed) > 0 {
 		msg += fmt.Sprintf("; %d unfinished output(s) removed, targets left as they were", len(removed))
 	}
@@ -157,7 +195,8 @@ func (i interruption) Is(target error) bool { return target == errInterrupted }
 
 // interruptContext is cancelled by the first SIGINT or SIGTERM, with an interruption as its
 // cause, so that a command can stop and print what it has; it claims that first signal, and
-// the next one ends the process (exitOnSignals).
+// the next one ends the process (exitOnSignals), as does the first where the command has not
+// returned (called the returned function) within signalGrace of it.
 func interruptContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var sigs []os.Signal
@@ -169,7 +208,13 @@ func interruptContext() (context.Context, context.CancelFunc) {
 	if len(sigs) == 0 {
 		return ctx, func() { cancel(context.Canceled) }
 	}
-	release := claimSignals(false, sigs...)
+	// The command has signalGrace from the signal to return (stop); exitOnSignals then ends it.
+	stopped := make(chan struct{})
+	release := claimSignals(false, func(s os.Signal) <-chan struct{} {
+		cancel(interruption{s})
+		return stopped
+	}, sigs...)
+	// Cancelled here too, where no exitOnSignals runs (a command called in a test).
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, sigs...)
 	go func() {
@@ -180,7 +225,14 @@ func interruptContext() (context.Context, context.CancelFunc) {
 		}
 		signal.Stop(ch)
 	}()
-	return ctx, func() { release(); cancel(context.Canceled) }
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			release()
+			cancel(context.Canceled)
+			close(stopped)
+		})
+	}
 }
 
 // interruptedBy is the error of a command that ctx's signal stopped: the interruption when a

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,24 +103,35 @@ func TestSignalsRemoveTemporaries(t *testing.T) {
 }
 
 // TestSignalClaims: a claim made once takes the first delivery only, a claim made always
-// takes every one, and a released claim takes none.
+// takes every one, and a released claim takes none; each delivery a claim takes is given to
+// its handler.
 func TestSignalClaims(t *testing.T) {
-	if takenByClaim(syscall.SIGUSR1) {
+	taken := func() bool { _, ok := takenByClaim(syscall.SIGUSR1); return ok }
+	if taken() {
 		t.Fatal("an unclaimed signal was taken")
 	}
-	release := claimSignals(false, syscall.SIGUSR1)
-	if !takenByClaim(syscall.SIGUSR1) || takenByClaim(syscall.SIGUSR1) {
+	calls := 0
+	handler := func(os.Signal) <-chan struct{} { calls++; return nil }
+	release := claimSignals(false, handler, syscall.SIGUSR1)
+	handlers, ok := takenByClaim(syscall.SIGUSR1)
+	if !ok || len(handlers) != 1 || taken() {
 		t.Error("a claim made once must take the first delivery and only it")
 	}
+	for _, h := range handlers {
+		h(syscall.SIGUSR1)
+	}
+	if calls != 1 {
+		t.Errorf("the handler ran %d times, want 1", calls)
+	}
 	release()
-	release = claimSignals(true, syscall.SIGUSR1)
+	release = claimSignals(true, nil, syscall.SIGUSR1)
 	for i := range 3 {
-		if !takenByClaim(syscall.SIGUSR1) {
+		if !taken() {
 			t.Errorf("delivery %d not taken by a claim made always", i+1)
 		}
 	}
 	release()
-	if takenByClaim(syscall.SIGUSR1) {
+	if taken() {
 		t.Error("a released claim took a signal")
 	}
 }
@@ -186,6 +198,87 @@ func TestSynthKilled(t *testing.T) {
 			}
 			if left := hiddenLeft(t, root); len(left) > 0 {
 				t.Errorf("the next run left %v", left)
+			}
+		})
+	}
+}
+
+// prefillStarted starts generate on a prompt of 40,000 token IDs (a prefill of minutes on the
+// pure-Go backend, which reads no context until the first token) and returns once the weights
+// are loaded, with the rest of stderr being collected into the returned builder.
+func prefillStarted(t *testing.T, scratch string) (*exec.Cmd, *strings.Builder, <-chan struct{}) {
+	t.Helper()
+	ids := strings.TrimSuffix(strings.Repeat("5,", 40_000), ",")
+	cmd := octlmCommand(t, "generate", "--model", testdata("tiny-qwen3"), "--prompt-ids", ids, "--max-new-tokens", "1")
+	cmd.Env = append(cmd.Env, "TMPDIR="+scratch)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(stderr)
+	text := &strings.Builder{}
+	for !strings.Contains(text.String(), "): done in") {
+		line, err := r.ReadString('\n')
+		text.WriteString(line)
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("generate never finished loading: %s", text.String())
+		}
+	}
+	copied := make(chan struct{})
+	go func() { io.Copy(text, r); close(copied) }()
+	return cmd, text, copied
+}
+
+// TestSignalDuringCPUWork: a command that claimed a signal to stop gracefully but is stuck in
+// work that reads no context (generate's prefill of a long prompt) is ended anyway once
+// signalGrace has passed: exit 128 + the signal's number, well before the prefill would end,
+// nothing left in $TMPDIR; a second signal ends it at once, without waiting for the grace.
+func TestSignalDuringCPUWork(t *testing.T) {
+	tests := []struct {
+		name  string
+		sigs  []syscall.Signal
+		codes []int
+		grace bool // ended by the grace, not by a second signal
+	}{
+		{"SIGTERM", []syscall.Signal{syscall.SIGTERM}, []int{143}, true},
+		{"SIGINT", []syscall.Signal{syscall.SIGINT}, []int{130}, true},
+		// The two are taken in either order: the claim takes one, the other ends the process.
+		{"SIGINT then SIGTERM", []syscall.Signal{syscall.SIGINT, syscall.SIGTERM}, []int{130, 143}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			scratch := t.TempDir()
+			cmd, stderr, copied := prefillStarted(t, scratch)
+			for _, s := range tt.sigs {
+				if err := cmd.Process.Signal(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ended := make(chan error, 1)
+			go func() { ended <- cmd.Wait() }()
+			select {
+			case <-ended:
+			case <-time.After(signalGrace + 15*time.Second): // the prefill alone takes minutes
+				cmd.Process.Kill()
+				<-ended
+				t.Fatalf("still running %v after the signal", signalGrace+15*time.Second)
+			}
+			<-copied
+			code := cmd.ProcessState.ExitCode()
+			if !slices.Contains(tt.codes, code) {
+				t.Errorf("exit %d, want one of %v\n%s", code, tt.codes, stderr.String())
+			}
+			byGrace := strings.Contains(stderr.String(), "still busy")
+			if byGrace != tt.grace {
+				t.Errorf("ended by the grace: %v, want %v\n%s", byGrace, tt.grace, stderr.String())
+			}
+			if left := hiddenLeft(t, scratch); len(left) > 0 {
+				t.Errorf("temporaries left: %v", left)
 			}
 		})
 	}
