@@ -2,6 +2,7 @@ package octlm
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -220,6 +221,39 @@ func TestBatchHalfCache(t *testing.T) {
 					t.Errorf("sequence %d: batch and alone differ by %.3g", b, diff)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkNextBatch times one decoding step of B sequences at once (NextBatch) on tiny-qwen3,
+// each on a cache of 64 positions; tokens/s counts all B.
+func BenchmarkNextBatch(b *testing.B) {
+	m := loadFixture(b, "tiny-qwen3", Float32)
+	for _, batch := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("B=%d", batch), func(b *testing.B) {
+			caches := make([]*Cache, batch)
+			next := make([][]int, batch)
+			for i := range caches {
+				c, err := m.NewCache(64 + b.N + 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				if err := c.Pad(64); err != nil {
+					b.Fatal(err)
+				}
+				caches[i], next[i] = c, []int{i + 1}
+			}
+			if _, err := m.NextBatch(next, caches); err != nil { // compile outside the timing
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := m.NextBatch(next, caches); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "tokens/s")
 		})
 	}
 }
