@@ -21,6 +21,7 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/octlm/octlm/internal/buildinfo"
 	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
@@ -139,79 +140,21 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if opts.Backend == nil {
 		return Result{}, errors.New("bench: no backend given")
 	}
-	r := Result{
-		Date:        time.Now().UTC().Format(time.RFC3339),
-		CPUs:        runtime.NumCPU(),
-		GOMAXPROCS:  runtime.GOMAXPROCS(0),
-		MemoryBytes: sysinfo.MemTotal(),
-		LoadAverage: sysinfo.LoadAverage(),
-		GoVersion:   runtime.Version(),
-		SIMD:        simdBuild,
-		Model:       opts.Dir,
-		Backend:     opts.BackendName,
-		DType:       string(opts.DType),
-	}
-	r.Machine = fmt.Sprintf("%s, %d cores, %s", sysinfo.CPUModel(), r.CPUs, units.Bytes(r.MemoryBytes))
+	r := newResult(opts)
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintf(opts.Log, format+"\n", args...)
 		}
 	}
-
-	// Plain read of the same files, warm-up first so the load and the read see the same page cache.
-	ckpt, err := loader.OpenCheckpoint(opts.Dir)
-	if err != nil {
+	if err := r.measurePlainRead(ctx, opts.Dir, logf); err != nil {
 		return r, err
 	}
-	var paths []string
-	for _, f := range ckpt.Files() {
-		paths = append(paths, f.Path())
-		r.CheckpointBytes += f.Size()
-	}
-	ckpt.Close()
-	logf("reading %s of checkpoint files (warm-up, then timed)", units.Bytes(r.CheckpointBytes))
-	if _, err := plainRead(paths); err != nil {
-		return r, err
-	}
-	if err := ctx.Err(); err != nil {
-		return r, err
-	}
-	readTime, err := plainRead(paths)
-	if err != nil {
-		return r, err
-	}
-	r.PlainReadSeconds = readTime.Seconds()
-	r.PlainReadBytesPerSecond = float64(r.CheckpointBytes) / readTime.Seconds()
-
-	// The load.
-	runtime.GC()
-	debug.FreeOSMemory()
-	if !sysinfo.ResetPeakRSS() {
-		logf("note: cannot reset the peak RSS; it includes everything before the load")
-	}
-	logf("loading %s as %s", opts.Dir, opts.DType)
-	begin := time.Now()
-	m, err := octlm.Load(opts.Dir, octlm.LoadOptions{Backend: opts.Backend, DType: opts.DType,
-		Progress: func(_ string, done, total int64) {
-			if opts.LoadProgress != nil {
-				opts.LoadProgress(done, total)
-			}
-		},
-		Warn: func(msg string) { logf("warning: %s", msg) }})
+	m, err := r.measureLoad(opts, logf)
 	if err != nil {
 		return r, err
 	}
 	defer m.Close()
-	loadTime := time.Since(begin)
-	r.LoadPeakRSSBytes = sysinfo.PeakRSS()
-	r.LoadSeconds = loadTime.Seconds()
-	r.LoadBytesPerSecond = float64(r.CheckpointBytes) / loadTime.Seconds()
-	r.LoadReadRatio = r.LoadBytesPerSecond / r.PlainReadBytesPerSecond
-	r.WeightBytes = m.WeightBytes()
-	r.WeightBytesPerToken = m.WeightBytes()
-	r.LoadPeakRSSWeightRatio = float64(r.LoadPeakRSSBytes) / float64(r.WeightBytes)
 	c := m.Config
-	r.Layers, r.Hidden, r.Vocab = c.NLayers, c.DModel, c.VocabSize
 	if err := checkLengths(opts, c.ContextLength); err != nil {
 		return r, err
 	}
@@ -231,18 +174,115 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	r.ColdTimeToFirstToken = cold.firstTokenWall.Seconds()
 
-	// The timed runs, each on a fresh cache that holds Depth positions first. Steps that had to
-	// compile a new graph (the attended length grows by buckets) have their compile time taken
-	// out.
+	if err := r.measureRuns(ctx, m, opts, fill, prompt, logf); err != nil {
+		return r, err
+	}
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	if err := CheckBandwidthSize(opts.BandwidthBytes); err != nil {
+		return r, err
+	}
+	logf("measuring read bandwidth (%s streamed by %d goroutines)", units.Bytes(opts.BandwidthBytes), r.GOMAXPROCS)
+	r.ReadBandwidthBytesPerSec = ReadBandwidth(opts.BandwidthBytes, 3)
+	r.RooflineRatio = float64(r.WeightBytesPerToken) * r.DecodeTokensPerSecond / r.ReadBandwidthBytesPerSec
+	return r, nil
+}
+
+// newResult is the result's description of the machine, the build and the job, before any
+// measurement.
+func newResult(opts Options) Result {
+	r := Result{
+		Date:        time.Now().UTC().Format(time.RFC3339),
+		CPUs:        runtime.NumCPU(),
+		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		MemoryBytes: sysinfo.MemTotal(),
+		LoadAverage: sysinfo.LoadAverage(),
+		GoVersion:   runtime.Version(),
+		SIMD:        buildinfo.SIMD,
+		Model:       opts.Dir,
+		Backend:     opts.BackendName,
+		DType:       string(opts.DType),
+	}
+	r.Machine = fmt.Sprintf("%s, %d cores, %s", sysinfo.CPUModel(), r.CPUs, units.Bytes(r.MemoryBytes))
+	return r
+}
+
+// measurePlainRead times a plain read of the checkpoint's files in dir, after a warm-up read so
+// that the load and the read see the same page cache.
+func (r *Result) measurePlainRead(ctx context.Context, dir string, logf func(string, ...any)) error {
+	ckpt, err := loader.OpenCheckpoint(dir)
+	if err != nil {
+		return err
+	}
+	var paths []string
+	for _, f := range ckpt.Files() {
+		paths = append(paths, f.Path())
+		r.CheckpointBytes += f.Size()
+	}
+	ckpt.Close()
+	logf("reading %s of checkpoint files (warm-up, then timed)", units.Bytes(r.CheckpointBytes))
+	if _, err := plainRead(paths); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	readTime, err := plainRead(paths)
+	if err != nil {
+		return err
+	}
+	r.PlainReadSeconds = readTime.Seconds()
+	r.PlainReadBytesPerSecond = float64(r.CheckpointBytes) / readTime.Seconds()
+	return nil
+}
+
+// measureLoad times the load (the peak RSS reset just before it) and returns the model.
+func (r *Result) measureLoad(opts Options, logf func(string, ...any)) (*octlm.Model, error) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	if !sysinfo.ResetPeakRSS() {
+		logf("note: cannot reset the peak RSS; it includes everything before the load")
+	}
+	logf("loading %s as %s", opts.Dir, opts.DType)
+	begin := time.Now()
+	m, err := octlm.Load(opts.Dir, octlm.LoadOptions{Backend: opts.Backend, DType: opts.DType,
+		Progress: func(_ string, done, total int64) {
+			if opts.LoadProgress != nil {
+				opts.LoadProgress(done, total)
+			}
+		},
+		Warn: func(msg string) { logf("warning: %s", msg) }})
+	if err != nil {
+		return nil, err
+	}
+	loadTime := time.Since(begin)
+	r.LoadPeakRSSBytes = sysinfo.PeakRSS()
+	r.LoadSeconds = loadTime.Seconds()
+	r.LoadBytesPerSecond = float64(r.CheckpointBytes) / loadTime.Seconds()
+	r.LoadReadRatio = r.LoadBytesPerSecond / r.PlainReadBytesPerSecond
+	r.WeightBytes = m.WeightBytes()
+	r.WeightBytesPerToken = m.WeightBytes()
+	r.LoadPeakRSSWeightRatio = float64(r.LoadPeakRSSBytes) / float64(r.WeightBytes)
+	c := m.Config
+	r.Layers, r.Hidden, r.Vocab = c.NLayers, c.DModel, c.VocabSize
+	return m, nil
+}
+
+// measureRuns makes the timed runs, each on a fresh cache that holds Depth positions first
+// (steps that had to compile a new graph, as the attended length grows by buckets, have their
+// compile time taken out), and records every run's speed, the medians, and the best prefill and
+// the best decode (not necessarily of the same run).
+func (r *Result) measureRuns(ctx context.Context, m *octlm.Model, opts Options, fill, prompt []int, logf func(string, ...any)) error {
 	r.Depth, r.DepthFill, r.KVDType = opts.Depth, opts.DepthFill, string(opts.KVDType)
 	if r.KVDType == "" {
 		r.KVDType = "model's"
 	}
 	var runs []timing
 	for i := range opts.Reps {
-		t, err := timedRun(ctx, m, opts, fill, prompt, &r, i, logf)
+		t, err := timedRun(ctx, m, opts, fill, prompt, r, i, logf)
 		if err != nil {
-			return r, err
+			return err
 		}
 		runs = append(runs, t)
 		r.PrefillTokensPerSecondRuns = append(r.PrefillTokensPerSecondRuns, float64(len(prompt))/t.prefill.Seconds())
@@ -251,7 +291,6 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	r.Reps = opts.Reps
 	r.PrefillTokensPerSecondMedian = median(r.PrefillTokensPerSecondRuns)
 	r.DecodeTokensPerSecondMedian = median(r.DecodeTokensPerSecondRuns)
-	// The best prefill and the best decode (not necessarily the same run).
 	run := runs[0]
 	for _, t := range runs[1:] {
 		if t.prefill < run.prefill {
@@ -275,17 +314,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	r.KVCacheBytesPerPosition = run.kvBytesPerPosition
 	r.PrefillCores = run.prefillCPU.Seconds() / run.prefill.Seconds()
 	r.DecodeCores = run.decodeCPU.Seconds() / run.decode.Seconds()
-
-	if err := ctx.Err(); err != nil {
-		return r, err
-	}
-	if err := CheckBandwidthSize(opts.BandwidthBytes); err != nil {
-		return r, err
-	}
-	logf("measuring read bandwidth (%s streamed by %d goroutines)", units.Bytes(opts.BandwidthBytes), r.GOMAXPROCS)
-	r.ReadBandwidthBytesPerSec = ReadBandwidth(opts.BandwidthBytes, 3)
-	r.RooflineRatio = float64(r.WeightBytesPerToken) * r.DecodeTokensPerSecond / r.ReadBandwidthBytesPerSec
-	return r, nil
+	return nil
 }
 
 // timedRun is timed run i of opts.Reps: a fresh cache, filled to opts.Depth with fill (the

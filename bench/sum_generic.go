@@ -2,8 +2,5 @@
 
 package bench
 
-// simdBuild reports whether this binary was built with GOEXPERIMENT=simd.
-const simdBuild = false
-
 // sumFloat32 has no vector path in this build.
 func sumFloat32(a []float32) float32 { return sumScalar(a) }

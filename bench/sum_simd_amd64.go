@@ -4,9 +4,6 @@ package bench
 
 import "simd/archsimd"
 
-// simdBuild reports whether this binary was built with GOEXPERIMENT=simd.
-const simdBuild = true
-
 var haveAVX2 = archsimd.X86.AVX2()
 
 // sumFloat32 sums a with four independent AVX2 accumulators: one 32-byte load per add, so

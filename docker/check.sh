@@ -28,7 +28,8 @@
 #   OCTLM_PJRT            the Dockerfile's PJRT argument (default none: ONNX Runtime, no GitHub)
 #   OCTLM_NOTEBOOKS       notebooks executed inside (default "00-setup"; "all" for every one)
 #   OCTLM_IMAGE           the image built (default localhost/octlm:check)
-#   OCTLM_DEBIAN_MIRROR   debootstrap's mirror (default http://deb.debian.org/debian)
+#   OCTLM_DEBIAN_MIRROR   debootstrap's mirror (default: the host's own Debian mirror, read from
+#                         /etc/apt/sources.list and /etc/apt/sources.list.d/*.list / *.sources)
 #   OCTLM_EXTRA_CA_CERTS  more CA certificate files (PEM) for the build, separated by spaces
 #   OCTLM_CACHE           cache folder (default ${XDG_CACHE_HOME:-$HOME/.cache}/octlm/container)
 # Exit status: 0 passed, 1 a check or step failed, 2 bad usage, 130 interrupted, 143 terminated.
@@ -59,8 +60,56 @@ engine="${OCTLM_ENGINE:-}"
 base_mode="${OCTLM_BASE:-auto}"
 pjrt="${OCTLM_PJRT:-none}"
 image="${OCTLM_IMAGE:-localhost/octlm:check}"
-mirror="${OCTLM_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+mirror="${OCTLM_DEBIAN_MIRROR:-}"
+security=""
 cache="${OCTLM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/octlm/container}"
+
+# apt_sources prints "URI SUITE" for every binary package source the host's apt reads: one-line
+# entries ("deb [options] URI SUITE COMPONENTS...") of sources.list and sources.list.d/*.list, and
+# deb822 stanzas (Types: / URIs: / Suites:) of sources.list.d/*.sources, disabled ones skipped.
+apt_sources() {
+	local f
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -r "$f" ] || continue
+		awk '$1 == "deb" { i = 2; if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ } if (i + 1 <= NF) print $i, $(i + 1) }' "$f"
+	done
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -r "$f" ] || continue
+		awk '
+			function flush(  u, s, nu, ns, a, b) {
+				if (deb && enabled) { nu = split(uris, a, " "); ns = split(suites, b, " "); for (u = 1; u <= nu; u++) for (s = 1; s <= ns; s++) print a[u], b[s] }
+				deb = 0; enabled = 1; uris = ""; suites = ""
+			}
+			BEGIN { enabled = 1 }
+			/^[ \t]*#/ { next }
+			/^[ \t]*$/ { flush(); next }
+			tolower($1) == "types:" { for (i = 2; i <= NF; i++) if ($i == "deb") deb = 1 }
+			tolower($1) == "uris:" { $1 = ""; uris = $0 }
+			tolower($1) == "suites:" { $1 = ""; suites = $0 }
+			tolower($1) == "enabled:" { enabled = (tolower($2) != "no") }
+			END { flush() }' "$f"
+	done
+}
+
+# host_mirrors sets mirror (unless OCTLM_DEBIAN_MIRROR did) and security from the host's apt
+# sources: the Debian archive that serves bookworm (else any Debian archive, a URI ending in
+# /debian), and its bookworm-security counterpart. No public mirror is named here: a host whose
+# apt reads none must say which with OCTLM_DEBIAN_MIRROR.
+host_mirrors() {
+	local uri suite main="" any=""
+	while read -r uri suite; do
+		uri="${uri%/}"
+		case "$suite" in
+		bookworm-security | bookworm/updates) [ -n "$security" ] || security="$uri" ;;
+		bookworm) [ -n "$main" ] || main="$uri" ;;
+		*-security | */updates) ;;
+		*) case "$uri" in */debian) [ -n "$any" ] || any="$uri" ;; esac ;;
+		esac
+	done < <(apt_sources)
+	[ -n "$mirror" ] || mirror="${main:-$any}"
+	[ -n "$mirror" ] || return 1
+	[ -n "$security" ] || security="${mirror%/debian}/debian-security"
+}
 case "$engine" in
 "" | docker | podman) ;;
 *)
@@ -236,6 +285,7 @@ make_base() {
 	if [ -s "$tarball" ]; then
 		say "Debian 12 root file system from the cache: $tarball"
 	else
+		host_mirrors || die "no Debian mirror in the host's apt sources (/etc/apt/sources.list, /etc/apt/sources.list.d): name one with OCTLM_DEBIAN_MIRROR"
 		command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
 		scratch="$(mktemp -d "$cache/rootfs.XXXXXX")"
 		say "debootstrap --variant=minbase bookworm from $mirror (about a minute or two)"
@@ -252,7 +302,7 @@ make_base() {
 			Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 			Types: deb
-			URIs: ${mirror%/debian}/debian-security
+			URIs: $security
 			Suites: bookworm-security
 			Components: main
 			Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg

@@ -11,6 +11,9 @@
 #   - with --browser, what checks exported notebooks in a real browser: Debian's chromium, Node.js
 #     and npm (Debian's, unless node is already on PATH), and playwright-core pinned in
 #     notebooks/browsercheck/package-lock.json (npm ci --ignore-scripts: no browser download);
+#   - with --reference, what the reference scripts in parity/ need (Debian's python3-torch,
+#     python3-numpy, libopenblas0-pthread, python3-yaml, python3-jinja2): the tests that run them
+#     (fine-tuning, evaluation, Qwen3.5 references) skip, saying why, where they are missing;
 #   - ONNX Runtime for octlm's "onnx" backend: npm's onnxruntime-node@1.30.0 in
 #     ~/.cache/octlm/onnxruntime (its install script, which downloads more, skipped; npm from
 #     Debian if missing), where octlm finds it.
@@ -18,9 +21,11 @@
 # It is idempotent: run it again and it only does what is missing. It is used by .ci/run and by
 # docker/Dockerfile*, so CI tests the same steps a user's image runs.
 #
-# Usage: bash docker/install.sh [--server] [--browser] [--no-apt] [--no-onnx]
+# Usage: bash docker/install.sh [--server] [--browser] [--reference] [--no-apt] [--no-onnx]
 #   --server   also install the Jupyter notebook server (for `jupyter notebook`).
 #   --browser  also install chromium, Node.js and playwright-core (notebooks/browsercheck).
+#   --reference  also install the reference scripts' Python packages (Debian's PyTorch, NumPy,
+#              OpenBLAS, PyYAML, Jinja2; about 1 GB).
 #   --no-apt   skip apt-get: Jupyter (and npm) come from elsewhere (pip, conda, Homebrew); only
 #              the Go tools, the kernel and ONNX Runtime (if npm is found) are installed.
 #   --no-onnx  skip ONNX Runtime.
@@ -28,12 +33,14 @@ set -euo pipefail
 
 server=0
 browser=0
+reference=0
 apt=1
 onnx=1
 for arg in "$@"; do
 	case "$arg" in
 	--server) server=1 ;;
 	--browser) browser=1 ;;
+	--reference) reference=1 ;;
 	--no-apt) apt=0 ;;
 	--no-onnx) onnx=0 ;;
 	-h | --help)
@@ -41,7 +48,7 @@ for arg in "$@"; do
 		exit 0
 		;;
 	*)
-		echo "install.sh: unknown flag $arg (want --server, --browser, --no-apt, --no-onnx)" >&2
+		echo "install.sh: unknown flag $arg (want --server, --browser, --reference, --no-apt, --no-onnx)" >&2
 		exit 2
 		;;
 	esac
@@ -84,6 +91,10 @@ if [ "$apt" = 1 ]; then
 		if ! command -v node >/dev/null 2>&1; then
 			pkgs+=(nodejs npm)
 		fi
+	fi
+	if [ "$reference" = 1 ]; then
+		# OpenBLAS: Debian's torch falls back to the reference BLAS without it (about 50× slower).
+		pkgs+=(python3-torch python3-numpy libopenblas0-pthread python3-yaml python3-jinja2)
 	fi
 	if [ "$onnx" = 1 ] && ! command -v npm >/dev/null 2>&1 && [[ " ${pkgs[*]} " != *" npm "* ]]; then
 		pkgs+=(npm)

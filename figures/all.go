@@ -10,16 +10,12 @@ import (
 )
 
 // Defaults shared by the notebooks and All, so both draw the same figures.
-var (
+const (
 	// TokenizerText is the text 03-generation tokenizes.
 	TokenizerText = "Rotary embeddings pair channels: Qwen3 rotates channel i with i+64, not 2i with 2i+1. 東京 → 🚀\n"
 	// Question is the chat prompt's question.
 	Question = "Why does the pairing of RoPE channels matter?"
-	// HalfQuestions are the prompts of the half-precision comparison on a real Qwen3.
-	HalfQuestions = []string{Question, "Write a haiku about float32.", "What is 17 times 23?"}
-)
 
-const (
 	// PairChannels is the head width RopePairs draws.
 	PairChannels = 16
 	// GenerateTokens is how many tokens 03-generation generates per run.
@@ -27,6 +23,11 @@ const (
 	// HalfTokens is how many greedy tokens the half-precision comparison generates per prompt.
 	HalfTokens = 32
 )
+
+// HalfQuestions returns the prompts of the half-precision comparison on a real Qwen3.
+func HalfQuestions() []string {
+	return []string{Question, "Write a haiku about float32.", "What is 17 times 23?"}
+}
 
 // AnglePairs are the RoPE pairs RopeAngles draws for a head of headDim channels: the fastest, the
 // next, and a few slower ones up to the slowest.
@@ -41,8 +42,8 @@ func AnglePairs(headDim int) []int {
 	return out
 }
 
-// AnglePositions are the positions RopeAngles draws.
-var AnglePositions = []int{0, 1, 2, 3, 4, 8, 64, 1000, 30000}
+// AnglePositions returns the positions RopeAngles draws in 02-rope.
+func AnglePositions() []int { return []int{0, 1, 2, 3, 4, 8, 64, 1000, 30000} }
 
 // Set is every output of All.
 type Set struct {
@@ -129,7 +130,7 @@ func (set *Set) addRope(src *Source, cfg octlm.Config, logf func(format string, 
 		return err
 	}
 	set.Figures = append(set.Figures, f)
-	f, t, err := RopeAngles(cfg.HeadWidth(), cfg.Base(), AnglePairs(cfg.HeadWidth()), AnglePositions)
+	f, t, err := RopeAngles(cfg.HeadWidth(), cfg.Base(), AnglePairs(cfg.HeadWidth()), AnglePositions())
 	if err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func (set *Set) addGeneration(src *Source) error {
 		return err
 	}
 	set.Snippets = append(set.Snippets, sn)
-	prompts, err := Prompts(src, tok, HalfQuestions)
+	prompts, err := Prompts(src, tok, HalfQuestions())
 	if err != nil {
 		return err
 	}

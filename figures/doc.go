@@ -1,8 +1,9 @@
 // Package figures computes the figures and tables of octlm's notebooks from the project's own
-// packages: the safetensors header anatomy and its strict checks (01-loading), RoPE's channel
-// pairing and what the wrong one costs (02-rope), tokens, chat prompts, generation speed and
-// half-precision tokens (03-generation), and the logit parity protocol's error statistics
-// (04-parity).
+// packages: the bundled checkpoint's bytes per tensor (00-setup), the safetensors header
+// anatomy and its strict checks (01-loading), RoPE's channel pairing and what the wrong one costs
+// (02-rope), tokens, chat prompts, generation speed and half-precision tokens (03-generation),
+// the logit parity protocol's error statistics (04-parity), and Qwen3.5's hybrid stack, its cache
+// growth against Qwen3's and the layer-by-layer trace (05-qwen35).
 //
 // Every figure is a function returning a Figure (SVG bytes, drawn by hand: no plotting library,
 // no font files) and/or a Table (caption, header, rows of text). The notebooks call these

@@ -461,7 +461,7 @@ func TestRopeAngles(t *testing.T) {
 	if !slices.Equal(pairs, []int{0, 1, 8, 16, 32, 63}) {
 		t.Errorf("AnglePairs(128) = %v", pairs)
 	}
-	fig, tab, err := RopeAngles(128, 1e6, pairs, AnglePositions)
+	fig, tab, err := RopeAngles(128, 1e6, pairs, AnglePositions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +469,7 @@ func TestRopeAngles(t *testing.T) {
 	if got := len(d.groups["series"]); got != len(pairs) {
 		t.Errorf("%d rows of dials, want %d", got, len(pairs))
 	}
-	if got, want := strings.Count(string(fig.SVG), `class="hand"`), len(pairs)*len(AnglePositions); got != want {
+	if got, want := strings.Count(string(fig.SVG), `class="hand"`), len(pairs)*len(AnglePositions()); got != want {
 		t.Errorf("%d dial hands, want %d", got, want)
 	}
 	inv := octlm.InvFreq(128, 1e6)
@@ -485,7 +485,7 @@ func TestRopeAngles(t *testing.T) {
 			t.Errorf("pair %d: channels %q %q", i, tab.Rows[r][1], tab.Rows[r][2])
 		}
 	}
-	if _, _, err := RopeAngles(128, 1e6, []int{64}, AnglePositions); err == nil {
+	if _, _, err := RopeAngles(128, 1e6, []int{64}, AnglePositions()); err == nil {
 		t.Error("pair 64 of a 128-channel head: no error")
 	}
 }
@@ -685,7 +685,7 @@ func TestGenerationAndHalf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompts, err := Prompts(tinySource, tok, HalfQuestions)
+	prompts, err := Prompts(tinySource, tok, HalfQuestions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -895,7 +895,7 @@ func TestSourceWithoutReference(t *testing.T) {
 		t.Errorf("tokenizer from %q with %d tokens", from, tok.VocabSize())
 	}
 	// Without cases.json or a reference, a tiny vocabulary has no prompts.
-	if _, err := Prompts(src, tok, HalfQuestions); err == nil {
+	if _, err := Prompts(src, tok, HalfQuestions()); err == nil {
 		t.Error("Prompts: no error")
 	}
 }

@@ -1,7 +1,6 @@
 package figures
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,42 +17,10 @@ import (
 	"github.com/octlm/octlm/units"
 )
 
-// hybridConfig is the part of a Qwen3.5 config.json (the multimodal wrapper's text_config, or
-// the text-only form) that HybridStack reads.
-type hybridConfig struct {
-	LayerTypes   []string `json:"layer_types"`
-	Layers       int      `json:"num_hidden_layers"`
-	KVHeads      int      `json:"num_key_value_heads"`
-	HeadDim      int      `json:"head_dim"`
-	KeyHeads     int      `json:"linear_num_key_heads"`
-	ValueHeads   int      `json:"linear_num_value_heads"`
-	KeyHeadDim   int      `json:"linear_key_head_dim"`
-	ValueHeadDim int      `json:"linear_value_head_dim"`
-	ConvKernel   int      `json:"linear_conv_kernel_dim"`
-}
-
-func readHybridConfig(dir string) (hybridConfig, error) {
-	path := filepath.Join(dir, "config.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return hybridConfig{}, fmt.Errorf("figures: %w", err)
-	}
-	var wrapper struct {
-		Text *hybridConfig `json:"text_config"`
-	}
-	var c hybridConfig
-	if err := json.Unmarshal(data, &wrapper); err != nil {
-		return c, fmt.Errorf("figures: %s: %w", path, err)
-	}
-	if wrapper.Text != nil {
-		c = *wrapper.Text
-	} else if err := json.Unmarshal(data, &c); err != nil {
-		return c, fmt.Errorf("figures: %s: %w", path, err)
-	}
-	if len(c.LayerTypes) == 0 || len(c.LayerTypes) != c.Layers {
-		return c, fmt.Errorf("figures: %s: %d layer_types for %d layers: not a Qwen3.5 config", path, len(c.LayerTypes), c.Layers)
-	}
-	return c, nil
+// readHybridConfig reads a Qwen3.5 config.json with octlm's parser (bounded read, checked
+// fields); the one call to re-point when that parser's name changes.
+func readHybridConfig(dir string) (octlm.Qwen35Config, error) {
+	return octlm.ReadQwen35Config(filepath.Join(dir, "config.json"))
 }
 
 // HybridStack tabulates a Qwen3.5 checkpoint layer by layer: the layer type, its token mixer's
@@ -79,7 +46,7 @@ func HybridStack(dir string, positions int) (Table, error) {
 		Header: []string{"layer", "type", "token mixer weights", "cache holds", "cache bytes"}}
 	for i, kind := range c.LayerTypes {
 		mixer := "self_attn."
-		if kind == "linear_attention" {
+		if kind == octlm.LinearAttention {
 			mixer = "linear_attn."
 		}
 		var ws []string
@@ -96,13 +63,13 @@ func HybridStack(dir string, positions int) (Table, error) {
 		var holds string
 		var bytes int64
 		switch kind {
-		case "full_attention":
+		case octlm.FullAttention:
 			holds = fmt.Sprintf("K and V [%d positions, %d kv heads, %d]", positions, c.KVHeads, c.HeadDim)
 			bytes = int64(2*positions*c.KVHeads*c.HeadDim) * 4
-		case "linear_attention":
-			conv := 2*c.KeyHeads*c.KeyHeadDim + c.ValueHeads*c.ValueHeadDim
-			holds = fmt.Sprintf("convolution state [%d, %d] + S [%d value heads, %d, %d]", c.ConvKernel-1, conv, c.ValueHeads, c.KeyHeadDim, c.ValueHeadDim)
-			bytes = int64((c.ConvKernel-1)*conv+c.ValueHeads*c.KeyHeadDim*c.ValueHeadDim) * 4
+		case octlm.LinearAttention:
+			conv := c.ConvDim()
+			holds = fmt.Sprintf("convolution state [%d, %d] + S [%d value heads, %d, %d]", c.ConvKernel-1, conv, c.LinValueHeads, c.LinKeyDim, c.LinValueDim)
+			bytes = int64((c.ConvKernel-1)*conv+c.LinValueHeads*c.LinKeyDim*c.LinValueDim) * 4
 		default:
 			return Table{}, fmt.Errorf("figures: %s: layer %d: layer type %q", dir, i, kind)
 		}
@@ -174,18 +141,6 @@ func CacheGrowth(backend compute.Backend, tmp string) (Figure, Table, error) {
 // TraceTable tabulates one case's trace (parity.Trace): the largest error of every hidden state
 // against the reference's activations, and where it parts.
 func TraceTable(label string, tr parity.CaseTrace) Table {
-	t := Table{Name: "05-trace", Caption: fmt.Sprintf("%s, case %d: hidden states against the reference's activations", label, tr.Case),
-		Header: []string{"hidden state", "type", "max |Δ|", "at position", "scaled", "first position past the tolerance"}}
-	for _, l := range tr.Layers {
-		name := "embedding"
-		if l.Layer >= 0 {
-			name = "after layer " + strconv.Itoa(l.Layer)
-		}
-		first := "—"
-		if l.FirstParted >= 0 {
-			first = strconv.Itoa(l.FirstParted)
-		}
-		t.Rows = append(t.Rows, []string{name, l.Type, fmt.Sprintf("%.2e", l.MaxAbsoluteError), strconv.Itoa(l.MaxPosition), fmt.Sprintf("%.2e", l.Scaled), first})
-	}
-	return t
+	return Table{Name: "05-trace", Caption: fmt.Sprintf("%s, case %d: hidden states against the reference's activations", label, tr.Case),
+		Header: parity.TraceHeader(), Rows: tr.Rows()}
 }

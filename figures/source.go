@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/gomlx/compute"
 
@@ -32,7 +31,7 @@ const (
 type Options struct {
 	Model     string    // checkpoint folder or Hub name (Qwen/Qwen3-0.6B[@revision]); "" is the bundled tiny-qwen3
 	Reference string    // reference folder (reference-logits-N.safetensors); "" is MODEL/reference when it exists
-	Backend   string    // xla.Open's name; "" is $GOMLX_BACKEND, else a PJRT plugin if found, else go (never onnx: no bfloat16)
+	Backend   string    // xla.Open's name; "" is $GOMLX_BACKEND, else xla.Choose's automatic choice for small graphs (a PJRT plugin if found, else go)
 	Progress  io.Writer // Hub download progress; nil for silence
 }
 
@@ -44,7 +43,7 @@ type Source struct {
 	Backend   compute.Backend
 	Info      xla.Info
 	tmp       string          // temporary folder of extracted files, removed by Close
-	half      compute.Backend // the pure-Go backend half-precision loads run on when Backend is ONNX Runtime
+	half      compute.Backend // the pure-Go backend that loads in a dtype Backend cannot run use (ONNX Runtime and bf16)
 }
 
 // OpenEnv opens the source the notebooks use: OCTLM_MODEL (else the bundled checkpoint),
@@ -87,20 +86,12 @@ func Open(opts Options) (s *Source, err error) {
 	return s, nil
 }
 
-// openBackend opens the backend named (or $GOMLX_BACKEND). The automatic choice never takes
-// ONNX Runtime here: it compiles each graph first, which costs the notebooks' small models more
-// than it saves, so the pure-Go backend runs them, saying why. Asked for, ONNX Runtime runs the
-// float32 figures and the pure-Go backend the half-precision ones (see load).
+// openBackend opens the backend named (or $GOMLX_BACKEND), else xla.Choose's automatic choice
+// for the notebooks' small graphs, which passes ONNX Runtime over for the pure-Go backend,
+// saying why. Asked for, ONNX Runtime runs the float32 figures and the pure-Go backend the
+// half-precision ones (see load).
 func openBackend(name string) (compute.Backend, xla.Info, error) {
-	if strings.TrimSpace(name) != "" || strings.TrimSpace(os.Getenv(xla.EnvBackend)) != "" {
-		return xla.Open(name)
-	}
-	if auto, _, _ := xla.DefaultPlaces().AutoName(); auto != xla.ONNX {
-		return xla.Open("")
-	}
-	b, info, err := xla.Open(xla.Go)
-	info.Reason = "automatic: ONNX Runtime found, but the pure-Go backend runs the notebooks' small graphs sooner (" + xla.EnvBackend + "=onnx to use it)"
-	return b, info, err
+	return xla.Choose(xla.Job{Backend: name, SmallGraphs: true})
 }
 
 // Close finalizes the backend and removes extracted files.
@@ -148,11 +139,11 @@ func (s *Source) Load(dtype octlm.DType, mutate func(*octlm.Config)) (*octlm.Mod
 
 func (s *Source) load(opts octlm.LoadOptions, mutate func(*octlm.Config)) (*octlm.Model, error) {
 	opts.Backend = s.Backend
-	if opts.DType != octlm.Float32 && s.Info.Name == xla.ONNX {
+	if !s.Info.Engine.Suits(string(opts.DType)) {
 		if s.half == nil {
 			b, _, err := xla.Open(xla.Go)
 			if err != nil {
-				return nil, fmt.Errorf("figures: the pure-Go backend for %s (ONNX Runtime's CPU kernels cannot run it): %w", opts.DType, err)
+				return nil, fmt.Errorf("figures: the pure-Go backend for %s (%s cannot run it): %w", opts.DType, s.Info.Name, err)
 			}
 			s.half = b
 		}
@@ -184,34 +175,13 @@ func (s *Source) load(opts octlm.LoadOptions, mutate func(*octlm.Config)) (*octl
 }
 
 // ReadReference reads the reference logits, checked against the model's configuration and, when
-// the checkpoint folder has one, its cases.json.
+// the checkpoint folder has one, its cases.json (parity.OpenReference).
 func (s *Source) ReadReference() (*parity.Reference, error) {
 	if s.Reference == "" {
 		return nil, fmt.Errorf("figures: %s has no reference folder: compute one with parity/reference.py and set %s (or put it in %s)",
-			s.Label, EnvReference, filepath.Join(s.Dir, "reference"))
+			s.Label, EnvReference, filepath.Join(s.Dir, parity.ReferenceDirName))
 	}
-	ref, err := parity.ReadReference(s.Reference)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := s.Config()
-	if err != nil {
-		return nil, err
-	}
-	if err := ref.Check(cfg); err != nil {
-		return nil, err
-	}
-	cases := filepath.Join(s.Dir, parity.CasesFileName)
-	if _, err := os.Stat(cases); err == nil && s.Reference == filepath.Join(s.Dir, "reference") {
-		ids, err := parity.ReadCases(cases)
-		if err != nil {
-			return nil, err
-		}
-		if err := ref.CheckCases(ids); err != nil {
-			return nil, err
-		}
-	}
-	return ref, nil
+	return parity.OpenReference(s.Dir, s.Reference, 0)
 }
 
 // Tokenizer loads the checkpoint's tokenizer, or Qwen3's (embedded in package synth) when the

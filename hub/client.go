@@ -56,14 +56,17 @@ func effectivePort(u *url.URL) string {
 	return ""
 }
 
-// client returns a copy of c whose redirects drop the token unless they stay on the endpoint's
-// scheme, host and port (Go's own rule compares host names only, so a redirect to another port
-// of the same host would carry it), and that follows no redirect at all when follow is false.
-func (h *repoClient) client(c *http.Client, follow bool) *http.Client {
+// client returns a copy of c that follows redirects, resolving Location as a URL reference
+// against the request's URL (RFC 3986: "//host/path", "/path" and "../x" as well as absolute
+// URLs), but drops the token unless the redirect stays on the endpoint's scheme, host and port
+// (Go's own rule compares host names only, so a redirect to another port or scheme of the same
+// host, or to a subdomain, would carry it). A redirect response for which answer reports true
+// is returned as the answer itself instead of being followed (nil: every redirect is followed).
+func (h *repoClient) client(c *http.Client, answer func(*http.Response) bool) *http.Client {
 	cc := *c
 	check := c.CheckRedirect
 	cc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if !follow {
+		if answer != nil && req.Response != nil && answer(req.Response) {
 			return http.ErrUseLastResponse
 		}
 		if !h.sameOrigin(req.URL) {
@@ -98,17 +101,31 @@ func (h *repoClient) request(ctx context.Context, method, u string, hdr map[stri
 // maxRetries bounds how often send asks again after a 429 or 503 with a Retry-After.
 const maxRetries = 3
 
+// limit bounds one exchange with the Hub: a request, the redirects it follows and its whole
+// answer, body included.
+type limit struct {
+	deadline time.Duration
+	setting  string // what the deadline is and what sets it, named when it is missed
+	minRate  int64  // for a download, bytes per second on average once RequestTimeout has passed; 0 for no check
+}
+
+// metadataLimit bounds a metadata request (the revision lookup, a HEAD on a resolve URL).
+func (h *repoClient) metadataLimit() limit {
+	return limit{deadline: h.opts.MetadataTimeout, setting: "the deadline of a metadata request, set by " + h.opts.metadataVar}
+}
+
 // send makes a request, asking again (at most maxRetries times) when the Hub answers 429 or 503
 // with a Retry-After of at most MaxRetryWait. Each attempt has a watchdog on top of the client's
 // own timeouts, so that even a caller's Client cannot wait forever: the response headers must
 // arrive within ConnectTimeout + ResponseTimeout of the start, then body bytes at least every
-// StallTimeout, and the whole answer, body included, within deadline; with minRate > 0, once
-// RequestTimeout has passed the body must also have come at minRate bytes per second on average
-// since then (a Hub trickling a byte at a time is cut off long before deadline). A failure to
-// get an answer matches ErrUnreachable. The returned response's Body must be closed.
-func (h *repoClient) send(ctx context.Context, client *http.Client, method, u string, hdr map[string]string, deadline time.Duration, minRate int64) (*http.Response, error) {
+// StallTimeout, and the whole answer, redirects and body included, within lim.deadline; with
+// lim.minRate > 0, once RequestTimeout has passed the body must also have come at minRate bytes
+// per second on average since then (a Hub trickling a byte at a time is cut off long before the
+// deadline). A failure to get an answer matches ErrUnreachable. The returned response's Body
+// must be closed.
+func (h *repoClient) send(ctx context.Context, client *http.Client, method, u string, hdr map[string]string, lim limit) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		resp, err := h.sendOnce(ctx, client, method, u, hdr, deadline, minRate)
+		resp, err := h.sendOnce(ctx, client, method, u, hdr, lim)
 		if err != nil {
 			if ctx.Err() != nil { // the caller gave up (an interrupt): not the Hub's failure
 				return nil, err
@@ -134,7 +151,6 @@ func (h *repoClient) send(ctx context.Context, client *http.Client, method, u st
 	}
 }
 
-// retryAfter reads a Retry-After header: seconds, or an HTTP date.
 func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -152,9 +168,9 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-func (h *repoClient) sendOnce(ctx context.Context, client *http.Client, method, u string, hdr map[string]string, deadline time.Duration, minRate int64) (*http.Response, error) {
+func (h *repoClient) sendOnce(ctx context.Context, client *http.Client, method, u string, hdr map[string]string, lim limit) (*http.Response, error) {
 	headers := h.opts.ConnectTimeout + h.opts.ResponseTimeout
-	ctx, cancelDeadline := context.WithTimeoutCause(ctx, deadline, fmt.Errorf("no complete answer within %v (the request's deadline, OCTLM_HUB_TIMEOUT)", deadline))
+	ctx, cancelDeadline := context.WithTimeoutCause(ctx, lim.deadline, fmt.Errorf("no complete answer within %v (%s)", lim.deadline, lim.setting))
 	ctx, cancel := context.WithCancelCause(ctx)
 	w := &watchdog{ctx: ctx, cancel: cancel, cancelDeadline: cancelDeadline}
 	w.timer = time.AfterFunc(headers, func() { cancel(fmt.Errorf("no answer within %v", headers)) })
@@ -169,9 +185,9 @@ func (h *repoClient) sendOnce(ctx context.Context, client *http.Client, method, 
 		return nil, w.explain(err)
 	}
 	w.timer.Stop()
-	w.timer = time.AfterFunc(h.opts.StallTimeout, func() { cancel(fmt.Errorf("no data for %v", h.opts.StallTimeout)) })
+	w.timer = time.AfterFunc(h.opts.StallTimeout, func() { cancel(fmt.Errorf("no data for %v (%s)", h.opts.StallTimeout, EnvDownloadTimeout)) })
 	resp.Body = &watchedBody{ReadCloser: resp.Body, w: w, stall: h.opts.StallTimeout,
-		start: time.Now(), grace: h.opts.RequestTimeout, minRate: minRate}
+		start: time.Now(), grace: h.opts.RequestTimeout, minRate: lim.minRate}
 	return resp, nil
 }
 
@@ -192,7 +208,7 @@ func (w *watchdog) explain(err error) error {
 		return err
 	}
 	cause := context.Cause(w.ctx)
-	if cause == nil || errors.Is(cause, context.Canceled) {
+	if cause == nil || errors.Is(cause, context.Canceled) || errors.Is(err, cause) { // the transport may return the cause itself
 		return err
 	}
 	return fmt.Errorf("%v: %w", cause, err)
@@ -217,7 +233,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.w.timer.Reset(b.stall)
 		b.got += int64(n)
 		if late := time.Since(b.start) - b.grace; b.minRate > 0 && late > 0 && float64(b.got) < late.Seconds()*float64(b.minRate) && err == nil {
-			b.w.cancel(fmt.Errorf("slower than %d bytes/s on average after %v (%d bytes in %v)", b.minRate, b.grace, b.got, time.Since(b.start).Round(time.Millisecond)))
+			b.w.cancel(fmt.Errorf("slower than %d bytes/s on average after %v (%s) (%d bytes in %v)", b.minRate, b.grace, EnvTimeout, b.got, time.Since(b.start).Round(time.Millisecond)))
 			err = context.Canceled
 		}
 	}

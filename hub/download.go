@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/internal/progress"
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/units"
 )
@@ -198,7 +199,7 @@ func (h *repoClient) download(ctx context.Context, commit, name string, meta fil
 	if st, err := os.Lstat(part); err == nil && st.Mode().IsRegular() && st.Size() <= meta.size {
 		have = st.Size()
 	}
-	if free := freeBytes(filepath.Dir(blob)); free >= 0 && meta.size-have > free {
+	if free := sysinfo.FreeDiskBytes(filepath.Dir(blob)); free >= 0 && meta.size-have > free {
 		return fmt.Errorf("hub: %s: %s needs %s more on disk, %s is free in %s: refused before downloading",
 			h.repo, name, units.Bytes(meta.size-have), units.Bytes(free), filepath.Dir(blob))
 	}
@@ -231,7 +232,9 @@ func (h *repoClient) download(ctx context.Context, commit, name string, meta fil
 			hdr["Range"] = fmt.Sprintf("bytes=%d-", have)
 		}
 		deadline := h.opts.RequestTimeout + time.Duration(float64(meta.size-have)/float64(h.opts.MinDownloadRate)*float64(time.Second))
-		resp, err := h.send(ctx, h.client(h.opts.Client, true), http.MethodGet, h.resolveURL(commit, name), hdr, deadline, h.opts.MinDownloadRate)
+		lim := limit{deadline: deadline, minRate: h.opts.MinDownloadRate,
+			setting: fmt.Sprintf("the download's deadline, %s plus 1 s per %d bytes to fetch", EnvTimeout, h.opts.MinDownloadRate)}
+		resp, err := h.send(ctx, h.client(h.opts.Client, nil), http.MethodGet, h.resolveURL(commit, name), hdr, lim)
 		if err != nil {
 			return fmt.Errorf("hub: downloading %s: %w (run again to resume)", name, err)
 		}

@@ -24,22 +24,25 @@ import (
 	"github.com/octlm/octlm/loader"
 )
 
-// DefaultFiles are the file patterns (path.Match against the repository path) Resolve
+// DefaultFiles returns the file patterns (path.Match against the repository path) Resolve
 // downloads: what a checkpoint needs, not the README or the duplicate vocab.json/merges.txt.
-var DefaultFiles = []string{
-	"config.json", "generation_config.json", "*.safetensors", loader.IndexFileName,
-	"tokenizer.json", "tokenizer_config.json",
+func DefaultFiles() []string {
+	return []string{
+		"config.json", "generation_config.json", "*.safetensors", loader.IndexFileName,
+		"tokenizer.json", "tokenizer_config.json",
+	}
 }
 
 // Options configures Resolve. Zero values take the environment's settings, like Python's
 // huggingface_hub: HF_ENDPOINT, HF_HUB_CACHE / HF_HOME, HF_TOKEN (or the token file written by
-// `huggingface-cli login`) and HF_HUB_OFFLINE; and OCTLM_HUB_TIMEOUT.
+// `huggingface-cli login`), HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT; and
+// octlm's own OCTLM_HUB_TIMEOUT.
 type Options struct {
 	Endpoint string       // default $HF_ENDPOINT, else https://huggingface.co
 	CacheDir string       // default CacheDir()
 	Token    string       // default $HF_TOKEN, else the token file; sent to the endpoint's origin only
 	Offline  bool         // never touch the network; also set by HF_HUB_OFFLINE=1
-	Files    []string     // patterns of files to fetch; default DefaultFiles
+	Files    []string     // patterns of files to fetch; default DefaultFiles()
 	Progress io.Writer    // download and hashing progress, warnings; nil for silence
 	Client   *http.Client // default: a client with ConnectTimeout and ResponseTimeout
 
@@ -49,33 +52,80 @@ type Options struct {
 	// default 30 s. A Hub that accepts connections but never answers is then treated like an
 	// unreachable one (the cached snapshot is used when there is one).
 	ResponseTimeout time.Duration
-	// StallTimeout bounds a wait for the next bytes of a response body; default 60 s.
+	// MetadataTimeout is the deadline of one metadata request (the revision lookup, the HEAD
+	// that reads a file's ETag and size), from sending it to the last byte of its answer, the
+	// redirects it follows and its body included: a Hub that trickles its answer is cut off
+	// then, and the cached snapshot used when there is one. Default $HF_HUB_ETAG_TIMEOUT
+	// (seconds, as huggingface_hub reads it), else RequestTimeout when that is given (as an
+	// option or by $OCTLM_HUB_TIMEOUT), else 10 s.
+	MetadataTimeout time.Duration
+	// StallTimeout bounds a wait for the next bytes of a response body, in practice a
+	// download's (huggingface_hub's download timeout): default $HF_HUB_DOWNLOAD_TIMEOUT
+	// (seconds), else 60 s.
 	StallTimeout time.Duration
-	// RequestTimeout bounds one request and its whole answer, so that a Hub trickling a byte
-	// now and then cannot hold a run forever: default $OCTLM_HUB_TIMEOUT (a Go duration such
-	// as 90s or 5m, or seconds), else 1 minute. A download gets one more second for every
-	// MinDownloadRate bytes it has to fetch, and is cut off (to be resumed by the next run)
-	// when, RequestTimeout after it began, it has not averaged MinDownloadRate since.
+	// RequestTimeout bounds a download, so that a Hub trickling a byte now and then cannot hold
+	// a run forever: default $OCTLM_HUB_TIMEOUT (a Go duration such as 90s or 5m, or seconds),
+	// else 1 minute. A download gets RequestTimeout plus one second for every MinDownloadRate
+	// bytes it has to fetch, and is cut off (to be resumed by the next run) when, RequestTimeout
+	// after it began, it has not averaged MinDownloadRate since. When given, it is also the
+	// metadata deadline unless MetadataTimeout or $HF_HUB_ETAG_TIMEOUT is set.
 	RequestTimeout time.Duration
 	// MinDownloadRate is the slowest download (bytes per second) accepted; default 32 KiB/s.
 	MinDownloadRate int64
 	// MaxRetryWait is the longest Retry-After (HTTP 429, 503) that is waited for before asking
 	// again, up to 3 times; a longer one is not waited for. Default 10 s.
 	MaxRetryWait time.Duration
+
+	metadataVar string // the variable to name when the metadata deadline is missed
 }
 
 // Default Hub client timeouts (see Options).
 const (
 	DefaultConnectTimeout  = 10 * time.Second
 	DefaultResponseTimeout = 30 * time.Second
+	DefaultMetadataTimeout = 10 * time.Second
 	DefaultStallTimeout    = 60 * time.Second
 	DefaultRequestTimeout  = time.Minute
 	DefaultMinDownloadRate = 32 << 10
 	DefaultMaxRetryWait    = 10 * time.Second
 )
 
-// EnvTimeout names the variable that sets Options.RequestTimeout.
-const EnvTimeout = "OCTLM_HUB_TIMEOUT"
+// The variables that set the Hub client's timeouts: huggingface_hub's names for the metadata
+// deadline (Options.MetadataTimeout) and the download timeout (Options.StallTimeout), both in
+// seconds, and octlm's own for the download deadline (Options.RequestTimeout).
+const (
+	EnvMetadataTimeout = "HF_HUB_ETAG_TIMEOUT"
+	EnvDownloadTimeout = "HF_HUB_DOWNLOAD_TIMEOUT"
+	EnvTimeout         = "OCTLM_HUB_TIMEOUT"
+)
+
+// maxTimeoutSeconds bounds a timeout read from the environment (about 31 years): beyond it the
+// value is a mistake, and it would overflow a time.Duration.
+const maxTimeoutSeconds = 1e9
+
+// envTimeout reads the variable name as a positive number of seconds (fractions allowed) or,
+// with goDuration, also as a Go duration such as 90s or 5m. ok is false when it is unset or
+// empty; a value that is neither is an error naming the variable.
+func envTimeout(name string, goDuration bool) (d time.Duration, ok bool, err error) {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return 0, false, nil
+	}
+	if n, perr := strconv.ParseFloat(v, 64); perr == nil {
+		if d = time.Duration(n * float64(time.Second)); n > 0 && n <= maxTimeoutSeconds && d > 0 {
+			return d, true, nil
+		}
+	} else if goDuration {
+		if d, derr := time.ParseDuration(v); derr == nil && d > 0 {
+			return d, true, nil
+		}
+	}
+	want := "a positive number of seconds such as 10 or 2.5"
+	if goDuration {
+		want = "a positive duration such as 90s or 5m, or a number of seconds"
+	}
+	return 0, false, fmt.Errorf("hub: %s=%.40q: want %s", name, v, want)
+}
 
 // CacheDir is the Hugging Face cache folder shared with Python: $HF_HUB_CACHE, else
 // $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
@@ -142,7 +192,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Offline = true
 	}
 	if o.Files == nil {
-		o.Files = DefaultFiles
+		o.Files = DefaultFiles()
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
@@ -151,20 +201,42 @@ func (o Options) withDefaults() (Options, error) {
 		o.ResponseTimeout = DefaultResponseTimeout
 	}
 	if o.StallTimeout <= 0 {
+		d, ok, err := envTimeout(EnvDownloadTimeout, false)
+		if err != nil {
+			return o, err
+		}
 		o.StallTimeout = DefaultStallTimeout
+		if ok {
+			o.StallTimeout = d
+		}
 	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = DefaultRequestTimeout
-		if v := os.Getenv(EnvTimeout); v != "" {
-			d, err := time.ParseDuration(v)
-			if n, nerr := strconv.ParseFloat(v, 64); nerr == nil {
-				d, err = time.Duration(n*float64(time.Second)), nil
-			}
-			if err != nil || d <= 0 {
-				return o, fmt.Errorf("hub: %s=%.40q: want a positive duration such as 90s or 5m", EnvTimeout, v)
-			}
+	requestGiven := o.RequestTimeout > 0
+	if !requestGiven {
+		d, ok, err := envTimeout(EnvTimeout, true)
+		if err != nil {
+			return o, err
+		}
+		o.RequestTimeout, requestGiven = DefaultRequestTimeout, ok
+		if ok {
 			o.RequestTimeout = d
 		}
+	}
+	if o.MetadataTimeout <= 0 {
+		d, ok, err := envTimeout(EnvMetadataTimeout, false)
+		switch {
+		case err != nil:
+			return o, err
+		case ok:
+			o.MetadataTimeout = d
+		case requestGiven:
+			o.MetadataTimeout = o.RequestTimeout // OCTLM_HUB_TIMEOUT bounded every request before HF_HUB_ETAG_TIMEOUT was read
+			o.metadataVar = EnvTimeout + ", " + EnvMetadataTimeout + " being unset"
+		default:
+			o.MetadataTimeout = DefaultMetadataTimeout
+		}
+	}
+	if o.metadataVar == "" {
+		o.metadataVar = EnvMetadataTimeout + " in seconds"
 	}
 	if o.MinDownloadRate <= 0 {
 		o.MinDownloadRate = DefaultMinDownloadRate
@@ -508,7 +580,7 @@ type repoClient struct {
 // patterns of the options.
 func (h *repoClient) revisionInfo(ctx context.Context, rev string) (string, []string, error) {
 	u := h.opts.Endpoint + "/api/models/" + h.repo + "/revision/" + url.PathEscape(rev)
-	resp, err := h.send(ctx, h.client(h.opts.Client, true), http.MethodGet, u, nil, h.opts.RequestTimeout, 0)
+	resp, err := h.send(ctx, h.client(h.opts.Client, nil), http.MethodGet, u, nil, h.metadataLimit())
 	if err != nil {
 		return "", nil, fmt.Errorf("hub: %s@%s: %w", h.repo, rev, err)
 	}
@@ -561,46 +633,39 @@ func (h *repoClient) resolveURL(commit, name string) string {
 	return h.opts.Endpoint + "/" + h.repo + "/resolve/" + commit + "/" + (&url.URL{Path: name}).EscapedPath()
 }
 
-// head fetches file metadata without following redirects to the CDN (the Hub puts the LFS
-// ETag and size on the redirect itself, as X-Linked-Etag and X-Linked-Size).
+// head fetches file metadata. It follows redirects (a renamed repository, wherever Location
+// points) except the LFS one to the CDN: the Hub puts the LFS ETag and size on that redirect
+// itself, as X-Linked-Etag and X-Linked-Size. The redirects followed are part of the one
+// request, within its metadata deadline.
 func (h *repoClient) head(ctx context.Context, commit, name string) (fileMeta, error) {
-	client := h.client(h.opts.Client, false)
-	u := h.resolveURL(commit, name)
-	for range 5 {
-		resp, err := h.send(ctx, client, http.MethodHead, u, map[string]string{"Accept-Encoding": "identity"}, h.opts.RequestTimeout, 0)
-		if err != nil {
-			return fileMeta{}, fmt.Errorf("hub: %s: %s: %w", h.repo, name, err)
-		}
-		resp.Body.Close()
-		loc := resp.Header.Get("Location")
-		if resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("X-Linked-Etag") == "" && strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
-			u = h.opts.Endpoint + loc // relative redirect: a renamed repository
-			continue
-		}
-		if resp.StatusCode >= 400 {
-			return fileMeta{}, statusError(resp, h.repo+": "+name)
-		}
-		m := fileMeta{commit: resp.Header.Get("X-Repo-Commit")}
-		m.etag = resp.Header.Get("X-Linked-Etag")
-		if m.etag == "" {
-			m.etag = resp.Header.Get("ETag")
-		}
-		m.etag = strings.Trim(strings.TrimPrefix(m.etag, "W/"), `"`)
-		sizeText := resp.Header.Get("X-Linked-Size")
-		if sizeText == "" {
-			sizeText = resp.Header.Get("Content-Length")
-		}
-		m.size, err = strconv.ParseInt(sizeText, 10, 64)
-		if err != nil || m.size < 0 {
-			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub gave no usable size (%.40q)", h.repo, name, sizeText)
-		}
-		if !etagPattern.MatchString(m.etag) {
-			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub gave no usable ETag (%.80q)", h.repo, name, m.etag)
-		}
-		if m.commit != commit {
-			return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub answered for commit %.60q, asked %s", h.repo, name, m.commit, commit)
-		}
-		return m, nil
+	client := h.client(h.opts.Client, func(r *http.Response) bool { return r.Header.Get("X-Linked-Etag") != "" })
+	resp, err := h.send(ctx, client, http.MethodHead, h.resolveURL(commit, name), map[string]string{"Accept-Encoding": "identity"}, h.metadataLimit())
+	if err != nil {
+		return fileMeta{}, fmt.Errorf("hub: %s: %s: %w", h.repo, name, err)
 	}
-	return fileMeta{}, fmt.Errorf("hub: %s: %s: too many redirects", h.repo, name)
+	resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return fileMeta{}, statusError(resp, h.repo+": "+name)
+	}
+	m := fileMeta{commit: resp.Header.Get("X-Repo-Commit")}
+	m.etag = resp.Header.Get("X-Linked-Etag")
+	if m.etag == "" {
+		m.etag = resp.Header.Get("ETag")
+	}
+	m.etag = strings.Trim(strings.TrimPrefix(m.etag, "W/"), `"`)
+	sizeText := resp.Header.Get("X-Linked-Size")
+	if sizeText == "" {
+		sizeText = resp.Header.Get("Content-Length")
+	}
+	m.size, err = strconv.ParseInt(sizeText, 10, 64)
+	if err != nil || m.size < 0 {
+		return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub gave no usable size (%.40q)", h.repo, name, sizeText)
+	}
+	if !etagPattern.MatchString(m.etag) {
+		return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub gave no usable ETag (%.80q)", h.repo, name, m.etag)
+	}
+	if m.commit != commit {
+		return fileMeta{}, fmt.Errorf("hub: %s: %s: the Hub answered for commit %.60q, asked %s", h.repo, name, m.commit, commit)
+	}
+	return m, nil
 }

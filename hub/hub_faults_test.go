@@ -178,75 +178,64 @@ func TestServerErrors(t *testing.T) {
 	}
 }
 
-// TestRequestDeadline: a Hub that trickles a byte at a time, never stalling long enough for
-// StallTimeout, is cut off by the request's deadline; with the revision cached, the cached
-// snapshot is used.
-func TestRequestDeadline(t *testing.T) {
-	clearHubEnv(t)
-	hub := tinyHub(t)
-	cache, snap := cachedTiny(t, hub)
-	trickle := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusOK)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			w.Write([]byte(" "))
-			w.(http.Flusher).Flush()
-			select {
-			case <-r.Context().Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}))
-	t.Cleanup(trickle.Close)
-	for _, c := range []struct {
-		name    string
-		cache   string
-		wantDir string
-	}{
-		{"cached", cache, snap},
-		{"not cached", t.TempDir(), ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var progress bytes.Buffer
-			opts := Options{Endpoint: trickle.URL, CacheDir: c.cache, Progress: &progress,
-				StallTimeout: 10 * time.Second, RequestTimeout: 300 * time.Millisecond}
-			begin := time.Now()
-			dir, err := resolveBounded(t, "Test/tiny-qwen3", opts)
-			if took := time.Since(begin); took > 5*time.Second {
-				t.Errorf("took %v with a deadline of 0.3 s", took)
-			}
-			text := progress.String()
-			if err != nil {
-				text = err.Error()
-			}
-			if dir != c.wantDir || !strings.Contains(text, "deadline") {
-				t.Errorf("got %q, %v (progress %q); want %q and the deadline named", dir, err, progress.String(), c.wantDir)
-			}
-		})
-	}
-}
-
-// TestTimeoutFromEnvironment: OCTLM_HUB_TIMEOUT sets the request deadline; a bad value is an
-// error naming it.
+// TestTimeoutFromEnvironment: HF_HUB_ETAG_TIMEOUT sets the metadata deadline,
+// HF_HUB_DOWNLOAD_TIMEOUT the download timeout (both seconds, as huggingface_hub reads them),
+// OCTLM_HUB_TIMEOUT the download deadline and, unless HF_HUB_ETAG_TIMEOUT is set, the metadata
+// deadline; a bad value is an error naming its variable.
 func TestTimeoutFromEnvironment(t *testing.T) {
-	clearHubEnv(t)
+	type env map[string]string
+	const s = time.Second
 	for _, c := range []struct {
-		value string
-		want  time.Duration
-	}{{"", DefaultRequestTimeout}, {"90s", 90 * time.Second}, {"5m", 5 * time.Minute}, {"2.5", 2500 * time.Millisecond}, {"soon", 0}, {"-1s", 0}, {"0", 0}} {
-		t.Setenv(EnvTimeout, c.value)
+		env                      env
+		metadata, stall, request time.Duration // all 0: an error naming the one variable of env
+	}{
+		{env{}, DefaultMetadataTimeout, DefaultStallTimeout, DefaultRequestTimeout},
+		{env{EnvTimeout: "90s"}, 90 * s, DefaultStallTimeout, 90 * s},
+		{env{EnvTimeout: "5m"}, 5 * time.Minute, DefaultStallTimeout, 5 * time.Minute},
+		{env{EnvTimeout: "2.5"}, 2500 * time.Millisecond, DefaultStallTimeout, 2500 * time.Millisecond},
+		{env{EnvMetadataTimeout: "3"}, 3 * s, DefaultStallTimeout, DefaultRequestTimeout},
+		{env{EnvMetadataTimeout: "0.25", EnvTimeout: "90s"}, 250 * time.Millisecond, DefaultStallTimeout, 90 * s},
+		{env{EnvDownloadTimeout: "120"}, DefaultMetadataTimeout, 120 * s, DefaultRequestTimeout},
+		{env{EnvDownloadTimeout: " 7 ", EnvMetadataTimeout: "4", EnvTimeout: "1m30s"}, 4 * s, 7 * s, 90 * s},
+		{env{EnvTimeout: "soon"}, 0, 0, 0},
+		{env{EnvTimeout: "-1s"}, 0, 0, 0},
+		{env{EnvTimeout: "0"}, 0, 0, 0},
+		{env{EnvMetadataTimeout: "10s"}, 0, 0, 0}, // seconds only, as in Python
+		{env{EnvMetadataTimeout: "0"}, 0, 0, 0},
+		{env{EnvMetadataTimeout: "NaN"}, 0, 0, 0},
+		{env{EnvMetadataTimeout: "1e300"}, 0, 0, 0},
+		{env{EnvDownloadTimeout: "-5"}, 0, 0, 0},
+		{env{EnvDownloadTimeout: "Inf"}, 0, 0, 0},
+		{env{EnvDownloadTimeout: "1e-12"}, 0, 0, 0},
+	} {
+		clearHubEnv(t)
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
 		o, err := Options{}.withDefaults()
-		if c.want == 0 {
-			if err == nil || !strings.Contains(err.Error(), EnvTimeout) {
-				t.Errorf("%s=%q: %v, want an error naming it", EnvTimeout, c.value, err)
+		if c.metadata == 0 {
+			for k := range c.env {
+				if err == nil || !strings.Contains(err.Error(), k) {
+					t.Errorf("%v: %v, want an error naming %s", c.env, err, k)
+				}
 			}
 			continue
 		}
-		if err != nil || o.RequestTimeout != c.want {
-			t.Errorf("%s=%q: %v, %v; want %v", EnvTimeout, c.value, o.RequestTimeout, err, c.want)
+		if err != nil || o.MetadataTimeout != c.metadata || o.StallTimeout != c.stall || o.RequestTimeout != c.request {
+			t.Errorf("%v: metadata %v, stall %v, request %v, %v; want %v, %v, %v", c.env, o.MetadataTimeout, o.StallTimeout, o.RequestTimeout, err, c.metadata, c.stall, c.request)
 		}
+	}
+	// Options given beat the environment; a RequestTimeout given is also the metadata deadline.
+	clearHubEnv(t)
+	t.Setenv(EnvMetadataTimeout, "3")
+	t.Setenv(EnvDownloadTimeout, "4")
+	o, err := Options{MetadataTimeout: s, StallTimeout: 2 * s}.withDefaults()
+	if err != nil || o.MetadataTimeout != s || o.StallTimeout != 2*s {
+		t.Errorf("options given: metadata %v, stall %v, %v; want 1s, 2s", o.MetadataTimeout, o.StallTimeout, err)
+	}
+	clearHubEnv(t)
+	if o, err := (Options{RequestTimeout: 5 * s}).withDefaults(); err != nil || o.MetadataTimeout != 5*s {
+		t.Errorf("RequestTimeout given: metadata %v, %v; want 5s", o.MetadataTimeout, err)
 	}
 }
 

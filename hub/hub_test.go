@@ -161,7 +161,8 @@ func (h *fakeHub) opts(cache string) Options {
 
 // clearHubEnv keeps the developer's environment out of the tests.
 func clearHubEnv(t *testing.T) {
-	for _, k := range []string{"HF_HUB_OFFLINE", "HF_TOKEN", "HF_ENDPOINT", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN_PATH"} {
+	for _, k := range []string{"HF_HUB_OFFLINE", "HF_TOKEN", "HF_ENDPOINT", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN_PATH",
+		EnvMetadataTimeout, EnvDownloadTimeout, EnvTimeout} {
 		t.Setenv(k, "")
 	}
 	t.Setenv("HF_HOME", t.TempDir())

@@ -188,7 +188,7 @@ func TestInvFreq(t *testing.T) {
 // the parameter count and the weights' names agree with the checkpoint synth writes for it, and
 // only Qwen3-8B has its own head.
 func TestQwenFamily(t *testing.T) {
-	for _, name := range synth.LikeNames {
+	for _, name := range synth.LikeNames() {
 		t.Run(name, func(t *testing.T) {
 			like, err := synth.Like(name)
 			if err != nil {

@@ -147,30 +147,3 @@ var onnxPassedOver = map[string]string{
 	"bf16": "ONNX Runtime cannot run it on the CPU",
 	"f16":  "ONNX Runtime's CPU provider casts float16 weights to float32 on every step (a fifth to a third of its float32 decode, 3x the memory)",
 }
-
-// OpenForDType is Open for a model held in dtype ("f32", "bf16" or "f16"): the automatic choice
-// passes over ONNX Runtime for the half-precision dtypes (onnxPassedOver says why).
-func OpenForDType(name, dtype string) (compute.Backend, Info, error) {
-	if resolved, _ := resolveName(name); resolved != "" || onnxPassedOver[dtype] == "" {
-		return Open(name)
-	}
-	p := DefaultPlaces()
-	pl, auto, why, err := p.autoChoice()
-	if err != nil {
-		return nil, Info{}, err
-	}
-	var b compute.Backend
-	var info Info
-	switch {
-	case pl != nil:
-		b, info, err = openPlugin(*pl, "", why)
-	case auto == ONNX:
-		b, info, err = openGo("", why+"; passed over for "+dtype+": "+onnxPassedOver[dtype])
-	default:
-		b, info, err = openGo("", why)
-	}
-	if err == nil {
-		info.Engine, info.Automatic = EngineOf(b), true
-	}
-	return b, info, err
-}

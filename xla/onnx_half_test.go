@@ -142,9 +142,9 @@ func TestONNXMemoryOptions(t *testing.T) {
 	}
 }
 
-// TestOpenForDTypeHalf: where the automatic choice would take ONNX Runtime, it passes over it for
+// TestChooseHalf: where the automatic choice would take ONNX Runtime, it passes over it for
 // both half-precision dtypes and says why on the backend line; float32 keeps it.
-func TestOpenForDTypeHalf(t *testing.T) {
+func TestChooseHalf(t *testing.T) {
 	t.Setenv(EnvBackend, "")
 	if name, _, _ := DefaultPlaces().AutoName(); name != ONNX {
 		t.Skip("the automatic choice here is " + name + ", not onnx")
@@ -154,13 +154,13 @@ func TestOpenForDTypeHalf(t *testing.T) {
 		{"bf16", Go, "passed over for bf16: ONNX Runtime cannot run it"},
 		{"f16", Go, "passed over for f16: ONNX Runtime's CPU provider casts float16 weights"},
 	} {
-		b, info, err := OpenForDType("", c.dtype)
+		b, info, err := Choose(Job{DType: c.dtype})
 		if err != nil {
 			t.Fatalf("%s: %v", c.dtype, err)
 		}
 		b.Finalize()
 		if info.Name != c.engine || !strings.Contains(info.String(), c.why) {
-			t.Errorf("OpenForDType(\"\", %q) = %s; want %s saying %q", c.dtype, info, c.engine, c.why)
+			t.Errorf("Choose(Job{DType: %q}) = %s; want %s saying %q", c.dtype, info, c.engine, c.why)
 		}
 	}
 }

@@ -86,8 +86,7 @@ type Info struct {
 	// Engine is the kind of engine the backend is (EngineOf).
 	Engine Engine
 	// Automatic reports that nobody named the backend (no name, no $GOMLX_BACKEND): the
-	// automatic choice opened it, and a caller may choose again for the job (see
-	// OpenAutomaticGo).
+	// automatic choice (Open's or Choose's) opened it.
 	Automatic bool
 }
 
@@ -274,18 +273,6 @@ func (p Places) openAuto() (b compute.Backend, info Info, err error) {
 		b, info, err = openGo("", why)
 	}
 	info.Automatic = true
-	return b, info, err
-}
-
-// OpenAutomaticGo opens the pure-Go backend in place of what the automatic choice opened, for
-// the reason given (a job that does not fit the first one's memory): the reason follows the
-// first choice's own.
-func OpenAutomaticGo(first Info, reason string) (compute.Backend, Info, error) {
-	why, _, _ := strings.Cut(first.Reason, ";")
-	b, info, err := openGo("", why+"; "+reason)
-	if err == nil {
-		info.Engine, info.Automatic = EngineOf(b), true
-	}
 	return b, info, err
 }
 

@@ -30,7 +30,8 @@ func backends(args []string, stdout, stderr io.Writer) error {
 	check := fs.Bool("check", true, "load each plugin found and run a float32 matmul check on it")
 	backend := fs.String("backend", "", "open this backend (go, xla:cpu, xla:cuda, xla:/path/plugin.so, onnx, or \"auto\"), print what was loaded and check it")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm backends [--install cpu|cuda|cuda12|cuda13] [--check=false] [--backend NAME]")
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm backends [--install cpu|cuda|cuda12|cuda13] [--check=false] [--backend NAME]")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {

@@ -34,7 +34,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	reps := fs.Int("reps", 1, "timed prefill+decode runs; the report gives the best and the median")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16] [--reps 1] [--json]\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16] [--reps 1] [--json]\n\n"+
 			"Loads the checkpoint (timed against a plain read of the same files), compiles, runs a\n"+
 			"prompt of random token IDs on top of --depth positions already in the KV cache and decodes\n"+
 			"greedily, then measures the memory read bandwidth and reports decode speed as a fraction\n"+
@@ -83,18 +84,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	backend, info, err := xla.OpenForDType(mf.backend, string(dtype))
-	if err != nil {
-		return err
-	}
 	// The bandwidth read's buffer is allocated while the model is still loaded; the cache holds
 	// the depth, the prompt and the decoded tokens.
 	positions, bandwidthBytes := *depth+*prompt+*decode, int64(*bandwidth*(1<<30))
-	backend, info = fitEngine(dir, backend, info, dtype, positions, bandwidthBytes)
+	job := modelJob(mf.backend, dir, dtype, positions, bandwidthBytes, stderr)
+	backend, info, err := xla.Choose(job)
+	if err != nil {
+		return err
+	}
 	defer backend.Finalize()
 	fmt.Fprintf(stderr, "backend: %s\n", info)
 	warnHalfOnGo(stderr, info, dtype)
-	if err := checkFits(dir, backend, info, dtype, positions, bandwidthBytes, stderr); err != nil {
+	if err := job.Fits(info); err != nil {
 		return err
 	}
 	bar := progress.New(stderr, "loading")

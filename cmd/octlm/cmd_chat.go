@@ -142,7 +142,8 @@ func parseChatArgs(args []string, stderr io.Writer) (chatArgs, error) {
 	fs.BoolVar(&a.history, "history", true, "on a terminal, keep the lines typed in $XDG_STATE_HOME/octlm/chat_history (default ~/.local/state/octlm; mode 0600) for Up/Down and Ctrl-R, across runs")
 	alias(fs, "m", "model")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm chat -m DIR|Org/Name [--system TEXT] [--think=false] [flags]\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm chat -m DIR|Org/Name [--system TEXT] [--think=false] [flags]\n\n"+
 			"A conversation with a Qwen3 model, rendered with Qwen3's chat template. Each line you type\n"+
 			"is a user turn; the reply streams as it is generated (on a terminal, the thinking part is\n"+
 			"dimmed; otherwise it stays between <think> and </think>). With stdin not a terminal, each\n"+

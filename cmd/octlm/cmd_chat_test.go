@@ -191,13 +191,13 @@ func TestChatUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, stderr, code := runOctlm(t, "", tt.args...)
-			wantCode := 2
+			stdout, stderr, code := runOctlm(t, "", tt.args...)
+			wantCode, said := 2, stderr
 			if tt.name == "help" {
-				wantCode = 0
+				wantCode, said = 0, stdout // help asked for goes to stdout
 			}
-			if code != wantCode || !strings.Contains(stderr, tt.want) {
-				t.Errorf("exit %d, stderr %s; want exit %d and %q", code, stderr, wantCode, tt.want)
+			if code != wantCode || !strings.Contains(said, tt.want) {
+				t.Errorf("exit %d, stdout %s, stderr %s; want exit %d and %q", code, stdout, stderr, wantCode, tt.want)
 			}
 		})
 	}

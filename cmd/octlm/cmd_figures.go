@@ -35,7 +35,8 @@ func figuresCmd(args []string, stdout, stderr io.Writer) error {
 	outFlag := fs.String("out", "octlm-figures", "folder to write the figures into")
 	force := fs.Bool("force", false, "replace files of the same names in the --out folder")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm figures [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out DIR] [--force]\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm figures [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out DIR] [--force]\n\n"+
 			"Computes the figures of the notebooks (01-loading to 04-parity) and writes them into DIR:\n"+
 			"NAME.svg for figures, NAME.md for tables, NAME.html for coloured-token text. Without a\n"+
 			"reference folder, the wrong-pairing and parity figures are skipped. Exit status 1 when the\n"+

@@ -145,7 +145,8 @@ func parseGenerateArgs(args []string, stdin io.Reader, stderr io.Writer) (genera
 	alias(fs, "m", "model")
 	alias(fs, "p", "prompt")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm generate -m DIR|Org/Name (-p TEXT | --prompt-file FILE | --chat MESSAGE | --prompt-ids 1,2,3) [flags]\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm generate -m DIR|Org/Name (-p TEXT | --prompt-file FILE | --chat MESSAGE | --prompt-ids 1,2,3) [flags]\n\n"+
 			"Continues the prompt and streams the text to stdout as tokens arrive; a summary line\n"+
 			"(tokens, stop reason, speed, seed) goes to stderr. --chat renders one user turn with\n"+
 			"Qwen3's chat template ('octlm chat' holds a conversation). Sampling is random unless\n"+
@@ -405,4 +406,13 @@ func parseIDs(s string) ([]int, error) {
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// tokenizerNote explains, for a Qwen3.5 folder, why it has no tokenizer.
+func tokenizerNote(dir string) string {
+	data, err := fileio.ReadFile(filepath.Join(dir, "config.json"), octlm.MaxConfigBytes)
+	if err != nil || !octlm.IsQwen35Config(data) {
+		return ""
+	}
+	return " (Qwen3.5's tokenizer, 248,320 entries, is not available here: Qwen3.5 runs on token IDs)"
 }

@@ -137,7 +137,7 @@ func TestGenerateCLI(t *testing.T) {
 		noStderr []string
 	}{
 		{name: "help", args: []string{"generate", "-h"}, code: 0,
-			stderr: []string{"usage: octlm generate -m DIR", "-prompt-file"}, noStderr: []string{"Usage of generate"}},
+			stdout: []string{"usage: octlm generate -m DIR", "-prompt-file"}, noStderr: []string{"Usage of generate", "usage:"}},
 		{name: "unknown flag", args: []string{"generate", "--bogus"}, code: 2,
 			stderr: []string{"flag provided but not defined: -bogus (see 'octlm generate -h')"}, noStderr: []string{"-max-new-tokens"}},
 		{name: "empty prompt", args: []string{"generate", "-m", tok, "--prompt", ""}, code: 2,

@@ -68,8 +68,10 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print a JSON report (every tensor, the totals, the config) instead of text")
 	listTensors := fs.Bool("tensors", false, "list every tensor (name, dtype, shape, bytes; layers in numeric order) before the summary")
 	offline := fs.Bool("offline", false, "resolve Hub names from the cache only (like HF_HUB_OFFLINE=1)")
+	model := fs.String("model", "", "the `PATH` to inspect, as the positional argument is")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm inspect [--tensors] [--json] PATH\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm inspect [--tensors] [--json] PATH   (or --model PATH)\n\n"+
 			"PATH is a .safetensors file, a checkpoint folder (model.safetensors or a sharded\n"+
 			"model.safetensors.index.json) or a Hub name Org/Name[@revision]. Every header is\n"+
 			"validated; the summary gives entries, parameters (stored copies of tied weights\n"+
@@ -77,10 +79,14 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 			"--tensors lists the tensors too, in natural order (layers 0, 1, 2, ..., 10).\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, "PATH"); err != nil {
+	if err := parseFlags(fs, args, "[PATH]"); err != nil {
 		return err
 	}
-	report, err := inspectPath(context.Background(), fs.Arg(0), *offline, stderr)
+	path, err := pathArg(fs, *model, "PATH")
+	if err != nil {
+		return err
+	}
+	report, err := inspectPath(context.Background(), path, *offline, stderr)
 	if err != nil {
 		return err
 	}
@@ -333,4 +339,45 @@ func digitRun(s string) int {
 		n++
 	}
 	return n
+}
+
+// inspectQwen35 adds the architecture, its layer types and the tensors the decoder skips to an
+// inspect report of a Qwen3.5 folder.
+func inspectQwen35(r *inspectReport) {
+	cfg, err := octlm.Qwen35ConfigFrom(r.Config)
+	if err != nil {
+		r.Architecture = "qwen3_5 (config refused: " + err.Error() + ")"
+		return
+	}
+	form := "Qwen3_5ForCausalLM (text only)"
+	if cfg.Multimodal {
+		form = "Qwen3_5ForConditionalGeneration (multimodal; octlm runs its text decoder)"
+	}
+	r.Architecture = "qwen3_5: " + form
+	r.LayerTypes = cfg.LayerTypes
+	r.DecoderSummary = cfg.Summary()
+	for _, p := range octlm.Qwen35SkippedPrefixes() {
+		s := octlm.SkippedTensors{Prefix: p}
+		for _, t := range r.Tensors {
+			if strings.HasPrefix(t.Name, p) {
+				s.Count++
+				s.Bytes += t.Bytes
+			}
+		}
+		r.Skipped = append(r.Skipped, s)
+	}
+}
+
+// printQwen35Summary prints inspectQwen35's lines.
+func printQwen35Summary(w io.Writer, r *inspectReport) {
+	if r.Architecture == "" {
+		return
+	}
+	fmt.Fprintf(w, "architecture:   %s\n", printable(r.Architecture))
+	if r.DecoderSummary != "" {
+		fmt.Fprintf(w, "decoder:        %s\n", printable(r.DecoderSummary))
+	}
+	for _, s := range r.Skipped {
+		fmt.Fprintf(w, "skipped:        %s* %d tensors, %s (%s): not read by the text decoder\n", printable(s.Prefix), s.Count, units.Commas(s.Bytes), units.Bytes(s.Bytes))
+	}
 }

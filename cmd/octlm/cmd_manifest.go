@@ -30,16 +30,21 @@ func manifest(args []string, stdout, stderr io.Writer) error {
 	repo := fs.String("repo", "", "Hub repository recorded in the manifest (default: from a cache snapshot's path)")
 	revision := fs.String("revision", "", "Hub commit recorded in the manifest (default: from a cache snapshot's path)")
 	force := fs.Bool("force", false, "replace an existing "+loader.ManifestFileName)
+	model := fs.String("model", "", "the checkpoint folder `DIR`, as the positional argument is")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm manifest [--verify] [--force] [--repo Org/Name] [--revision COMMIT] DIR\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm manifest [--verify] [--force] [--repo Org/Name] [--revision COMMIT] DIR   (or --model DIR)\n\n"+
 			"Writes DIR/"+loader.ManifestFileName+": every file's size and SHA-256; an existing one is\n"+
 			"replaced only with --force. With --verify, checks DIR against it (exit 1 on a mismatch).\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, "DIR"); err != nil {
+	if err := parseFlags(fs, args, "[DIR]"); err != nil {
 		return err
 	}
-	dir := fs.Arg(0)
+	dir, err := pathArg(fs, *model, "DIR")
+	if err != nil {
+		return err
+	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return usageError{fmt.Sprintf("%s is not a folder", dir)}
 	}

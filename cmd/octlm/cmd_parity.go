@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gomlx/compute"
+
 	bundled "github.com/octlm/octlm"
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/internal/sysinfo"
@@ -25,119 +27,57 @@ func init() {
 	})
 }
 
+// parityFlags are `octlm parity`'s flags.
+type parityFlags struct {
+	model      modelFlags
+	reference  string        // --reference: "" is MODEL/reference
+	out        string        // --out: the JSON lines file; "" for none
+	halfDTypes []octlm.DType // --dtypes
+	trace      bool
+	traceTol   float64
+}
+
 // runParity is `octlm parity`: results (table and verdict) to stdout, progress to stderr.
 func runParity(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var mf modelFlags
-	mf.registerBundled(fs)
-	referenceFlag := fs.String("reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference)")
-	outFlag := fs.String("out", "", "also write the rows as JSON lines to this file")
-	dtypesFlag := fs.String("dtypes", "", "also measure, not gated, these half-precision dtypes: bf16,f16")
-	traceFlag := fs.Bool("trace", false, "also compare the hidden state after the embedding and after every layer with the reference's activation dumps (reference-activations-N.safetensors; Qwen3 and Qwen3.5) and name the first layer and position where they part")
-	traceTol := fs.Float64("trace-tol", parity.TraceTolerance, "with --trace: a position parts when its largest |error| exceeds this times max(1, max |reference|)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm parity [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out FILE.jsonl] [--dtypes bf16,f16] [--trace]")
-		fmt.Fprintf(stderr, "\nCompares every logit of the full and the cached path with float32 reference logits and fails\n"+
-			"(exit status 1) when any is non-finite or off by more than %g. Bad input exits with status 2.\n\n", parity.Tolerance)
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	halfDTypes, err := parseHalfDTypes(*dtypesFlag)
+	pf, err := parseParityFlags(args, stderr)
 	if err != nil {
 		return err
-	}
-	if !(*traceTol > 0) {
-		return usageError{fmt.Sprintf("--trace-tol must be positive, got %v", *traceTol)}
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 
 	// The JSONL file is started first, beside its target, so a bad path fails before any
 	// work; the target is replaced only when every row is written.
 	var out *fileio.Output
-	if *outFlag != "" {
-		if out, err = fileio.Create(*outFlag); err != nil {
+	if pf.out != "" {
+		if out, err = fileio.Create(pf.out); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 		defer out.Abort()
 	}
-
-	dir, label := mf.model, mf.model
-	if dir == "" {
-		tmp, err := fileio.ScratchDir("octlm-parity")
-		if err != nil {
-			return err
-		}
-		defer fileio.RemoveTemp(tmp)
-		if dir, err = bundled.Extract(tmp); err != nil {
-			return err
-		}
-		label = bundled.Name + " (bundled)"
-	} else if dir, err = resolveCheckpoint(context.Background(), dir); err != nil {
-		return err
-	}
-	refDir, refLabel := *referenceFlag, *referenceFlag
-	if refDir == "" {
-		refDir = filepath.Join(dir, "reference")
-		refLabel = label + " reference"
-		if mf.model != "" {
-			refLabel = refDir
-		}
-	}
-	ref, err := parity.ReadReference(refDir)
-	if err != nil {
-		if *referenceFlag == "" && errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%w (give --reference DIR; parity/reference.py writes one)", err)
-		}
-		return err
-	}
-	for _, w := range ref.Warnings {
-		fmt.Fprintf(stderr, "warning: %s\n", printable(w))
-	}
-	// The fixtures' convention: cases.json beside the checkpoint lists the reference's prompts.
-	if *referenceFlag == "" {
-		if _, err := os.Stat(filepath.Join(dir, parity.CasesFileName)); err == nil {
-			cases, err := parity.ReadCases(filepath.Join(dir, parity.CasesFileName))
-			if err != nil {
-				return err
-			}
-			if err := ref.CheckCases(cases); err != nil {
-				return err
-			}
-		}
-	}
-
-	// A reference that does not fit the model, or leaves no room for the greedy tokens of the
-	// half-precision report, is refused now, not after minutes of the gated run.
-	cfg, err := octlm.ReadConfig(filepath.Join(dir, "config.json"))
+	dir, label, cleanup, err := parityCheckpoint(pf.model.model)
 	if err != nil {
 		return err
 	}
-	if err := ref.Check(cfg); err != nil {
+	defer cleanup()
+	ref, refLabel, err := pf.openReference(dir, label, stderr)
+	if err != nil {
 		return err
-	}
-	if len(halfDTypes) > 0 {
-		if err := ref.CheckGreedy(cfg, parity.GreedyTokens); err != nil {
-			return fmt.Errorf("--dtypes: %w", err)
-		}
 	}
 
 	// A bf16 measurement keeps the automatic choice off ONNX Runtime, which has no bfloat16.
-	widest := "f32"
-	if slices.Contains(halfDTypes, octlm.BFloat16) {
-		widest = string(octlm.BFloat16)
-	}
 	longest := 0
 	for _, c := range ref.Cases {
 		longest = max(longest, c.Positions())
 	}
-	backend, info, err := xla.OpenForDType(mf.backend, widest)
+	jobFor := func(dtype octlm.DType) xla.Job { return modelJob(pf.model.backend, dir, dtype, longest, 0, stderr) }
+	choice := jobFor(octlm.Float32)
+	if slices.Contains(pf.halfDTypes, octlm.BFloat16) {
+		choice.DType = string(octlm.BFloat16)
+	}
+	backend, info, err := xla.Choose(choice)
 	if err != nil {
 		return err
 	}
-	backend, info = fitEngine(dir, backend, info, octlm.Float32, longest, 0)
 	defer backend.Finalize()
 	if !info.ExactFloat32() {
 		return fmt.Errorf("backend %s computes float32 matmuls in TF32; parity needs exact float32 (drop the tf32 option)", info.Name)
@@ -145,7 +85,7 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	logf("backend: %s", info)
 
 	report := &parity.Report{Run: parity.RunInfo{
-		Model: label, Reference: refLabel, Backend: info.Name, Plugin: info.Plugin, HalfDTypes: halfDTypes,
+		Model: label, Reference: refLabel, Backend: info.Name, Plugin: info.Plugin, HalfDTypes: pf.halfDTypes,
 		Cases: len(ref.Cases), ReferenceMetadata: ref.Metadata, Versions: parity.Versions(),
 	}}
 	if report.Run.Checkpoint, err = parity.CheckpointManifest(dir, stderr); err != nil {
@@ -154,51 +94,12 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	if report.Run.ReferenceFiles, err = parity.ReferenceManifest(ref); err != nil {
 		return err
 	}
-
-	m, err := loadModel(dir, label, backend, info, octlm.Float32, longest, stderr)
-	if err != nil {
-		return err
-	}
 	opts := parity.Options{Log: logf}
 	if isTerminal(stderr) {
 		opts.Progress = newPositionsLine(stderr).update // positions done of a long case, redrawn in place
 	}
-	report.Rows, err = parity.Run(m, ref, opts)
-	if err != nil && !errors.Is(err, parity.ErrFailed) {
-		m.Close()
+	if err := pf.measure(report, jobFor, label, backend, info, ref, opts, stdout, stderr); err != nil {
 		return err
-	}
-	if *traceFlag {
-		traces, err := parity.Trace(m, ref, *traceTol, opts)
-		if err == nil {
-			err = writeTrace(stdout, traces, *traceTol)
-		}
-		if err != nil {
-			m.Close()
-			return err
-		}
-	}
-	if len(halfDTypes) > 0 {
-		float32IDs, err := parity.Greedy(m, ref, parity.GreedyTokens, opts)
-		m.Close()
-		if err != nil {
-			return err
-		}
-		for _, dtype := range halfDTypes {
-			hm, err := loadModel(dir, label, backend, info, dtype, longest, stderr)
-			if err != nil {
-				return err
-			}
-			half, greedy, err := parity.RunHalf(hm, ref, float32IDs, opts)
-			hm.Close()
-			if err != nil {
-				return err
-			}
-			report.Half = append(report.Half, half...)
-			report.Greedy = append(report.Greedy, greedy...)
-		}
-	} else {
-		m.Close()
 	}
 
 	report.Run.PeakRSSBytes = sysinfo.PeakRSS()
@@ -212,10 +113,140 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 		if err := out.Commit(); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		logf("rows written to %s", *outFlag)
+		logf("rows written to %s", pf.out)
 	}
 	if err := report.Err(); err != nil {
 		return checkFailure{err}
+	}
+	return nil
+}
+
+// parseParityFlags reads `octlm parity`'s flags (usage on -h).
+func parseParityFlags(args []string, stderr io.Writer) (*parityFlags, error) {
+	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pf := &parityFlags{}
+	pf.model.registerBundled(fs)
+	fs.StringVar(&pf.reference, "reference", "", "reference folder of reference-logits-N.safetensors (default: MODEL/reference)")
+	fs.StringVar(&pf.out, "out", "", "also write the rows as JSON lines to this file")
+	dtypes := fs.String("dtypes", "", "also measure, not gated, these half-precision dtypes: bf16,f16")
+	fs.BoolVar(&pf.trace, "trace", false, "also compare the hidden state after the embedding and after every layer with the reference's activation dumps (reference-activations-N.safetensors; Qwen3 and Qwen3.5) and name the first layer and position where they part")
+	fs.Float64Var(&pf.traceTol, "trace-tol", parity.TraceTolerance, "with --trace: a position parts when its largest |error| exceeds this times max(1, max |reference|)")
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm parity [--model DIR|HUB-NAME] [--reference DIR] [--backend NAME] [--out FILE.jsonl] [--dtypes bf16,f16] [--trace]")
+		fmt.Fprintf(w, "\nCompares every logit of the full and the cached path with float32 reference logits and fails\n"+
+			"(exit status 1) when any is non-finite or off by more than %g. Bad input exits with status 2.\n\n", parity.Tolerance)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	var err error
+	if pf.halfDTypes, err = parseHalfDTypes(*dtypes); err != nil {
+		return nil, err
+	}
+	if !(pf.traceTol > 0) {
+		return nil, usageError{fmt.Sprintf("--trace-tol must be positive, got %v", pf.traceTol)}
+	}
+	return pf, nil
+}
+
+// parityCheckpoint is the checkpoint folder parity runs on and what to call it: --model's
+// folder or Hub name, else the bundled tiny checkpoint extracted into a scratch folder that
+// cleanup removes.
+func parityCheckpoint(model string) (dir, label string, cleanup func(), err error) {
+	if model != "" {
+		dir, err = resolveCheckpoint(context.Background(), model)
+		return dir, model, func() {}, err
+	}
+	tmp, err := fileio.ScratchDir("octlm-parity")
+	if err != nil {
+		return "", "", nil, err
+	}
+	cleanup = func() { fileio.RemoveTemp(tmp) }
+	if dir, err = bundled.Extract(tmp); err != nil {
+		cleanup()
+		return "", "", nil, err
+	}
+	return dir, bundled.Name + " (bundled)", cleanup, nil
+}
+
+// openReference opens --reference (else dir/reference) through parity.OpenReference, refusing
+// now, not after minutes of the gated run, a reference that does not fit the model or leaves no
+// room for the greedy tokens of the half-precision report. It returns what to call it.
+func (pf *parityFlags) openReference(dir, label string, stderr io.Writer) (*parity.Reference, string, error) {
+	refLabel := pf.reference
+	if refLabel == "" {
+		refLabel = filepath.Join(dir, parity.ReferenceDirName)
+		if pf.model.model == "" {
+			refLabel = label + " reference"
+		}
+	}
+	greedy := 0
+	if len(pf.halfDTypes) > 0 {
+		greedy = parity.GreedyTokens
+	}
+	ref, err := parity.OpenReference(dir, pf.reference, greedy)
+	if err != nil {
+		if pf.reference == "" && errors.Is(err, os.ErrNotExist) {
+			return nil, "", fmt.Errorf("%w (give --reference DIR; parity/reference.py writes one)", err)
+		}
+		return nil, "", err
+	}
+	for _, w := range ref.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", printable(w))
+	}
+	return ref, refLabel, nil
+}
+
+// measure fills report: the gated float32 rows, the trace (written to stdout) when asked, and
+// the half-precision rows and greedy tokens of --dtypes, each dtype loaded in turn (jobFor is
+// the load of a dtype).
+func (pf *parityFlags) measure(report *parity.Report, jobFor func(octlm.DType) xla.Job, label string, backend compute.Backend, info xla.Info, ref *parity.Reference, opts parity.Options, stdout, stderr io.Writer) error {
+	m, err := loadModel(jobFor(octlm.Float32), label, backend, info, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if m != nil {
+			m.Close()
+		}
+	}()
+	report.Rows, err = parity.Run(m, ref, opts)
+	if err != nil && !errors.Is(err, parity.ErrFailed) {
+		return err
+	}
+	if pf.trace {
+		traces, err := parity.Trace(m, ref, pf.traceTol, opts)
+		if err == nil {
+			err = parity.WriteTrace(stdout, traces, pf.traceTol)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(pf.halfDTypes) == 0 {
+		return nil
+	}
+	float32IDs, err := parity.Greedy(m, ref, parity.GreedyTokens, opts)
+	m.Close()
+	m = nil
+	if err != nil {
+		return err
+	}
+	for _, dtype := range pf.halfDTypes {
+		hm, err := loadModel(jobFor(dtype), label, backend, info, stderr)
+		if err != nil {
+			return err
+		}
+		half, greedy, err := parity.RunHalf(hm, ref, float32IDs, opts)
+		hm.Close()
+		if err != nil {
+			return err
+		}
+		report.Half = append(report.Half, half...)
+		report.Greedy = append(report.Greedy, greedy...)
 	}
 	return nil
 }

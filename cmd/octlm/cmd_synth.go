@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/octlm/octlm/internal/fileio"
+	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/synth"
@@ -20,7 +21,7 @@ import (
 )
 
 func init() {
-	register("synth", "write a random checkpoint in the Hub's Qwen3 layout", func(args []string) error {
+	register("synth", "write a random checkpoint in the Hub's Qwen3 or Qwen3.5 layout", func(args []string) error {
 		return runSynth(args, os.Stdout, os.Stderr)
 	})
 }
@@ -51,11 +52,13 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tokDir := fs.String("tokenizer-dir", "", "copy the tokenizer files from this folder instead of the built-in Qwen3 ones")
 	manifest := fs.Bool("manifest", false, "also write "+loader.ManifestFileName)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm synth [--like qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|tiny|tiny-fixture] --out DIR [--force] [--seed N] [--layers N] ...\n\n"+
-			"Writes config.json, generation_config.json, BF16 weights with every Qwen3 tensor under\n"+
-			"the Hub's names (lm_head.weight: a copy of the embedding where tied, its own in Qwen3-8B),\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm synth [--like "+strings.Join(append(synth.LikeNames(), synth.Qwen35LikeNames()...), "|")+"] --out DIR [--force] [--seed N] [--layers N] ...\n\n"+
+			"Writes config.json, generation_config.json, BF16 weights with every Qwen3 or Qwen3.5 tensor\n"+
+			"under the Hub's names (lm_head.weight: a copy of the embedding where tied, its own in Qwen3-8B),\n"+
 			"sharded as the Hub's are (model.safetensors up to 4 GB, else model-0000N-of-0000M shards\n"+
-			"and model.safetensors.index.json), and Qwen3's tokenizer files. Values are random (normal,\n"+
+			"and model.safetensors.index.json), and Qwen3's tokenizer files (Qwen3.5's shapes have none:\n"+
+			"they run on token IDs). Values are random (normal,\n"+
 			"std 0.02; norms near 1): for speed and memory work, never for output quality. The folder\n"+
 			"is built beside DIR and renamed into place when complete; sizes that do not fit the free\n"+
 			"disk are refused before writing.\n\nflags:")
@@ -94,7 +97,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := q.Validate(); err != nil {
 			return usageError{err.Error()}
 		}
-		return synthQwen35(ctx, q, filepath.Clean(*out), *force, *seed, *manifest, stdout, stderr)
+		return synthQwen35(ctx, q, filepath.Clean(*out), *force, synth.Options{Seed: *seed, Progress: stderr, Manifest: *manifest, Context: ctx}, stdout)
 	}
 	cfg, err := synth.Like(*like)
 	if err != nil {
@@ -119,20 +122,42 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err.Error()}
 	}
 	dir := filepath.Clean(*out)
-	fileio.RemoveStale(filepath.Dir(dir)) // what killed runs left beside it
-	replace, err := checkSynthTarget(dir, *force)
+	sizes := fmt.Sprintf(" (sizes: %d layers, vocabulary %d, hidden %d, MLP %d)", cfg.NumLayers, cfg.VocabSize, cfg.HiddenSize, cfg.IntermediateSize)
+	begin := time.Now()
+	err = writeSynth(ctx, dir, *force, cfg.EstimatedBytes(), sizes, func(tmp string) error {
+		return synth.WriteWith(tmp, cfg, synth.Options{Seed: *seed, Progress: stderr, NoTokenizer: *noTok, TokenizerDir: *tokDir, Manifest: *manifest, Context: ctx})
+	})
 	if err != nil {
 		return err
 	}
+	size, _ := cfg.ModelFileSize()
+	files := loader.SingleFileName
+	if n := len(cfg.Shards(0)); n > 1 {
+		files = fmt.Sprintf("%d shards", n)
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d entries, %s unique params, %s of %s bytes (%s) in %.1fs\n",
+		dir, len(cfg.Tensors()), units.Commas(cfg.UniqueParams()), files, units.Commas(size), units.Bytes(size), time.Since(begin).Seconds())
+	return nil
+}
+
+// writeSynth writes a synthetic checkpoint into dir atomically: write fills a hidden folder
+// beside dir, which replaces dir (an existing checkpoint only with force) when complete. need
+// (about that many bytes; sizes says what was asked for) is checked against the free disk before
+// anything is written. On an error or an interrupt (SIGINT, SIGTERM: exit status 128+signal) the
+// hidden folder is removed and dir is left as it was; one left by a run killed outright is
+// removed by the next run beside it.
+func writeSynth(ctx context.Context, dir string, force bool, need float64, sizes string, write func(tmp string) error) error {
 	parent := filepath.Dir(dir)
+	fileio.RemoveStale(parent) // what killed runs left beside it
+	replace, err := checkSynthTarget(dir, force)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	// Bound the write by the free disk before anything is written or allocated.
-	need := cfg.EstimatedBytes()
-	if free := freeDiskBytes(parent); free >= 0 && need > float64(free) {
-		return usageError{fmt.Sprintf("the checkpoint needs about %s and %s has %s free (sizes: %d layers, vocabulary %d, hidden %d, MLP %d)",
-			units.BytesFloat(need), parent, units.Bytes(free), cfg.NumLayers, cfg.VocabSize, cfg.HiddenSize, cfg.IntermediateSize)}
+	if free := sysinfo.FreeDiskBytes(parent); free >= 0 && need > float64(free) {
+		return usageError{fmt.Sprintf("the checkpoint needs about %s and %s has %s free%s", units.BytesFloat(need), parent, units.Bytes(free), sizes)}
 	}
 	// The hidden folder carries this process's PID: should it be killed outright (SIGKILL),
 	// the next run that writes beside it removes what it left.
@@ -144,8 +169,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	begin := time.Now()
-	err = synth.WriteWith(tmp, cfg, synth.Options{Seed: *seed, Progress: stderr, NoTokenizer: *noTok, TokenizerDir: *tokDir, Manifest: *manifest, Context: ctx})
+	err = write(tmp)
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w; %s left as it was", interruptedBy(ctx), dir) // exit status 130 or 143
 	}
@@ -153,17 +177,7 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	// A signal now would leave the old checkpoint renamed aside and the new one removed.
-	if err := uninterruptible(func() error { return moveIntoPlace(tmp, dir, replace) }); err != nil {
-		return err
-	}
-	size, _ := cfg.ModelFileSize()
-	files := loader.SingleFileName
-	if n := len(cfg.Shards(0)); n > 1 {
-		files = fmt.Sprintf("%d shards", n)
-	}
-	fmt.Fprintf(stdout, "wrote %s: %d entries, %s unique params, %s of %s bytes (%s) in %.1fs\n",
-		dir, len(cfg.Tensors()), units.Commas(cfg.UniqueParams()), files, units.Commas(size), units.Bytes(size), time.Since(begin).Seconds())
-	return nil
+	return uninterruptible(func() error { return moveIntoPlace(tmp, dir, replace) })
 }
 
 // checkpointFiles are the names that make a folder a checkpoint synth may replace.
@@ -226,4 +240,33 @@ func moveIntoPlace(tmp, dir string, replace bool) error {
 		return fmt.Errorf("--out: %w", err)
 	}
 	return os.RemoveAll(old)
+}
+
+// synthQwen35 is `octlm synth --like qwen3.5-…`: written through writeSynth, as for Qwen3.
+func synthQwen35(ctx context.Context, q synth.Qwen35Like, dir string, force bool, opts synth.Options, stdout io.Writer) error {
+	var need int64
+	for _, t := range q.Tensors() {
+		need += t.Bytes()
+	}
+	begin := time.Now()
+	if err := writeSynth(ctx, dir, force, float64(need), "", func(tmp string) error { return synth.WriteQwen35(tmp, q, opts) }); err != nil {
+		return err
+	}
+	files := loader.SingleFileName
+	if n := len(q.Shards(0)); n > 1 {
+		files = fmt.Sprintf("%d shards", n)
+	}
+	_, err := fmt.Fprintf(stdout, "wrote %s: Qwen3.5 (%d layers: %s), %d entries, %s of %s tensor bytes (%s) in %.1fs; no tokenizer: run it with token IDs\n",
+		dir, q.NumLayers, strings.Join(layerTypeCountsOf(q.LayerTypes()), ", "), len(q.Tensors()), files, units.Commas(need), units.Bytes(need), time.Since(begin).Seconds())
+	return err
+}
+
+// layerTypeCountsOf counts each of Qwen3.5's layer types: "18 linear_attention", "6 full_attention".
+func layerTypeCountsOf(types []string) []string {
+	counts := map[string]int{}
+	for _, t := range types {
+		counts[t]++
+	}
+	return []string{fmt.Sprintf("%d %s", counts[octlm.LinearAttention], octlm.LinearAttention),
+		fmt.Sprintf("%d %s", counts[octlm.FullAttention], octlm.FullAttention)}
 }

@@ -28,7 +28,8 @@ func runTemplate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	model := fs.String("model", "", "model `DIR` with tokenizer_config.json (or chat_template.jinja) holding Qwen3's chat template")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm template --model DIR < conversations.jsonl\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm template --model DIR < conversations.jsonl\n\n"+
 			"Reads one conversation a line (messages, optional tools, add_generation_prompt,\n"+
 			"optional enable_thinking) and writes each rendered prompt as one JSON string a line.\n\nflags:")
 		fs.PrintDefaults()

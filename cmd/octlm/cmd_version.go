@@ -26,7 +26,8 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	plugins := fs.Bool("plugins", true, "also list the PJRT plugins found on disk (found, not loaded)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: octlm version [--plugins=false]   (also: octlm --version)\n\n"+
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: octlm version [--plugins=false]   (also: octlm --version)\n\n"+
 			"Prints the module versions octlm was built with (from the binary's build information)\n"+
 			"and the PJRT plugins found; 'octlm backends' loads and checks them.\n\nflags:")
 		fs.PrintDefaults()

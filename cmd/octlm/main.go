@@ -48,34 +48,6 @@ type checkFailure struct{ err error }
 func (c checkFailure) Error() string   { return c.err.Error() }
 func (c checkFailure) Unwrap() []error { return []error{c.err, errCheckFailed} }
 
-// parseFlags parses a command's flags. -h prints the command's usage (fs.Usage: each command
-// sets one that starts with a "usage: octlm NAME" line) and ends the command with errHelp. A
-// bad flag is answered with one line pointing to -h, not the whole flag list. Bad flags, and
-// positional arguments other than the ones named, are usage errors.
-func parseFlags(fs *flag.FlagSet, args []string, positional ...string) error {
-	usage := fs.Usage
-	out := fs.Output()
-	fs.Usage = func() {}
-	fs.SetOutput(io.Discard) // the flag package would print the error and the whole usage
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	fs.Usage = usage
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage()
-			return errHelp
-		}
-		return usageError{fmt.Sprintf("%v (see 'octlm %s -h')", err, fs.Name())}
-	}
-	switch {
-	case fs.NArg() == len(positional):
-		return nil
-	case len(positional) == 0:
-		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
-	}
-	return usageError{fmt.Sprintf("%s takes exactly one %s", fs.Name(), strings.Join(positional, " "))}
-}
-
 // usageError marks bad flags or arguments (exit status 2).
 type usageError struct{ msg string }
 
@@ -102,11 +74,12 @@ func alias(fs *flag.FlagSet, short, long string) {
 }
 
 func run(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		printUsage()
-		if len(args) == 0 {
-			return 2
-		}
+	if len(args) == 0 {
+		printUsage(os.Stderr) // a usage error
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(os.Stdout) // help asked for
 		return 0
 	}
 	if args[0] == "--version" || args[0] == "-version" || args[0] == "-v" {
@@ -114,8 +87,8 @@ func run(args []string) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "octlm: unknown command %q\n\n", args[0])
-		printUsage()
+		fmt.Fprintf(os.Stderr, "octlm: unknown command %q%s\n\n", args[0], suggestCommand(args[0]))
+		printUsage(os.Stderr)
 		return 2
 	}
 	warnWithoutSIMD()
@@ -123,7 +96,7 @@ func run(args []string) int {
 	defer stopSignals()
 	if err := cmd.run(args[1:]); err != nil && !errors.Is(err, errHelp) {
 		// Errors can quote what a file holds: escape what would drive the terminal.
-		fmt.Fprintf(os.Stderr, "octlm %s: %s\n", args[0], printableText(err.Error()))
+		fmt.Fprintln(os.Stderr, errorLine(args[0], err))
 		var sig interruption
 		switch {
 		case errors.As(err, &sig):
@@ -138,15 +111,41 @@ func run(args []string) int {
 	return 0
 }
 
-func printUsage() {
-	fmt.Fprintln(os.Stderr, "usage: octlm <command> [flags]\n\ncommands:")
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: octlm <command> [flags]\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for name := range commands {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
-	fmt.Fprintln(os.Stderr, "\nRun 'octlm <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'octlm <command> -h' for a command's flags.")
+}
+
+// errorLine is the line a failed command ends with: "octlm NAME: message", the message escaped
+// (errors can quote what a file holds). Library errors start with their package's name
+// ("octlm: a prompt of …", "xla: backend …"); the leading "octlm: " of package octlm's, or a
+// repeated "octlm NAME: ", is dropped, since the line already says so.
+func errorLine(name string, err error) string {
+	msg := err.Error()
+	for _, prefix := range []string{"octlm " + name + ": ", "octlm: "} {
+		msg = strings.TrimPrefix(msg, prefix)
+	}
+	return "octlm " + name + ": " + printableText(msg)
+}
+
+// suggestCommand names the command nearest to an unknown one ("; did you mean inspect?").
+func suggestCommand(name string) string {
+	best, bestDist := "", len(name)
+	for c := range commands {
+		if d := editDistance(name, c); d < bestDist || d == bestDist && c < best {
+			best, bestDist = c, d
+		}
+	}
+	if best != "" && bestDist <= 2 && 2*bestDist < len(name) {
+		return "; did you mean " + best + "?"
+	}
+	return ""
 }

@@ -2,10 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
-
-	"github.com/gomlx/compute"
 
 	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/octlm"
@@ -70,28 +69,18 @@ func TestRefusesWhatDoesNotFit(t *testing.T) {
 	}
 }
 
-// TestFitEngine: where the automatic choice opened ONNX Runtime and a job fits the pure-Go
+// TestChooseByMemory: where the automatic choice finds ONNX Runtime and a job fits the pure-Go
 // backend's memory but not ONNX Runtime's (which writes a second KV cache each step), the job
 // runs on the pure-Go backend and the short backend line says why; with room for both, or with
-// the backend named, the engine opened is kept.
-func TestFitEngine(t *testing.T) {
+// the backend named, ONNX Runtime runs it.
+func TestChooseByMemory(t *testing.T) {
 	t.Setenv(xla.EnvBackend, "")
+	if name, _, _ := xla.DefaultPlaces().AutoName(); name != xla.ONNX {
+		t.Skipf("the automatic choice here is %s, not ONNX Runtime", name)
+	}
 	dir := testdata("tiny-qwen3-long")
 	const positions = 40960
-	open := func(t *testing.T) (compute.Backend, xla.Info) {
-		b, info, err := xla.OpenForDType("", "f32")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Engine != xla.EngineONNX {
-			b.Finalize()
-			t.Skipf("the automatic choice opened %s, not ONNX Runtime", info.Name)
-		}
-		return b, info
-	}
-	b, _ := open(t)
-	onnxNeed, err := octlm.MemoryNeededDir(dir, octlm.Float32, b, positions)
-	b.Finalize()
+	onnxNeed, err := octlm.MemoryNeededOn(dir, octlm.Float32, xla.EngineONNX, positions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,28 +94,34 @@ func TestFitEngine(t *testing.T) {
 	tests := []struct {
 		name      string
 		available int64
-		named     bool
+		backend   string
 		want      string
+		fits      bool
 	}{
-		{"room for both", 2 * onnxNeed.Total(), false, xla.ONNX},
-		{"room for the pure-Go backend only", (goNeed.Total() + onnxNeed.Total()) / 2, false, xla.Go},
-		{"room for neither", goNeed.Total() / 2, false, xla.ONNX}, // checkFits refuses it
-		{"named", (goNeed.Total() + onnxNeed.Total()) / 2, true, xla.ONNX},
+		{"room for both", 2 * onnxNeed.Total(), "", xla.ONNX, true},
+		{"room for the pure-Go backend only", (goNeed.Total() + onnxNeed.Total()) / 2, "", xla.Go, true},
+		{"room for neither", goNeed.Total() / 2, "", xla.ONNX, false},
+		{"named", (goNeed.Total() + onnxNeed.Total()) / 2, xla.ONNX, xla.ONNX, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			withAvailable(t, tt.available)
-			b, info := open(t)
-			info.Automatic = !tt.named
-			b, info = fitEngine(dir, b, info, octlm.Float32, positions, 0)
+			job := modelJob(tt.backend, dir, octlm.Float32, positions, 0, io.Discard)
+			b, info, err := xla.Choose(job)
+			if err != nil {
+				t.Fatal(err)
+			}
 			defer b.Finalize()
 			if info.Name != tt.want {
 				t.Fatalf("ran on %s, want %s (%s)", info.Name, tt.want, info.Reason)
 			}
+			if err := job.Fits(info); (err == nil) != tt.fits {
+				t.Errorf("Fits = %v, want fits %v", err, tt.fits)
+			}
 			if tt.want == xla.Go {
 				line := shortBackend(info)
 				t.Logf("backend: %s", line)
-				for _, want := range []string{"note: " + onnxPassedOver, "this job needs", "are available (test)", "updates the KV cache in place"} {
+				for _, want := range []string{"note: " + xla.ONNXPassedOver, "this job needs", "are available (test)", "updates the KV cache in place"} {
 					if !strings.Contains(line, want) {
 						t.Errorf("backend line %q lacks %q", line, want)
 					}

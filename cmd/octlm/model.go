@@ -89,11 +89,11 @@ func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer,
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
-	backend, info, err := xla.OpenForDType(f.backend, string(dtype))
+	job := modelJob(f.backend, dir, dtype, positions, 0, stderr)
+	backend, info, err := xla.Choose(job)
 	if err != nil {
 		return nil, err
 	}
-	backend, info = fitEngine(dir, backend, info, dtype, positions, 0)
 	if verbose {
 		fmt.Fprintf(stderr, "backend: %s\n", info)
 	} else {
@@ -101,7 +101,7 @@ func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer,
 	}
 	warnHalfOnGo(stderr, info, dtype)
 	begin := time.Now()
-	m, err := loadModel(dir, dir, backend, info, dtype, positions, stderr)
+	m, err := loadModel(job, dir, backend, info, stderr)
 	if err != nil {
 		backend.Finalize()
 		return nil, err
@@ -109,12 +109,13 @@ func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer,
 	return &loadedModel{Model: m, Dir: dir, Backend: info, Load: time.Since(begin), backend: backend}, nil
 }
 
-// loadModel loads the checkpoint in dir with dtype weights, with a progress bar on stderr, once
-// checkFits has found room for it and a KV cache of positions positions.
-func loadModel(dir, label string, backend compute.Backend, info xla.Info, dtype octlm.DType, positions int, stderr io.Writer) (*octlm.Model, error) {
-	if err := checkFits(dir, backend, info, dtype, positions, 0, stderr); err != nil {
+// loadModel loads job's checkpoint (called label on its progress bar) with job's dtype, with a
+// progress bar on stderr, once job.Fits has found room for it on backend.
+func loadModel(job xla.Job, label string, backend compute.Backend, info xla.Info, stderr io.Writer) (*octlm.Model, error) {
+	if err := job.Fits(info); err != nil {
 		return nil, err
 	}
+	dir, dtype := job.Label, octlm.DType(job.DType)
 	bar := progress.New(stderr, fmt.Sprintf("loading %s (%s)", label, dtype))
 	m, err := octlm.Load(dir, octlm.LoadOptions{Backend: backend, DType: dtype, Progress: func(_ string, done, total int64) {
 		bar.Update(done, total)
@@ -192,7 +193,7 @@ func shortBackend(i xla.Info) string {
 	// user must see even on the short line: one note line each.
 	parts := strings.Split(i.Reason, ";")
 	for _, part := range parts[1:] {
-		if part = strings.TrimSpace(part); strings.Contains(part, "skipped") || strings.HasPrefix(part, onnxPassedOver) {
+		if part = strings.TrimSpace(part); strings.Contains(part, "skipped") || strings.HasPrefix(part, xla.ONNXPassedOver) {
 			s += "\n  note: " + termsafe.Name(part)
 		}
 	}

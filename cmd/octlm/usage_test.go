@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// TestEveryCommandUsage: every command answers -h with its own usage line (never Go's default
-// "Usage of NAME:") and exit 0, and an unknown flag with one line that points to -h (not the
-// whole flag list) and exit 2.
+// TestEveryCommandUsage: every command answers -h with its own usage line on stdout (never Go's
+// default "Usage of NAME:"; nothing on stderr, so `octlm NAME -h | less` shows it) and exit 0,
+// and an unknown flag with one line on stderr that points to -h (not the whole flag list) and
+// exit 2.
 func TestEveryCommandUsage(t *testing.T) {
 	var names []string
 	for name := range commands {
@@ -18,9 +19,9 @@ func TestEveryCommandUsage(t *testing.T) {
 	sort.Strings(names)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			_, stderr, code := runOctlm(t, "", name, "-h")
-			if code != 0 || !strings.HasPrefix(stderr, "usage: octlm "+name) || strings.Contains(stderr, "Usage of") {
-				t.Errorf("%s -h: exit %d, stderr:\n%s", name, code, stderr)
+			stdout, stderr, code := runOctlm(t, "", name, "-h")
+			if code != 0 || !strings.HasPrefix(stdout, "usage: octlm "+name) || strings.Contains(stdout, "Usage of") || stderr != "" {
+				t.Errorf("%s -h: exit %d, stdout:\n%s\nstderr:\n%s", name, code, stdout, stderr)
 			}
 			_, stderr, code = runOctlm(t, "", name, "--no-such-flag")
 			want := "octlm " + name + ": flag provided but not defined: -no-such-flag (see 'octlm " + name + " -h')\n"
@@ -33,9 +34,9 @@ func TestEveryCommandUsage(t *testing.T) {
 
 // TestBackendsInstallHelp: the help names every plugin --install accepts.
 func TestBackendsInstallHelp(t *testing.T) {
-	_, stderr, _ := runOctlm(t, "", "backends", "-h")
-	if !strings.Contains(stderr, "--install cpu|cuda|cuda12|cuda13") {
-		t.Errorf("backends -h:\n%s", stderr)
+	stdout, _, _ := runOctlm(t, "", "backends", "-h")
+	if !strings.Contains(stdout, "--install cpu|cuda|cuda12|cuda13") {
+		t.Errorf("backends -h:\n%s", stdout)
 	}
 }
 

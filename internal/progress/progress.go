@@ -1,6 +1,7 @@
 // Package progress draws the progress bar of long byte transfers (loading weights, hashing and
-// downloading checkpoint files) on stderr: redrawn in place a few times a second on a terminal,
-// one whole line every few seconds in a log or pipe.
+// downloading checkpoint files) on stderr: redrawn in place a few times a second on a terminal;
+// in a log, a pipe or /dev/null no carriage returns, only a whole line at the start, at most one
+// every LogEvery after it, and the last.
 //
 // It knows nothing of what the bytes are.
 package progress
@@ -10,6 +11,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/octlm/octlm/internal/termsafe"
 	"github.com/octlm/octlm/units"
@@ -25,33 +28,40 @@ type Bar struct {
 	drawn    bool
 	ended    bool
 	terminal bool
+	now      func() time.Time // the clock (tests step their own)
 }
 
-// New starts a bar labelled label on w; w is a terminal when it is an *os.File on a character
-// device. The label is shown escaped (termsafe.Name): it often holds a file name from a
+// How often the bar is drawn: redrawn in place on a terminal, a whole line in a log (a long
+// load writes a handful of lines, not one every few seconds).
+const (
+	TerminalEvery = 200 * time.Millisecond
+	LogEvery      = 30 * time.Second
+)
+
+// New starts a bar labelled label on w; w is a terminal when it is an *os.File open on one (a
+// character device such as /dev/null is not). The label is shown escaped (termsafe.Name): it often holds a file name from a
 // checkpoint or the Hub, which must not drive the terminal or break the line.
 func New(w io.Writer, label string) *Bar {
-	b := &Bar{w: w, label: termsafe.Name(label), begin: time.Now()}
+	b := &Bar{w: w, label: termsafe.Name(label), now: time.Now}
+	b.begin = b.now()
 	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			b.terminal = true
-		}
+		b.terminal = term.IsTerminal(int(f.Fd()))
 	}
 	return b
 }
 
-// Update redraws the bar for done of total bytes: at most every 200 ms on a terminal, every
-// 3 s in a log, and always when done reaches total.
+// Update redraws the bar for done of total bytes: at most every TerminalEvery on a terminal,
+// every LogEvery in a log, and always when done reaches total.
 func (b *Bar) Update(done, total int64) {
 	if b.ended {
 		return
 	}
-	now := time.Now()
-	every := 200 * time.Millisecond
+	now := b.now()
+	every := TerminalEvery
 	if !b.terminal {
-		every = 3 * time.Second
+		every = LogEvery
 	}
-	if now.Sub(b.last) < every && done < total {
+	if b.drawn && now.Sub(b.last) < every && done < total {
 		return
 	}
 	b.last = now
@@ -84,9 +94,9 @@ func (b *Bar) Finish() {
 	b.ended = true
 	switch {
 	case b.terminal && b.drawn:
-		fmt.Fprintf(b.w, "  %.1fs\n", time.Since(b.begin).Seconds())
+		fmt.Fprintf(b.w, "  %.1fs\n", b.now().Sub(b.begin).Seconds())
 	case b.drawn:
-		fmt.Fprintf(b.w, "%s: done in %.1fs\n", b.label, time.Since(b.begin).Seconds())
+		fmt.Fprintf(b.w, "%s: done in %.1fs\n", b.label, b.now().Sub(b.begin).Seconds())
 	}
 }
 

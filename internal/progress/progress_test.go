@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBarInALog: written to a file or pipe (not a terminal), the bar is whole lines with no
@@ -112,5 +113,46 @@ func TestLabelEscaped(t *testing.T) {
 		if !strings.Contains(text, `\x1b[31mRED\x1b[0m\x0aFAKE.safetensors\u202e`) {
 			t.Errorf("terminal=%v: label not shown escaped in %q", terminal, out.String())
 		}
+	}
+}
+
+// TestBarLines: in a log a long transfer writes a line at the start, at most one per LogEvery,
+// and the last, never a carriage return; on a terminal it is redrawn in place at most every
+// TerminalEvery. The clock is stepped, not slept.
+func TestBarLines(t *testing.T) {
+	tests := []struct {
+		name     string
+		terminal bool
+		step     time.Duration // between updates
+		updates  int
+		frames   int // draws, the last one included
+	}{
+		{"log, 100 s of updates every second", false, time.Second, 100, 5}, // 0, 30, 60, 90, 100
+		{"log, a short load", false, 100 * time.Millisecond, 10, 2},        // the first and the last
+		{"terminal, 10 s of updates every 100 ms", true, 100 * time.Millisecond, 100, 51},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			b := New(&out, "loading")
+			b.terminal = tt.terminal
+			clock := time.Unix(0, 0)
+			b.now = func() time.Time { return clock }
+			b.begin = clock
+			total := int64(tt.updates)
+			for done := int64(0); done <= total; done++ {
+				b.Update(done, total)
+				clock = clock.Add(tt.step)
+			}
+			b.Finish()
+			text := out.String()
+			frames := strings.Count(text, "[")
+			if frames != tt.frames {
+				t.Errorf("%d frames, want %d:\n%q", frames, tt.frames, text)
+			}
+			if crs := strings.Count(text, "\r"); tt.terminal && crs != frames || !tt.terminal && crs != 0 {
+				t.Errorf("%d carriage returns in %d frames (terminal %v)", crs, frames, tt.terminal)
+			}
+		})
 	}
 }

@@ -31,3 +31,24 @@ func TestProcField(t *testing.T) {
 		t.Errorf("missing file: %d", got)
 	}
 }
+
+// TestFreeDiskBytes: the free space of a folder on a real file system is positive on Linux, and
+// a path that does not exist cannot be told (-1).
+func TestFreeDiskBytes(t *testing.T) {
+	tests := []struct {
+		name string
+		path string
+		ok   bool
+	}{
+		{"a temporary folder", t.TempDir(), runtime.GOOS == "linux"},
+		{"no such path", "/no/such/folder/octlm", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := FreeDiskBytes(tt.path)
+			if tt.ok && got <= 0 || !tt.ok && got != -1 {
+				t.Errorf("FreeDiskBytes(%q) = %d, want %s", tt.path, got, map[bool]string{true: "> 0", false: "-1"}[tt.ok])
+			}
+		})
+	}
+}

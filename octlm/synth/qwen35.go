@@ -71,8 +71,10 @@ func Qwen35_9B() Qwen35Like {
 	return c
 }
 
-// Qwen35LikeNames are the names Qwen35LikeNamed knows.
-var Qwen35LikeNames = []string{"qwen3.5-0.8b", "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b"}
+// Qwen35LikeNames returns the names Qwen35LikeNamed knows, smallest first.
+func Qwen35LikeNames() []string {
+	return []string{"qwen3.5-0.8b", "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b"}
+}
 
 // Qwen35LikeNamed returns a named Qwen3.5 configuration, or false.
 func Qwen35LikeNamed(name string) (Qwen35Like, bool) {

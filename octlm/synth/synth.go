@@ -105,8 +105,10 @@ func TinyText() QwenLike {
 	return c
 }
 
-// LikeNames are the names Like knows, smallest first.
-var LikeNames = []string{"tiny", "tiny-fixture", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"}
+// LikeNames returns the names Like knows, smallest first.
+func LikeNames() []string {
+	return []string{"tiny", "tiny-fixture", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"}
+}
 
 // Like returns a named configuration: one of LikeNames, or the Hub name of a Qwen3 model
 // ("Qwen/Qwen3-8B"). "tiny" is TinyText; "tiny-fixture" is Tiny, the testdata/tiny-qwen3 shape.
@@ -125,7 +127,7 @@ func Like(name string) (QwenLike, error) {
 	case "tiny-fixture":
 		return Tiny(), nil
 	}
-	return QwenLike{}, fmt.Errorf("synth: unknown model %q (want one of %s)", name, strings.Join(LikeNames, ", "))
+	return QwenLike{}, fmt.Errorf("synth: unknown model %q (want one of %s)", name, strings.Join(LikeNames(), ", "))
 }
 
 // Validate checks that every size is positive and the token ids fit the vocabulary.
@@ -230,6 +232,12 @@ var fileMetadata = map[string]string{"format": "pt"}
 // shard of its own. One shard is the single model.safetensors. For Qwen3-1.7B this gives the
 // Hub's two files exactly: everything but the head (3,441,185,608 bytes), then lm_head.weight.
 func (c QwenLike) Shards(maxBytes int64) []Shard { return shardSpecs(c.Tensors(), maxBytes) }
+
+// ShardTensors splits any checkpoint's tensors into files as Shards describes (a fine-tuned or
+// merged checkpoint is saved with the Hub's split).
+func ShardTensors(tensors []loader.TensorSpec, maxBytes int64) []Shard {
+	return shardSpecs(tensors, maxBytes)
+}
 
 // shardSpecs splits tensors into shards as Shards describes.
 func shardSpecs(tensors []loader.TensorSpec, maxBytes int64) []Shard {

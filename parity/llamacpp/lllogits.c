@@ -11,6 +11,10 @@
 // also writes every contiguous float32 graph tensor whose name starts with one of the
 // comma-separated prefixes of LLB_DUMP_NAMES (default "l_out-": the residual stream after each
 // layer) to DIR/NAME.f32, its ggml shape on stderr, for a layer-by-layer comparison.
+// With LLB_LORA=ADAPTER.gguf it loads that LoRA adapter (llama_adapter_lora_init) and applies it
+// to the context (llama_set_adapters_lora) at scale LLB_LORA_SCALE (default 1): llama.cpp then
+// adds scale * (alpha / r) * B·A·x to each adapted matmul, alpha from the adapter's
+// adapter.lora.alpha, r = rank of its lora_b (adapter.sh).
 #include "ggml.h"
 #include "ggml-backend.h"
 #include "llama.h"
@@ -115,6 +119,19 @@ int main(int argc, char **argv) {
     if (dump_dir) { cp.cb_eval = dump; cp.cb_eval_user_data = NULL; }
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "context init failed\n"); return 1; }
+    const char *lora_path = getenv("LLB_LORA");
+    struct llama_adapter_lora *lora = NULL;
+    if (lora_path && *lora_path) {
+        lora = llama_adapter_lora_init(model, lora_path);
+        if (!lora) { fprintf(stderr, "%s: llama.cpp could not load it as a LoRA adapter\n", lora_path); return 1; }
+        char *end, alpha[64] = "";
+        const char *sc = getenv("LLB_LORA_SCALE");
+        float scale = sc ? strtof(sc, &end) : 1.0f;
+        if (sc && (end == sc || *end)) { fprintf(stderr, "LLB_LORA_SCALE=%s: not a number\n", sc); return 2; }
+        if (llama_set_adapters_lora(ctx, &lora, 1, &scale)) { fprintf(stderr, "%s: llama_set_adapters_lora failed\n", lora_path); return 1; }
+        llama_adapter_meta_val_str(lora, "adapter.lora.alpha", alpha, sizeof alpha);
+        fprintf(stderr, "%s: LoRA adapter at scale %g, adapter.lora.alpha %s\n", lora_path, scale, *alpha ? alpha : "(absent)");
+    }
 
     float *out = malloc(sizeof(float) * (size_t)n * V);
     if (step) {
@@ -136,6 +153,7 @@ int main(int argc, char **argv) {
     if (!f || fwrite(out, sizeof(float), (size_t)n * V, f) != (size_t)n * V || fclose(f)) { perror(argv[5]); return 1; }
     fprintf(stderr, "%s: %d x %d logits (%s)\n", argv[5], n, V, argv[1]);
     llama_free(ctx);
+    if (lora) llama_adapter_lora_free(lora);
     llama_model_free(model);
     return 0;
 }

@@ -65,6 +65,20 @@ def byte_vocab(V: int):
     return tokens, types
 
 
+def add_minimal_vocab(w, V: int) -> None:
+    """Writes a tokenizer section llama.cpp accepts: byte_vocab(V), gpt2 model, qwen2 pre-tokenizer,
+    one merge, the last token as end (and begin) of text, no BOS added."""
+    tokens, types = byte_vocab(V)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(["Ġ t"])  # llama.cpp wants a merges list; one is enough for a loader
+    w.add_eos_token_id(V - 1)
+    w.add_bos_token_id(V - 1)
+    w.add_add_bos_token(False)
+
+
 def convert(folder: Path, out: Path, reorder: bool = True) -> dict:
     m = Model(folder)
     if m.arch != "qwen3_5":
@@ -105,15 +119,7 @@ def convert(folder: Path, out: Path, reorder: bool = True) -> dict:
     w.add_full_attention_interval(c.get("full_attention_interval", 4))
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
 
-    tokens, types = byte_vocab(m.vocab)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(["Ġ t"])  # llama.cpp wants a merges list; one is enough for a loader
-    w.add_eos_token_id(m.vocab - 1)
-    w.add_bos_token_id(m.vocab - 1)
-    w.add_add_bos_token(False)
+    add_minimal_vocab(w, m.vocab)
 
     def put(name, arr):
         w.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))

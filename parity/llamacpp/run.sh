@@ -31,21 +31,7 @@ fi
 for i in "${!fixtures[@]}"; do
 	fixtures[$i]="$(cd "${fixtures[$i]}" && pwd)"
 done
-cache="${OCTLM_PEER_CACHE:-$HOME/.cache/octlm-peer}"
-mkdir -p "$cache"
-cd "$cache"
-if [ ! -d node_modules/@node-llama-cpp/linux-x64 ]; then
-	npm install --silent --no-audit --no-fund --ignore-scripts node-llama-cpp@3.22.1 >&2
-fi
-bins="$(cd node_modules/@node-llama-cpp/linux-x64/bins/linux-x64 && pwd)"
-if [ ! -d src/gguf-py ]; then
-	rm -rf src
-	git clone -q node_modules/node-llama-cpp/llama/gitRelease.bundle src 2>/dev/null
-fi
-if [ ! -x lllogits ] || [ "$repo/parity/llamacpp/lllogits.c" -nt lllogits ]; then
-	gcc -O2 -Wall -o lllogits "$repo/parity/llamacpp/lllogits.c" -Isrc/include -Isrc/ggml/include \
-		"$bins/libllama.v0.5.0.so" "$bins/libggml.v0.5.0.so" "$bins/libggml-base.so" -Wl,-rpath,"$bins"
-fi
+. "$repo/parity/llamacpp/setup.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 LLB_BINS="$bins" PYTHONPATH="$cache/src/gguf-py" /usr/bin/python3 "$repo/parity/llamacpp/compare.py" \

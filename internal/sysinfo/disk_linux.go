@@ -1,12 +1,12 @@
 //go:build linux
 
-package main
+package sysinfo
 
 import "syscall"
 
-// freeDiskBytes is the space an unprivileged user may still fill in the file system holding
+// FreeDiskBytes is the space an unprivileged user may still fill in the file system holding
 // path, or -1 when it cannot be told.
-func freeDiskBytes(path string) int64 {
+func FreeDiskBytes(path string) int64 {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
 		return -1
