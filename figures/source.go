@@ -167,7 +167,7 @@ func (s *Source) load(opts octlm.LoadOptions, mutate func(*octlm.Config)) (*octl
 		return nil, fmt.Errorf("figures: loading %s: %w", s.Label, err)
 	}
 	defer ckpt.Close()
-	m, err := octlm.LoadCheckpoint(cfg, ckpt, opts)
+	m, err := octlm.LoadQwen3Checkpoint(cfg, ckpt, opts)
 	if err != nil {
 		return nil, fmt.Errorf("figures: loading %s: %w", s.Label, err)
 	}

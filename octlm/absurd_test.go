@@ -151,7 +151,7 @@ func TestAbsurdConfigSizes(t *testing.T) {
 }
 
 // TestAbsurdConfigStruct: a Config or Qwen35Config built in Go with a size past its bound fails
-// Validate naming the field, and MemoryNeeded gives an estimate no
+// Validate naming the field, and MemoryNeededQwen3 gives an estimate no
 // memory fits (math.MaxInt64) instead of building its weight table or overflowing.
 func TestAbsurdConfigStruct(t *testing.T) {
 	tests := []struct {
@@ -177,10 +177,10 @@ func TestAbsurdConfigStruct(t *testing.T) {
 			}
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			m := MemoryNeeded(c, BFloat16, goBackend(t), 1<<30)
+			m := MemoryNeededQwen3(c, BFloat16, goBackend(t), 1<<30)
 			runtime.ReadMemStats(&after)
 			if m.Weights != math.MaxInt64 || m.Total() != math.MaxInt64 {
-				t.Errorf("MemoryNeeded = %+v (total %d), want math.MaxInt64", m, m.Total())
+				t.Errorf("MemoryNeededQwen3 = %+v (total %d), want math.MaxInt64", m, m.Total())
 			}
 			if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
 				t.Errorf("MemoryNeeded allocated %d KiB", grew>>10)

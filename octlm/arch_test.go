@@ -37,8 +37,8 @@ func (a countingQwen3) state() []stateSpec {
 func (a countingQwen3) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 	n := len(state) - 1
 	hiddens, newState := a.qwen3.layers(s, w, state[:n])
-	real := ReduceAllSum(ConvertDType(s.real, dtypes.Float32))
-	return hiddens, append(newState, Add(state[n], Reshape(real, 1, 1)))
+	real := ReduceSum(ConvertDType(s.real, dtypes.Float32), 1) // [B]: each sequence's real rows
+	return hiddens, append(newState, Add(state[n], InsertAxes(real, -1)))
 }
 
 func (a countingQwen3) logits(s *step, w weightSet, hidden *Node) *Node {

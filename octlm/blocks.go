@@ -55,14 +55,14 @@ func rmsNormGated(o ops, x, z, weight *Node, eps float64) *Node {
 	x32 := rmsNormalized(o, x, eps)
 	w := ConvertDType(weight, x32.DType())
 	z32 := ConvertDType(z, x32.DType())
-	return ConvertDType(Mul(Mul(broadcastLast(w, x32), x32), Mul(z32, Sigmoid(z32))), x.DType())
+	return ConvertDType(Mul(Mul(broadcastLast(w, x32), x32), o.silu(z32)), x.DType())
 }
 
 // mlp is Qwen3MLP (and Qwen3_5MLP): down_proj(silu(gate_proj(x)) * up_proj(x)).
 func mlp(o ops, w weightSet, x *Node) *Node {
 	gateUp := o.projections(x, w, "gate_proj.weight", "up_proj.weight")
 	gate, up := gateUp[0], gateUp[1]
-	return o.project(Mul(Mul(gate, Sigmoid(gate)), up), w, "down_proj.weight")
+	return o.project(Mul(o.silu(gate), up), w, "down_proj.weight")
 }
 
 // attention is eager_attention_forward after the projections, with the cache write before it:

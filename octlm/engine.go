@@ -54,6 +54,9 @@ type Layout struct {
 	// HalfCacheBySlice writes a half-precision cache with a dynamic update slice instead of a
 	// scatter-add (see ops.writeCache).
 	HalfCacheBySlice bool
+	// SigmoidByExp computes the logistic function as 1 / (1 + exp(−x)) instead of the engine's
+	// Sigmoid (see ops.sigmoid).
+	SigmoidByExp bool
 }
 
 // Defaults chosen by measurement (see docs/performance.md for the full tables).
@@ -92,6 +95,9 @@ const (
 //
 // XLA (and any other engine): rows, one gather; XLA parallelises a product by itself.
 //
+// ONNX Runtime's logistic function is built from its Exp (SigmoidByExp): its own Sigmoid is
+// off by up to 2e-3 relative below −6 (see ops.sigmoid).
+//
 // ONNX Runtime's products are not padded: MLAS runs a one-row product (every decode product)
 // on its matrix-vector kernel straight from the weight, split over the threads, while a product
 // of two rows or more packs the weight panel by panel on every call (weights are graph inputs,
@@ -118,6 +124,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.CopiesCache = true
 		l.PadMACs = 0
 		l.HalfCacheBySlice = true
+		l.SigmoidByExp = true
 	}
 	return l
 }
@@ -342,6 +349,29 @@ func (o ops) rsqrtMul(x, v *Node) *Node {
 	}
 	return Div(x, Sqrt(v))
 }
+
+// sigmoid is the logistic function 1 / (1 + exp(−x)) in x's dtype, accurate to a few float32
+// ulps relative to the result, as torch.sigmoid computes it.
+//
+// With SigmoidByExp it is built from Exp and a reciprocal: ONNX Runtime 1.30.0's Sigmoid (MLAS's
+// logistic approximation) is within 2·2⁻²⁴ in absolute terms but not relative to small results:
+// its worst relative error is 1.8e-7 on [−1, 0), 1.6e-6 on [−3, −1), 2.8e-5 on [−6, −3), 2e-3
+// on [−10, −6) and 4.5 near −18, against ≤ 1.4e-7 everywhere for 1 / (1 + exp(−x)) on the same
+// runtime (TestSigmoidAccuracy). The small results matter: SiLU's negative side feeds Qwen3.5's
+// L2-normalised DeltaNet keys and queries (the norm keeps their relative error however short the
+// vector), its β, and every gate. Written with Div(1, ·) instead of Reciprocal it gave the
+// Sigmoid's numbers back inside the decoder's graph (tiny-qwen35, 1 token, onnx: 2.72e-5 max
+// logit error against 2.73e-5 with Sigmoid and 1.53e-5 with Reciprocal), though not in the
+// test's one-operation graph.
+func (o ops) sigmoid(x *Node) *Node {
+	if !o.layout.SigmoidByExp {
+		return Sigmoid(x)
+	}
+	return Reciprocal(OnePlus(Exp(Neg(x))))
+}
+
+// silu is x · sigmoid(x) (SiLU, Swish).
+func (o ops) silu(x *Node) *Node { return Mul(x, o.sigmoid(x)) }
 
 // dotLastAxes contracts the last axis of lhs with the last axis of rhs, with the first
 // numBatch axes of both as batch axes (q·kᵀ).

@@ -50,12 +50,12 @@ func (m Memory) String() string {
 		units.Bytes(m.Weights), units.Bytes(m.KVCache), m.Positions, units.Bytes(m.Working))
 }
 
-// MemoryNeeded works out the memory a model of cfg (Qwen3) needs on backend with dtype weights
+// MemoryNeededQwen3 works out the memory a model of cfg (Qwen3) needs on backend with dtype weights
 // and a cache of positions positions: exactly the weights Load allocates and the cache NewCache
 // allocates, plus the largest transient buffer. A cfg that fails Validate (sizes past their
 // bounds among them) needs math.MaxInt64 bytes of weights, which nothing fits; no weight table
 // is built for it.
-func MemoryNeeded(cfg Config, dtype DType, backend compute.Backend, positions int) Memory {
+func MemoryNeededQwen3(cfg Config, dtype DType, backend compute.Backend, positions int) Memory {
 	if cfg.Validate() != nil {
 		if dtype == "" {
 			dtype = Float32

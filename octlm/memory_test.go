@@ -19,8 +19,8 @@ func TestMemoryNeeded(t *testing.T) {
 					t.Fatal(err)
 				}
 				need := memoryNeeded(qwen3{m.Config}, layout, dtype, 100)
-				if layout == LayoutFor(xla.EngineGo) && MemoryNeeded(m.Config, dtype, goBackend(t), 100) != need {
-					t.Errorf("%s %s: MemoryNeeded on the pure-Go backend is not its layout's estimate", name, dtype)
+				if layout == LayoutFor(xla.EngineGo) && MemoryNeededQwen3(m.Config, dtype, goBackend(t), 100) != need {
+					t.Errorf("%s %s: MemoryNeededQwen3 on the pure-Go backend is not its layout's estimate", name, dtype)
 				}
 				if need.Weights != m.WeightBytes() {
 					t.Errorf("%s %s layout %v: estimate %d weight bytes, loaded %d", name, dtype, layout, need.Weights, m.WeightBytes())

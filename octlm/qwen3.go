@@ -3,8 +3,9 @@ package octlm
 // Qwen3: octlm's own decoder (Config, with its five switches) as Hugging Face's Qwen3 runs it,
 // written to be read beside transformers' models/qwen3/modeling_qwen3.py: the names
 // (embed_tokens, input_layernorm, q_proj, q_norm, rotate_half, o_proj, post_attention_layernorm,
-// gate_proj, up_proj, down_proj, norm, lm_head) are theirs. The products, lookups and rsqrt go
-// through s.ops, the engine's layout (engine.go).
+// gate_proj, up_proj, down_proj, norm, lm_head) are theirs. The norms, the MLP and the attention
+// are blocks.go's; the products, lookups and rsqrt go through s.ops, the engine's layout
+// (engine.go). Activations carry a batch axis, [B, S, d].
 
 import (
 	"fmt"

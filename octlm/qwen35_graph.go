@@ -4,13 +4,14 @@ package octlm
 // models/qwen3_5/modeling_qwen3_5.py: the names (input_layernorm, linear_attn, in_proj_qkv,
 // conv1d, A_log, dt_bias, self_attn, q_proj, q_norm, rotate_half, o_proj, mlp, norm) are theirs.
 //
-// One step graph serves the full and the cached paths, as the Qwen3 graph does: a chunk of S
-// token IDs (padded; only the first `valid` are real) starting at position `start`, on top of
-// a cache holding, per full-attention layer, keys and values [kvHeads, capacity, headDim] and,
-// per Gated DeltaNet layer, the convolution state [kernel−1, convDim] (the last kernel−1 real
-// inputs of the convolution) and the recurrent state [valueHeads, keyDim, valueDim] in float32.
+// The same layers serve the full and the cached paths and the training forward, as Qwen3's do:
+// for each of B sequences a chunk of S token IDs (padded; only the first valid[b] are real)
+// starting at position start[b], on top of a cache holding, per full-attention layer, keys and
+// values [B, kvHeads, capacity, headDim] and, per Gated DeltaNet layer, the convolution state
+// [B, kernel−1, convDim] (the last kernel−1 real inputs of the convolution) and the recurrent
+// state [B, valueHeads, keyDim, valueDim] in float32; or, in training, on no cache (zero states).
 // Padding rows leave the DeltaNet states unchanged: their β and g are 0, so they write nothing
-// and decay nothing, and the convolution state is cut at the last real row.
+// and decay nothing, and the convolution state is cut at each sequence's last real row.
 
 import (
 	"fmt"
@@ -94,7 +95,7 @@ func (q qwen35) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Nod
 	query = partialRotary(query, cos, sin, c.RotaryDim)
 	key = partialRotary(key, cos, sin, c.RotaryDim)
 	ctx, newK, newV := attention(s, query, key, value, kCache, vCache)
-	ctx = Mul(ctx, Sigmoid(gate))
+	ctx = Mul(ctx, o.sigmoid(gate))
 	return o.project(ctx, w, "o_proj.weight"), newK, newV
 }
 
@@ -145,7 +146,7 @@ func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node
 			conv = Add(conv, term)
 		}
 	}
-	conv = Mul(conv, Sigmoid(conv))
+	conv = o.silu(conv)
 	if s.cached {
 		// The new state is the last K−1 real inputs of each row: rows valid … valid+K−2 of in.
 		window := kernel - 1 + seqLen
@@ -159,7 +160,7 @@ func (q qwen35) gatedDeltaNet(s *step, w weightSet, x, convState, recState *Node
 	v := Reshape(SliceAxis(conv, 2, AxisRange(2*c.KeyDim(), c.ConvDim())), batch, seqLen, vh, dv)
 
 	// β = sigmoid(b), g = −exp(A_log) · softplus(a + dt_bias); 0 on padding rows.
-	beta := Sigmoid(b)
+	beta := o.sigmoid(b)
 	aLog := broadcastLast(ConvertDType(w.get("A_log"), f32), a)
 	dtBias := broadcastLast(ConvertDType(w.get("dt_bias"), f32), a)
 	decay := Mul(Neg(Exp(aLog)), softplus(Add(a, dtBias)))

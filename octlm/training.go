@@ -92,7 +92,9 @@ func (d *Decoder) TrainingLogits(ids, lengths *Node, weights []*Node, lora *LoRA
 	}
 	batch, seqLen := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
 	shape := d.arch.shape()
-	o := ops{vocab: shape.Vocab, asStored: true}
+	// The layout's logistic function as the engine's step graph computes it (ONNX Runtime's own
+	// Sigmoid is inaccurate for small results); everything else as stored.
+	o := ops{layout: Layout{SigmoidByExp: layoutOf(ids.Graph().Backend()).SigmoidByExp}, vocab: shape.Vocab, asStored: true}
 	w := newWeightSet(d.specs, weights)
 	w.adapter = lora
 	start := Zeros(ids.Graph(), shapes.Make(dtypes.Int32, batch))

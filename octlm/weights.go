@@ -66,19 +66,19 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 	return load(arch, ckpt, opts)
 }
 
-// LoadCheckpoint builds a Qwen3 model for cfg with no weights, then streams every tensor of
+// LoadQwen3Checkpoint builds a Qwen3 model for cfg with no weights, then streams every tensor of
 // ckpt into resident backend buffers, one tensor at a time, with one copy each. Unexpected,
 // missing and mis-shaped tensors (an untied head's lm_head.weight included), and a stored tied
 // head that differs from the embedding, are errors naming the tensor; on any error nothing
 // stays allocated.
-func LoadCheckpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (*Model, error) {
+func LoadQwen3Checkpoint(cfg Config, ckpt *loader.Checkpoint, opts LoadOptions) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return load(qwen3{cfg}, ckpt, opts)
 }
 
-// load is LoadCheckpoint for any architecture: the weight table says which tensors to read,
+// load is LoadQwen3Checkpoint for any architecture: the weight table says which tensors to read,
 // under which names, and how to lay each out.
 func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Model, err error) {
 	if opts.Backend == nil {

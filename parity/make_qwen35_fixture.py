@@ -45,6 +45,15 @@ PRESETS = {
         interval=4, mrope=[3, 3, 2],
         cases=[2, 64, 65, 129, 1300], greedy=[[5, 6], [250]],
     ),
+    # The shape of a checkpoint on which ONNX Runtime once failed the 1e-3 gate (issue 30): 8
+    # layers (L L L F) ×2, two value heads per key head (3 key / 6 value), untied head, three
+    # shards, and a 500-token case (32 DeltaNet chunks of 16) where the float32 error peaked.
+    "tiny-qwen35-grouped": dict(
+        seed=3506, vocab=384, hidden=48, layers=8, heads=4, kv_heads=1, head_dim=24, ff=80,
+        k_heads=3, v_heads=6, k_dim=16, v_dim=16, conv=4, tie=False, shards=3,
+        layer_types=None, interval=4, mrope=[1, 1, 1],
+        cases=[4, 100, 500], greedy=[[9, 8, 7], [42]],
+    ),
     # Not a testdata fixture (1.5 GB): Qwen3.5-0.8B's exact text shape, for comparing octlm and
     # llama.cpp at the real head sizes (attention head_dim 256 with 64 rotary dims, DeltaNet heads
     # of 128, vocabulary 248,320), with the same scaled random values as the tiny fixtures.
@@ -215,8 +224,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="Write a tiny random Qwen3.5 checkpoint in the Hub's multimodal layout.")
     ap.add_argument("name", choices=sorted(PRESETS))
     ap.add_argument("out", type=Path)
+    ap.add_argument("--seed", type=int, default=None, help="another seed than the preset's (weights and cases)")
     a = ap.parse_args()
     p = dict(PRESETS[a.name])
+    if a.seed is not None:
+        p["seed"] = a.seed
     p["types"] = p["layer_types"] or [
         "full_attention" if (i + 1) % p["interval"] == 0 else "linear_attention" for i in range(p["layers"])]
     if len(p["types"]) != p["layers"]:

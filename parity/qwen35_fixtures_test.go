@@ -23,6 +23,7 @@ var qwen35FixtureTable = []qwen35Fixture{
 	{name: "tiny-qwen35", tied: true},
 	{name: "tiny-qwen35-sharded", sharded: true},
 	{name: "tiny-qwen35-wide", tied: true},
+	{name: "tiny-qwen35-grouped", sharded: true},
 }
 
 // qwen35TextConfig is the part of a fixture's config.json these checks read.
