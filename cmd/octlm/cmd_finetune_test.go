@@ -201,7 +201,9 @@ func TestFinetuneKilledAndResumed(t *testing.T) {
 		result string
 		gap    func(t *testing.T, a, b string) float64
 	}{
-		{"lora", func(out string) []string { return append(loraFixtureArgs(out, steps), "--lora-dropout", "0.1", "--shuffle") }, lora.WeightsFile, adapterGap},
+		{"lora", func(out string) []string {
+			return append(loraFixtureArgs(out, steps), "--lora-dropout", "0.1", "--shuffle")
+		}, lora.WeightsFile, adapterGap},
 		{"full", fullArgs, loader.SingleFileName, modelGap},
 	}
 	for _, tc := range tests {
