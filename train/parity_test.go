@@ -1,9 +1,7 @@
 package train
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,21 +11,6 @@ import (
 	"github.com/octlm/octlm/octlm/lora"
 )
 
-// fixtureSettings is a fixture run's train.json.
-type fixtureSettings struct {
-	Steps       int     `json:"steps"`
-	Batch       int     `json:"batch"`
-	LR          float64 `json:"lr"`
-	WeightDecay float64 `json:"weight_decay"`
-	MaxGradNorm float64 `json:"max_grad_norm"`
-	Schedule    string  `json:"schedule"`
-	Warmup      int     `json:"warmup"`
-	Beta1       float64 `json:"beta1"`
-	Beta2       float64 `json:"beta2"`
-	Eps         float64 `json:"eps"`
-	Full        bool    `json:"full"`
-}
-
 // parityGates are the gates of a fixture run: gradients and losses as the issue sets them, the
 // final adapter per architecture (Qwen3.5's float32 floor is 3.3e-6, Qwen3's 1.6e-7).
 type parityGates struct{ grads, loss, adapter float64 }
@@ -36,12 +19,8 @@ type parityGates struct{ grads, loss, adapter float64 }
 // and the trainer after the last step.
 func runFixture(t *testing.T, r fixtureRun, mo ModelOptions, edit func(*Settings)) ([][]float32, []StepResult, *Trainer) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(r.dir, "train.json"))
+	fs, err := ReadReferenceSettings(filepath.Join(r.dir, "train.json"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	var fs fixtureSettings
-	if err := json.Unmarshal(data, &fs); err != nil {
 		t.Fatal(err)
 	}
 	model, err := OpenModel(r.model, mo)
@@ -52,10 +31,7 @@ func runFixture(t *testing.T, r fixtureRun, mo ModelOptions, edit func(*Settings
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Settings{Steps: fs.Steps, Batch: fs.Batch, GradAccum: 1, LR: fs.LR,
-		Schedule:    Schedule{Kind: fs.Schedule, Warmup: fs.Warmup, Total: fs.Steps},
-		AdamW:       AdamW{Beta1: fs.Beta1, Beta2: fs.Beta2, Eps: fs.Eps, WeightDecay: fs.WeightDecay},
-		MaxGradNorm: fs.MaxGradNorm, Full: fs.Full}
+	s := fs.Settings()
 	if edit != nil {
 		edit(&s)
 	}
