@@ -54,11 +54,17 @@ func (p *positionsLine) update(c parity.Case, path string, done, total int) {
 // positionsText is the line's text for done of total positions, of which ran ran in elapsed
 // (the rate; the time left assumes it holds, though later positions attend over more).
 func positionsText(key string, done, total, ran int, elapsed time.Duration) string {
-	line := fmt.Sprintf("%s: %s / %s positions", key, units.Commas(int64(done)), units.Commas(int64(total)))
+	return progressText(key, "positions", "%.0f", done, total, ran, elapsed)
+}
+
+// progressText is "key: done / total unit", then the rate (in rateFormat) and the time left
+// when ran of them took elapsed (the time left assumes the rate holds).
+func progressText(key, unit, rateFormat string, done, total, ran int, elapsed time.Duration) string {
+	line := fmt.Sprintf("%s: %s / %s %s", key, units.Commas(int64(done)), units.Commas(int64(total)), unit)
 	if elapsed <= 0 || ran <= 0 {
 		return line
 	}
 	rate := float64(ran) / elapsed.Seconds()
 	left := time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second)
-	return line + fmt.Sprintf(", %.0f positions/s, about %s left", rate, left)
+	return line + fmt.Sprintf(", "+rateFormat+" %s/s, about %s left", rate, unit, left)
 }

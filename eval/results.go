@@ -1,0 +1,372 @@
+package eval
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/octlm/octlm/internal/termsafe"
+)
+
+// Sample is one line of samples_<task>.jsonl as lm-eval's EvaluationTracker writes it.
+func (in *Instances) Sample(d *Document, filter string) *Object {
+	o := NewObject()
+	o.Set("doc_id", int64(d.ID))
+	o.Set("doc", d.Doc)
+	o.Set("target", pyStr(d.Target))
+	args := NewObject()
+	var resps, filtered []any
+	for i, q := range d.Requests {
+		a := NewObject()
+		switch q.Type {
+		case Loglikelihood:
+			a.Set("arg_0", q.Context)
+			a.Set("arg_1", q.Continuation)
+			resps = append(resps, []any{[]any{pyFloatRepr(q.LogLikelihood), pyBool(q.IsGreedy)}})
+		case LoglikelihoodRolling:
+			a.Set("arg_0", q.Continuation)
+			resps = append(resps, []any{pyFloatRepr(q.LogLikelihood)})
+		case GenerateUntil:
+			a.Set("arg_0", q.Context)
+			a.Set("arg_1", in.Task.Generation.kwargsObject())
+			resps = append(resps, []any{q.Generated})
+		}
+		args.Set(fmt.Sprintf("gen_args_%d", i), a)
+	}
+	switch f := d.Filtered[filter].(type) {
+	case []any: // one (ll, is_greedy) per request
+		for _, e := range f {
+			p := e.([]any)
+			filtered = append(filtered, []any{pyFloatRepr(p[0].(float64)), pyBool(p[1].(bool))})
+		}
+	case float64:
+		filtered = []any{pyFloatRepr(f)}
+	case string:
+		filtered = []any{f}
+	}
+	o.Set("arguments", args)
+	o.Set("resps", resps)
+	o.Set("filtered_resps", filtered)
+	o.Set("filter", filter)
+	var names []any
+	metrics := d.Metrics[filter]
+	for _, mc := range in.Task.Metrics {
+		if _, ok := metrics[mc.Metric]; ok {
+			names = append(names, mc.Metric)
+		}
+	}
+	o.Set("metrics", names)
+	o.Set("doc_hash", hashString(pyJSONDumps(d.Doc)))
+	prompt := d.Requests[0].Context
+	if d.Requests[0].Type == LoglikelihoodRolling {
+		prompt = d.Requests[0].Continuation
+	}
+	o.Set("prompt_hash", hashString(prompt))
+	o.Set("target_hash", hashString(pyStr(d.Target)))
+	for _, n := range names {
+		switch v := metrics[n.(string)].(type) {
+		case [2]float64:
+			o.Set(n.(string), []any{v[0], int64(v[1])})
+		default:
+			o.Set(n.(string), v)
+		}
+	}
+	return o
+}
+
+func pyBool(b bool) string { return map[bool]string{true: "True", false: "False"}[b] }
+
+func hashString(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// kwargsObject is the generation_kwargs as the task gave them (lm-eval passes them through).
+func (g *GenerationKwargs) kwargsObject() *Object {
+	if g.raw != nil {
+		return g.raw
+	}
+	return NewObject()
+}
+
+// SampleLine is Sample as one JSON line.
+func (in *Instances) SampleLine(d *Document, filter string) ([]byte, error) {
+	b, err := in.Sample(d, filter).MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// TaskResult is one finished task for the results file.
+type TaskResult struct {
+	Instances *Instances
+	Result    Result
+}
+
+// RunConfig is the results file's config: what ran the evaluation.
+type RunConfig struct {
+	Model, Adapter, DType, Backend, OctlmVersion string
+	MaxLength, BatchSize                         int
+	Limit                                        float64
+	NumFewshot                                   *int
+	Date                                         float64 // Unix seconds, as lm-eval's start_date
+	TotalSeconds                                 float64
+}
+
+// ResultsJSON is the results file as lm-eval writes it: results, group_subtasks, configs,
+// versions, n-shot, higher_is_better, n-samples, config, date.
+func ResultsJSON(tasks []TaskResult, cfg RunConfig) ([]byte, error) {
+	results, subtasks, configs, versions, nshot, hib, nsamples := NewObject(), NewObject(), NewObject(), NewObject(), NewObject(), NewObject(), NewObject()
+	sorted := append([]TaskResult(nil), tasks...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Instances.Task.Name < sorted[j].Instances.Task.Name })
+	for _, tr := range tasks {
+		in := tr.Instances
+		name := in.Task.Name
+		r := NewObject()
+		r.Set("name", name)
+		r.Set("alias", name)
+		r.Set("sample_len", int64(len(in.Docs)))
+		for _, k := range tr.Result.Keys {
+			r.Set(k, finite(tr.Result.Values[k]))
+		}
+		results.Set(name, r)
+		subtasks.Set(name, []any{})
+	}
+	for _, tr := range sorted {
+		in := tr.Instances
+		name := in.Task.Name
+		configs.Set(name, in.Task.dumpConfig(in.NumFewshot))
+		versions.Set(name, in.Task.Version)
+		nshot.Set(name, int64(in.NumFewshot))
+		h := NewObject()
+		for _, mc := range in.Task.Metrics {
+			h.Set(mc.Metric, mc.HigherIsBetter)
+		}
+		hib.Set(name, h)
+	}
+	for _, tr := range tasks {
+		n := NewObject()
+		n.Set("original", int64(tr.Instances.Original))
+		n.Set("effective", int64(len(tr.Instances.Docs)))
+		nsamples.Set(tr.Instances.Task.Name, n)
+	}
+	c := NewObject()
+	c.Set("model", cfg.Model)
+	c.Set("model_args", cfg.ModelArgs())
+	c.Set("adapter", nilIfEmpty(cfg.Adapter))
+	c.Set("dtype", cfg.DType)
+	c.Set("backend", cfg.Backend)
+	c.Set("octlm_version", cfg.OctlmVersion)
+	c.Set("max_length", int64(cfg.MaxLength))
+	c.Set("batch_size", int64(cfg.BatchSize))
+	if cfg.Limit > 0 {
+		c.Set("limit", cfg.Limit)
+	} else {
+		c.Set("limit", nil)
+	}
+	c.Set("bootstrap_iters", int64(BootstrapIters))
+	out := NewObject()
+	out.Set("results", results)
+	out.Set("group_subtasks", subtasks)
+	out.Set("configs", configs)
+	out.Set("versions", versions)
+	out.Set("n-shot", nshot)
+	out.Set("higher_is_better", hib)
+	out.Set("n-samples", nsamples)
+	out.Set("config", c)
+	out.Set("date", cfg.Date)
+	out.Set("total_evaluation_time_seconds", pyFloatRepr(cfg.TotalSeconds))
+	b, err := out.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var pretty strings.Builder
+	if err := indentJSON(&pretty, b); err != nil {
+		return nil, err
+	}
+	return []byte(pretty.String() + "\n"), nil
+}
+
+func indentJSON(w io.Writer, b []byte) error {
+	var v json.RawMessage = b
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// finite writes NaN and infinities (which JSON cannot hold) as lm-eval's json.dumps would
+// print them read back by most tools: as strings.
+func finite(v any) any {
+	if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		return pyFloatRepr(f)
+	}
+	return v
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// ModelArgs is the config's model_args, as lm-eval writes its own: pretrained=…,dtype=…,
+// max_length=…[,peft=…].
+func (cfg RunConfig) ModelArgs() string {
+	s := "pretrained=" + cfg.Model + ",dtype=" + cfg.DType + fmt.Sprintf(",max_length=%d", cfg.MaxLength)
+	if cfg.Adapter != "" {
+		s += ",peft=" + cfg.Adapter
+	}
+	return s
+}
+
+// dumpConfig is the task's configuration as the results file's configs hold it: the YAML's
+// fields with lm-eval's defaults filled in.
+func (t *Task) dumpConfig(shots int) *Object {
+	o := NewObject()
+	o.Set("task", t.Name)
+	for _, k := range t.config.Keys {
+		if k != "task" {
+			o.Set(k, t.config.Values[k])
+		}
+	}
+	set := func(k string, v any) {
+		if _, ok := o.Get(k); !ok {
+			o.Set(k, v)
+		}
+	}
+	set("output_type", t.OutputType)
+	set("target_delimiter", t.TargetDelimiter)
+	set("fewshot_delimiter", t.FewshotDelimiter)
+	o.Set("num_fewshot", int64(shots))
+	if _, ok := o.Get("metric_list"); !ok {
+		var list []any
+		for _, mc := range t.Metrics {
+			m := NewObject()
+			m.Set("metric", mc.Metric)
+			m.Set("aggregation", mc.Aggregation)
+			m.Set("higher_is_better", mc.HigherIsBetter)
+			list = append(list, m)
+		}
+		o.Set("metric_list", list)
+	}
+	return o
+}
+
+var unsafeModelName = regexp.MustCompile(`["<>:/|\\?*\[\]]+`)
+
+// SanitizeModelName is lm-eval's sanitize_model_name: the folder under --output_path.
+func SanitizeModelName(name string) string { return unsafeModelName.ReplaceAllString(name, "__") }
+
+// Table writes lm-eval's results table (make_table) in Markdown: task, version, filter,
+// n-shot, metric, direction, value and standard error; task text is escaped for the terminal.
+func Table(w io.Writer, tasks []TaskResult) error {
+	header := []string{"Tasks", "Version", "Filter", "n-shot", "Metric", "", "Value", "", "Stderr"}
+	right := []bool{false, true, false, true, false, false, true, false, true}
+	var rows [][]string
+	for _, tr := range tasks {
+		in := tr.Instances
+		name := termsafe.Name(in.Task.Name)
+		version := "    N/A"
+		if in.Task.Version != nil {
+			version = termsafe.Name(pyStr(in.Task.Version))
+		}
+		hib := map[string]bool{}
+		for _, mc := range in.Task.Metrics {
+			hib[mc.Metric] = mc.HigherIsBetter
+		}
+		keys := append([]string(nil), tr.Result.Keys...)
+		sort.Strings(keys)
+		for _, k := range keys {
+			m, f, _ := strings.Cut(k, ",")
+			if strings.HasSuffix(m, "_stderr") {
+				continue
+			}
+			arrow := "↓"
+			if hib[m] {
+				arrow = "↑"
+			}
+			v := formatValue(tr.Result.Values[k])
+			se, pm := "", ""
+			if s, ok := tr.Result.Values[m+"_stderr,"+f]; ok {
+				pm = "±"
+				if s == "N/A" {
+					se = "   N/A"
+				} else {
+					se = formatValue(s)
+				}
+			}
+			rows = append(rows, []string{name, version, termsafe.Name(f), fmt.Sprint(in.NumFewshot), m, arrow, v, pm, se})
+			name, version = "", ""
+		}
+	}
+	// pytablewriter's layout, which lm-eval's table uses: at least 3 wide, headers centred,
+	// numbers right-aligned, a column holding "N/A" among its numbers left-aligned.
+	for _, r := range rows {
+		if strings.TrimSpace(r[8]) == "N/A" {
+			right[8] = false
+		}
+	}
+	widths := make([]int, len(header))
+	for i, h := range header {
+		widths[i] = max(3, utf8.RuneCountInString(h))
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	line := func(cells []string) string {
+		var b strings.Builder
+		b.WriteByte('|')
+		for i, c := range cells {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if right[i] {
+				b.WriteString(pad + c)
+			} else {
+				b.WriteString(c + pad)
+			}
+			b.WriteByte('|')
+		}
+		return b.String() + "\n"
+	}
+	var b strings.Builder
+	b.WriteByte('|')
+	for i, h := range header {
+		pad := widths[i] - utf8.RuneCountInString(h)
+		b.WriteString(strings.Repeat(" ", pad/2) + h + strings.Repeat(" ", pad-pad/2) + "|")
+	}
+	b.WriteByte('\n')
+	b.WriteByte('|')
+	for i, wd := range widths {
+		if right[i] {
+			b.WriteString(strings.Repeat("-", wd-1) + ":|")
+		} else {
+			b.WriteString(strings.Repeat("-", wd) + "|")
+		}
+	}
+	b.WriteByte('\n')
+	for _, r := range rows {
+		b.WriteString(line(r))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func formatValue(v any) string {
+	if f, ok := v.(float64); ok {
+		return fmt.Sprintf("%.4f", f)
+	}
+	return termsafe.Name(fmt.Sprint(v))
+}
