@@ -7,7 +7,6 @@ import (
 
 	"github.com/gomlx/compute"
 
-	"github.com/octlm/octlm/octlm/lora"
 	"github.com/octlm/octlm/train"
 )
 
@@ -44,49 +43,21 @@ func FinetuneParity(backend compute.Backend, runs []FinetuneRun) (Table, error) 
 }
 
 func finetuneParityRow(backend compute.Backend, r FinetuneRun) ([]string, error) {
-	rs, err := train.ReadReferenceSettings(filepath.Join(r.Dir, "train.json"))
+	run, err := train.RunReference(backend, train.ReferenceRun{Model: r.Model, Data: r.Data, Dir: r.Dir, LoRA: true}, train.ModelOptions{}, nil)
 	if err != nil {
 		return nil, err
 	}
-	model, err := train.OpenModel(r.Model, train.ModelOptions{})
-	if err != nil {
-		return nil, err
-	}
-	rows, err := train.ReadJSONL(r.Data, train.DataOptions{Vocab: train.Vocab(model), EOS: -1})
-	if err != nil {
-		return nil, err
-	}
-	init, err := lora.Read(filepath.Join(r.Dir, "init-adapter"))
-	if err != nil {
-		return nil, err
-	}
-	weights, closeWeights, err := train.CheckpointWeights(r.Model)
-	if err != nil {
-		return nil, err
-	}
-	tr, err := train.NewTrainer(model, backend, weights, rows, rs.Settings(), init)
-	closeWeights()
-	if err != nil {
-		return nil, err
-	}
+	tr := run.Trainer
 	defer tr.Close()
 	want, err := train.ReadReferenceLosses(filepath.Join(r.Dir, "reference-losses.json"))
 	if err != nil {
 		return nil, err
 	}
-	if len(want) != rs.Steps {
-		return nil, fmt.Errorf("reference-losses.json has %d steps, train.json %d", len(want), rs.Steps)
+	if len(want) != len(run.Steps) {
+		return nil, fmt.Errorf("reference-losses.json has %d steps, the run %d", len(want), len(run.Steps))
 	}
-	var grads [][]float32
 	var lossGap, normGap float64
-	for i := range rs.Steps {
-		res, err := tr.RunStep(i == 0)
-		if err != nil {
-			return nil, err
-		}
-		if i == 0 {
-			grads = res.Grads
-		}
+	for i, res := range run.Steps {
 		if res.Tokens != want[i].Tokens || res.LR != want[i].LR {
 			return nil, fmt.Errorf("step %d: %d tokens at lr %g, the reference %d at %g", i+1, res.Tokens, res.LR, want[i].Tokens, want[i].LR)
 		}
@@ -96,7 +67,7 @@ func finetuneParityRow(backend compute.Backend, r FinetuneRun) ([]string, error)
 			lossGap, normGap = math.Inf(1), math.Inf(1)
 		}
 	}
-	gradGap, err := gapTo(tr, grads, filepath.Join(r.Dir, "reference-gradients.safetensors"))
+	gradGap, err := gapTo(tr, run.Grads, filepath.Join(r.Dir, "reference-gradients.safetensors"))
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +83,7 @@ func finetuneParityRow(backend compute.Backend, r FinetuneRun) ([]string, error)
 	if !(gradGap <= FinetuneGradGate && lossGap <= FinetuneLossGate && normGap <= 1e-4 && adapterGap <= FinetuneAdapterGate) {
 		verdict = "FAIL"
 	}
-	return []string{r.Name, fmt.Sprint(rs.Steps), fmt.Sprintf("%.2g", gradGap), fmt.Sprintf("%.2g", lossGap),
+	return []string{r.Name, fmt.Sprint(len(run.Steps)), fmt.Sprintf("%.2g", gradGap), fmt.Sprintf("%.2g", lossGap),
 		fmt.Sprintf("%.2g", normGap), fmt.Sprintf("%.2g", adapterGap), verdict}, nil
 }
 

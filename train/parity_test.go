@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/octlm/octlm/loader"
-	"github.com/octlm/octlm/octlm/lora"
 )
 
 // parityGates are the gates of a fixture run: gradients and losses as the issue sets them, the
@@ -19,51 +18,12 @@ type parityGates struct{ grads, loss, adapter float64 }
 // and the trainer after the last step.
 func runFixture(t *testing.T, r fixtureRun, mo ModelOptions, edit func(*Settings)) ([][]float32, []StepResult, *Trainer) {
 	t.Helper()
-	fs, err := ReadReferenceSettings(filepath.Join(r.dir, "train.json"))
+	res, err := RunReference(backendForTest(t), ReferenceRun{Model: r.model, Data: r.data, Dir: r.dir, LoRA: r.lora}, mo, edit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := OpenModel(r.model, mo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := ReadJSONL(r.data, DataOptions{Vocab: Vocab(model), EOS: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := fs.Settings()
-	if edit != nil {
-		edit(&s)
-	}
-	var init *lora.Adapter
-	if r.lora {
-		if init, err = lora.Read(filepath.Join(r.dir, "init-adapter")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	weights, closeWeights, err := CheckpointWeights(r.model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := NewTrainer(model, backendForTest(t), weights, rows, s, init)
-	closeWeights()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tr.Close)
-	var results []StepResult
-	var grads [][]float32
-	for tr.Step < s.Steps {
-		res, err := tr.RunStep(tr.Step == 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Grads != nil {
-			grads = res.Grads
-		}
-		results = append(results, res)
-	}
-	return grads, results, tr
+	t.Cleanup(res.Trainer.Close)
+	return res.Grads, res.Steps, res.Trainer
 }
 
 // byName keys tensors by the trainer's names.

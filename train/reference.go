@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 
+	"github.com/gomlx/compute"
+
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm/lora"
 )
 
 // ReferenceSettings are a parity fixture run's train.json (testdata/tiny-qwen3-finetune/NAME/,
@@ -120,4 +124,70 @@ func WorstGap(gaps map[string]float64) (string, float64) {
 		}
 	}
 	return best, w
+}
+
+// ReferenceRun names a parity fixture run: the base checkpoint, the training rows and the run's
+// folder (train.json, init-adapter/ for a LoRA run, the reference's gradients, losses and final
+// weights).
+type ReferenceRun struct {
+	Model, Data, Dir string
+	LoRA             bool // the run trains the adapter in Dir/init-adapter, not every weight
+}
+
+// ReferenceResult is a run of a ReferenceRun in Go: the step-1 gradients (before clipping),
+// every step's result, and the trainer after the last step (its Trainable hold the final
+// weights; the caller closes it).
+type ReferenceResult struct {
+	Grads   [][]float32
+	Steps   []StepResult
+	Trainer *Trainer
+}
+
+// RunReference trains r on backend as the reference did (edit, when not nil, changes the
+// settings first).
+func RunReference(backend compute.Backend, r ReferenceRun, mo ModelOptions, edit func(*Settings)) (ReferenceResult, error) {
+	rs, err := ReadReferenceSettings(filepath.Join(r.Dir, "train.json"))
+	if err != nil {
+		return ReferenceResult{}, err
+	}
+	model, err := OpenModel(r.Model, mo)
+	if err != nil {
+		return ReferenceResult{}, err
+	}
+	rows, err := ReadJSONL(r.Data, DataOptions{Vocab: Vocab(model), EOS: -1})
+	if err != nil {
+		return ReferenceResult{}, err
+	}
+	s := rs.Settings()
+	if edit != nil {
+		edit(&s)
+	}
+	var init *lora.Adapter
+	if r.LoRA {
+		if init, err = lora.Read(filepath.Join(r.Dir, "init-adapter")); err != nil {
+			return ReferenceResult{}, err
+		}
+	}
+	weights, closeWeights, err := CheckpointWeights(r.Model)
+	if err != nil {
+		return ReferenceResult{}, err
+	}
+	tr, err := NewTrainer(model, backend, weights, rows, s, init)
+	closeWeights()
+	if err != nil {
+		return ReferenceResult{}, err
+	}
+	out := ReferenceResult{Trainer: tr}
+	for tr.Step < s.Steps {
+		res, err := tr.RunStep(tr.Step == 0)
+		if err != nil {
+			tr.Close()
+			return ReferenceResult{}, fmt.Errorf("%s: step %d: %w", r.Dir, tr.Step+1, err)
+		}
+		if res.Grads != nil {
+			out.Grads = res.Grads
+		}
+		out.Steps = append(out.Steps, res)
+	}
+	return out, nil
 }
