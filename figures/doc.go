@@ -3,7 +3,9 @@
 // anatomy and its strict checks (01-loading), RoPE's channel pairing and what the wrong one costs
 // (02-rope), tokens, chat prompts, generation speed and half-precision tokens (03-generation),
 // the logit parity protocol's error statistics (04-parity), and Qwen3.5's hybrid stack, its cache
-// growth against Qwen3's and the layer-by-layer trace (05-qwen35).
+// growth against Qwen3's and the layer-by-layer trace (05-qwen35), a fine-tuning run's loss curve
+// and the LoRA training arithmetic against PyTorch's (06-finetune), lm-eval task results, their
+// agreement with lm-eval's own numbers and the half-precision KL-divergence drift (07-eval).
 //
 // Every figure is a function returning a Figure (SVG bytes, drawn by hand: no plotting library,
 // no font files) and/or a Table (caption, header, rows of text). The notebooks call these

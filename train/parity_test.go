@@ -1,32 +1,14 @@
 package train
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/octlm/octlm/loader"
-	"github.com/octlm/octlm/octlm/lora"
 )
-
-// fixtureSettings is a fixture run's train.json.
-type fixtureSettings struct {
-	Steps       int     `json:"steps"`
-	Batch       int     `json:"batch"`
-	LR          float64 `json:"lr"`
-	WeightDecay float64 `json:"weight_decay"`
-	MaxGradNorm float64 `json:"max_grad_norm"`
-	Schedule    string  `json:"schedule"`
-	Warmup      int     `json:"warmup"`
-	Beta1       float64 `json:"beta1"`
-	Beta2       float64 `json:"beta2"`
-	Eps         float64 `json:"eps"`
-	Full        bool    `json:"full"`
-}
 
 // parityGates are the gates of a fixture run: gradients and losses as the issue sets them, the
 // final adapter per architecture (Qwen3.5's float32 floor is 3.3e-6, Qwen3's 1.6e-7).
@@ -36,58 +18,12 @@ type parityGates struct{ grads, loss, adapter float64 }
 // and the trainer after the last step.
 func runFixture(t *testing.T, r fixtureRun, mo ModelOptions, edit func(*Settings)) ([][]float32, []StepResult, *Trainer) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(r.dir, "train.json"))
+	res, err := RunReference(backendForTest(t), ReferenceRun{Model: r.model, Data: r.data, Dir: r.dir, LoRA: r.lora}, mo, edit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fs fixtureSettings
-	if err := json.Unmarshal(data, &fs); err != nil {
-		t.Fatal(err)
-	}
-	model, err := OpenModel(r.model, mo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := ReadJSONL(r.data, DataOptions{Vocab: Vocab(model), EOS: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := Settings{Steps: fs.Steps, Batch: fs.Batch, GradAccum: 1, LR: fs.LR,
-		Schedule:    Schedule{Kind: fs.Schedule, Warmup: fs.Warmup, Total: fs.Steps},
-		AdamW:       AdamW{Beta1: fs.Beta1, Beta2: fs.Beta2, Eps: fs.Eps, WeightDecay: fs.WeightDecay},
-		MaxGradNorm: fs.MaxGradNorm, Full: fs.Full}
-	if edit != nil {
-		edit(&s)
-	}
-	var init *lora.Adapter
-	if r.lora {
-		if init, err = lora.Read(filepath.Join(r.dir, "init-adapter")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	weights, closeWeights, err := CheckpointWeights(r.model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := NewTrainer(model, backendForTest(t), weights, rows, s, init)
-	closeWeights()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tr.Close)
-	var results []StepResult
-	var grads [][]float32
-	for tr.Step < s.Steps {
-		res, err := tr.RunStep(tr.Step == 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Grads != nil {
-			grads = res.Grads
-		}
-		results = append(results, res)
-	}
-	return grads, results, tr
+	t.Cleanup(res.Trainer.Close)
+	return res.Grads, res.Steps, res.Trainer
 }
 
 // byName keys tensors by the trainer's names.

@@ -1,15 +1,10 @@
 package train
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"testing"
-
-	"github.com/octlm/octlm/loader"
 )
 
 // fixtureRun is one run of testdata/tiny-qwen3-finetune or tiny-qwen35-finetune.
@@ -28,74 +23,31 @@ var fixtureRuns = []fixtureRun{
 // readTensorFile reads every tensor of a safetensors file as float32.
 func readTensorFile(t *testing.T, path string) map[string][]float32 {
 	t.Helper()
-	f, err := loader.Open(path)
+	out, err := ReadTensors(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string][]float32{}
-	for _, info := range f.Tensors() {
-		v := make([]float32, info.NumElements())
-		if err := f.ReadFloat32(info, v); err != nil {
-			t.Fatal(err)
-		}
-		out[info.Name] = v
 	}
 	return out
 }
 
-// tensorGap is, per tensor, max |got − want| over the tensor's largest |want|; names missing on
-// either side fail the test.
+// tensorGap is TensorGaps; a tensor missing on either side fails the test.
 func tensorGap(t *testing.T, what string, got, want map[string][]float32) map[string]float64 {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: %d tensors, the reference %d", what, len(got), len(want))
-	}
-	gaps := map[string]float64{}
-	for name, w := range want {
-		g, ok := got[name]
-		if !ok || len(g) != len(w) {
-			t.Errorf("%s: tensor %q missing or of another size", what, name)
-			continue
-		}
-		var diff, scale float64
-		for i := range w {
-			diff = max(diff, math.Abs(float64(g[i])-float64(w[i])))
-			scale = max(scale, math.Abs(float64(w[i])))
-		}
-		gaps[name] = diff / max(scale, 1e-30)
-		if math.IsNaN(diff) {
-			gaps[name] = math.Inf(1) // a NaN must fail the gate, not slip past every comparison
-		}
+	gaps, err := TensorGaps(got, want)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 	return gaps
 }
 
 // worst is the largest gap and its tensor.
-func worst(gaps map[string]float64) (string, float64) {
-	names := make([]string, 0, len(gaps))
-	for n := range gaps {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	best, w := "", -1.0
-	for _, n := range names {
-		if gaps[n] > w {
-			best, w = n, gaps[n]
-		}
-	}
-	return best, w
-}
+func worst(gaps map[string]float64) (string, float64) { return WorstGap(gaps) }
 
 // referenceLosses reads a reference-losses.json.
 func referenceLosses(t *testing.T, path string) []LogRow {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	rows, err := ReadReferenceLosses(path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []LogRow
-	if err := json.Unmarshal(data, &rows); err != nil {
 		t.Fatal(err)
 	}
 	return rows
