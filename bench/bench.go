@@ -180,11 +180,11 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return r, err
 	}
 	defer m.Close()
-	c := m.Config
-	if err := checkLengths(opts, c.ContextLength); err != nil {
+	shape := m.Shape()
+	if err := checkLengths(opts, shape.Context); err != nil {
 		return r, err
 	}
-	ids := promptIDs(opts.Depth+opts.PromptTokens, c.VocabSize)
+	ids := promptIDs(opts.Depth+opts.PromptTokens, shape.Vocab)
 	fill, prompt := ids[:opts.Depth], ids[opts.Depth:]
 
 	// Warm-up: compiles the prefill graph and the first decode graph.
@@ -294,8 +294,8 @@ func (r *Result) measureLoad(opts Options, logf func(string, ...any)) (*octlm.Mo
 	r.WeightBytes = m.WeightBytes()
 	r.WeightBytesPerToken = m.WeightBytes()
 	r.LoadPeakRSSWeightRatio = float64(r.LoadPeakRSSBytes) / float64(r.WeightBytes)
-	c := m.Config
-	r.Layers, r.Hidden, r.Vocab = c.NLayers, c.DModel, c.VocabSize
+	shape := m.Shape()
+	r.Layers, r.Hidden, r.Vocab = shape.Layers, shape.Width, shape.Vocab
 	return m, nil
 }
 

@@ -21,7 +21,7 @@ func TestKLDivergenceSelf(t *testing.T) {
 	}
 	tokens := tok.Encode(string(text))
 	const ctx = 32
-	vocab := m.Config.VocabSize
+	vocab := m.Shape().Vocab
 	var buf bytes.Buffer
 	ppl, err := WriteKLBase(&buf, m, tokens, vocab, KLBaseOptions{Ctx: ctx, Chunks: 3})
 	if err != nil {

@@ -289,7 +289,7 @@ const LatencyRepeats = 5
 func Generate(m *octlm.Model, tok *tokenizer.Tokenizer, prompt []int, n int) ([]GenRun, error) {
 	var stop []int
 	for _, id := range octlm.Qwen3StopIDs() {
-		if id < m.Config.VocabSize {
+		if id < m.Shape().Vocab {
 			stop = append(stop, id)
 		}
 	}

@@ -16,9 +16,8 @@ import (
 
 // architecture is one model family's decoder.
 type architecture interface {
-	// config is the shape the shared machinery reads: VocabSize, ContextLength, NHeads (the
-	// prefill's attention budget) and DModel. An architecture with more settings keeps them
-	// itself.
+	// config is what ReadConfig returns: Qwen3's Config, for another architecture a projection
+	// of its own config onto Config's fields. The shared machinery reads shape instead.
 	config() Config
 	// shape is the small shape the shared machinery reads.
 	shape() Shape

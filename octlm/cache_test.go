@@ -153,7 +153,7 @@ func TestNewCacheExact(t *testing.T) {
 		})
 	}
 	var ce *ContextError
-	if _, err := m.NewCache(m.Config.ContextLength + 1); !errors.As(err, &ce) || ce.Positions != m.Config.ContextLength+1 {
+	if _, err := m.NewCache(m.Shape().Context + 1); !errors.As(err, &ce) || ce.Positions != m.Shape().Context+1 {
 		t.Errorf("a cache past the context: %v, want a *ContextError", err)
 	}
 }
@@ -186,8 +186,9 @@ func TestPad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, newCap := m.Config.HeadWidth(), cache.Capacity()
-	for h := range m.Config.KVHeads {
+	c := qwen3Of(t, m)
+	d, newCap := c.HeadWidth(), cache.Capacity()
+	for h := range c.KVHeads {
 		for pos := range 105 {
 			for j := range d {
 				got := after[(h*newCap+pos)*d+j]

@@ -23,7 +23,7 @@ func TestFullSizeQwen3(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if got := m.Config.Parameters(); got != 596_049_920 {
+	if got := qwen3Of(t, m).Parameters(); got != 596_049_920 {
 		t.Errorf("parameters = %d, want 596,049,920", got)
 	}
 	if got, want := m.WeightBytes(), int64(4*596_049_920); got < want {

@@ -93,7 +93,7 @@ func TestQwen35Fused(t *testing.T) {
 						fused++
 					}
 				}
-				if want := 2 * m.Config.NLayers; fused != want { // every layer: its mixer's inputs and gate/up
+				if want := 2 * m.Shape().Layers; fused != want { // every layer: its mixer's inputs and gate/up
 					t.Errorf("%s: %d fused weights, want %d", name, fused, want)
 				}
 				for n, ref := range readReference(t, name) {

@@ -29,7 +29,7 @@ func TestCacheTruncate(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cache.Close()
-			head := Logits{Vocab: m.Config.VocabSize}
+			head := Logits{Vocab: m.Shape().Vocab}
 			if tt.keep > 0 {
 				if head, err = m.ForwardCached(ids[:tt.keep], cache); err != nil {
 					t.Fatal(err)

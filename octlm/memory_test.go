@@ -18,8 +18,8 @@ func TestMemoryNeeded(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				need := memoryNeeded(qwen3{m.Config}, layout, dtype, 100)
-				if layout == LayoutFor(xla.EngineGo) && MemoryNeededQwen3(m.Config, dtype, goBackend(t), 100) != need {
+				need := memoryNeeded(m.arch, layout, dtype, 100)
+				if layout == LayoutFor(xla.EngineGo) && MemoryNeededQwen3(qwen3Of(t, m), dtype, goBackend(t), 100) != need {
 					t.Errorf("%s %s: MemoryNeededQwen3 on the pure-Go backend is not its layout's estimate", name, dtype)
 				}
 				if need.Weights != m.WeightBytes() {

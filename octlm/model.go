@@ -48,8 +48,6 @@ func (d DType) gomlx() dtypes.DType {
 
 // Model is a decoder with its weights resident on a backend, ready to run.
 type Model struct {
-	// Config is the architecture's shape (for Qwen3, its whole configuration).
-	Config  Config
 	DType   DType
 	Backend compute.Backend
 
@@ -124,9 +122,15 @@ func (m *Model) WeightBytes() int64 {
 	return n
 }
 
-// Shape is the model's shape as the shared machinery reads it, whatever the architecture (Config
-// is Qwen3's; for another architecture a projection of its own config).
+// Shape is the model's shape as the shared machinery reads it, whatever the architecture.
 func (m *Model) Shape() Shape { return m.shape }
+
+// Qwen3Config is a Qwen3 model's whole configuration (RoPE switches, head width, eps); false for
+// another architecture, whose sizes Shape has.
+func (m *Model) Qwen3Config() (Config, bool) {
+	q, ok := m.arch.(qwen3)
+	return q.c, ok
+}
 
 // Logits holds float32 logits, row-major [Rows, Vocab].
 type Logits struct {

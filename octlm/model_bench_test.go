@@ -115,7 +115,7 @@ func BenchmarkLayerPrefill(b *testing.B) {
 	}
 	b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
 	b.ReportMetric(float64(benchLen*b.N)/b.Elapsed().Seconds(), "tokens/s")
-	b.ReportMetric(2*layerBytes(m.Config)/4*benchLen*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	b.ReportMetric(2*layerBytes(qwen3Of(b, m))/4*benchLen*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
 // decoder steps one token at a time on top of a 128-token prompt, starting over (untimed)
@@ -129,7 +129,7 @@ type decoder struct {
 }
 
 func newDecoder(b *testing.B, m *Model) *decoder {
-	d := &decoder{b: b, m: m, prompt: benchPrompt(benchLen, m.Config.VocabSize)}
+	d := &decoder{b: b, m: m, prompt: benchPrompt(benchLen, m.Shape().Vocab)}
 	d.reset()
 	d.step() // compile the decode graph
 	return d
@@ -175,22 +175,23 @@ func BenchmarkLayerDecode(b *testing.B) {
 	}
 	b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
 	b.ReportMetric(float64(b.N)/took.Seconds(), "tokens/s")
-	b.ReportMetric(layerBytes(m.Config)*float64(b.N)/took.Seconds()/1e9, "weight_GB/s")
+	b.ReportMetric(layerBytes(qwen3Of(b, m))*float64(b.N)/took.Seconds()/1e9, "weight_GB/s")
 }
 
 // BenchmarkLMHead runs the final norm and the tied output head on one row at the full
 // vocabulary, through the same graph code as the model.
 func BenchmarkLMHead(b *testing.B) {
 	m := benchModel(b, 1, fullVocab)
+	eps := qwen3Of(b, m).Eps()
 	exec, err := NewExec(m.Backend, func(hidden, table, norm *Node) *Node {
-		o := ops{layout: m.layout, vocab: m.Config.VocabSize}
-		return o.head(rmsNorm(o, hidden, norm, m.Config.Eps()), table)
+		o := ops{layout: m.layout, vocab: m.Shape().Vocab}
+		return o.head(rmsNorm(o, hidden, norm, eps), table)
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer exec.Finalize()
-	hidden := tensors.FromValue([][]float32{make([]float32, m.Config.DModel)})
+	hidden := tensors.FromValue([][]float32{make([]float32, m.Shape().Width)})
 	run := func() {
 		out, err := exec.Call(hidden, m.weights[0], m.weights[1])
 		if err != nil {
@@ -265,7 +266,7 @@ func prefillSideBySide(b *testing.B, dir string, layouts []layoutCase) {
 	for i, l := range layouts {
 		models[i] = loadBenchLayout(b, dir, l.layout)
 	}
-	prompt := benchPrompt(benchLen, models[0].Config.VocabSize)
+	prompt := benchPrompt(benchLen, models[0].Shape().Vocab)
 	prefill := func(m *Model) time.Duration {
 		cache, err := m.NewCache(benchLen)
 		if err != nil {

@@ -171,7 +171,7 @@ func TestParityGateCatchesBugs(t *testing.T) {
 		name   string
 		mutate func(m *Model)
 	}{
-		{"neighbour RoPE pairing", func(m *Model) { c := m.Config; c.RopeSplit = false; m.setConfig(c) }},
+		{"neighbour RoPE pairing", func(m *Model) { m.editConfig(func(c *Config) { c.RopeSplit = false }) }},
 		{"perturbed q_proj", func(m *Model) { m.perturb("model.layers.1.self_attn.q_proj.weight", 0.01) }},
 	}
 	for _, tt := range tests {
@@ -229,7 +229,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"negative id", []int{1, -1}},
-		{"id past the vocabulary", []int{m.Config.VocabSize}},
+		{"id past the vocabulary", []int{m.Shape().Vocab}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -280,5 +280,19 @@ func tokenByToken(m *Model, ids []int) (Logits, error) {
 	return concatLogits(parts...), nil
 }
 
-// setConfig replaces a loaded Qwen3 model's config (a test's deliberate bug) before its first run.
-func (m *Model) setConfig(c Config) { m.Config, m.arch = c, qwen3{c} }
+// editConfig changes a loaded Qwen3 model's config (a test's deliberate bug) before its first run.
+func (m *Model) editConfig(edit func(*Config)) {
+	c := m.arch.(qwen3).c
+	edit(&c)
+	m.arch = qwen3{c}
+}
+
+// qwen3Of is a loaded Qwen3 model's config; it fails the test for another architecture.
+func qwen3Of(tb testing.TB, m *Model) Config {
+	tb.Helper()
+	c, ok := m.Qwen3Config()
+	if !ok {
+		tb.Fatalf("model is not Qwen3")
+	}
+	return c
+}

@@ -86,6 +86,16 @@ func ReadConfig(path string) (Config, error) {
 	return arch.config(), nil
 }
 
+// ReadShape reads the config.json of any architecture Load accepts and returns the shape the
+// shared machinery reads, the Shape of the Model that Load would build.
+func ReadShape(path string) (Shape, error) {
+	arch, err := readArchitecture(path)
+	if err != nil {
+		return Shape{}, err
+	}
+	return arch.shape(), nil
+}
+
 // Parameters is the number of parameters in the model's weight table (a tied head, stored as a
 // copy of the embedding, counted once).
 func (m *Model) Parameters() int64 { return parameterCount(m.specs) }

@@ -52,7 +52,7 @@ func TestUntiedHeadIsUsed(t *testing.T) {
 		name   string
 		mutate func(m *Model)
 	}{
-		{"embedding as the head", func(m *Model) { c := m.Config; c.UntiedHead = false; m.setConfig(c) }},
+		{"embedding as the head", func(m *Model) { m.editConfig(func(c *Config) { c.UntiedHead = false }) }},
 		{"perturbed lm_head", func(m *Model) { m.perturb(TiedHeadName, 0.01) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

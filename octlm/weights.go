@@ -114,7 +114,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 			index[part.Name] = place{i, j}
 		}
 	}
-	m = &Model{Config: arch.config(), shape: arch.shape(), DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs, adapter: opts.Adapter,
+	m = &Model{shape: arch.shape(), DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs, adapter: opts.Adapter,
 		chunks: opts.Chunks.withDefaults(), weights: make([]*tensors.Tensor, len(specs))}
 	fusing := map[int]*fusedFill{} // fused weights with parts still to come
 	partial := m                   // error returns set m to nil; partial is what to free

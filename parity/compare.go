@@ -176,7 +176,7 @@ func CachedPath(m *octlm.Model, ids []int) (octlm.Logits, error) {
 
 // bothPaths compares the full and the cached path of every case with the reference.
 func bothPaths(m *octlm.Model, ref *Reference, opts Options, row func(c Case, path string, s Stats)) error {
-	if err := ref.Check(m.Config); err != nil {
+	if err := ref.Check(m.Shape()); err != nil {
 		return err
 	}
 	for _, c := range ref.Cases {

@@ -65,15 +65,15 @@ func (r GreedyRow) Agreement() float64 {
 }
 
 // CheckGreedy reports, as ErrBadInput, a case whose prompt leaves fewer than n positions of
-// cfg's context for the greedy comparison, so that a half-precision run is refused before any
+// the model's context for the greedy comparison, so that a half-precision run is refused before any
 // work rather than after the gated run (minutes on the long-context fixture).
-func (r *Reference) CheckGreedy(cfg octlm.Config, n int) error {
+func (r *Reference) CheckGreedy(shape octlm.Shape, n int) error {
 	for _, c := range r.Cases {
-		if room := cfg.ContextLength - c.Positions(); room < n {
+		if room := shape.Context - c.Positions(); room < n {
 			return badInput("parity: %s: case %d has %d positions and the context holds %d, leaving %d where the "+
 				"half-precision report generates %d greedy tokens after each prompt; measure half precision on "+
 				"cases of at most %d positions (the gated float32 run, without --dtypes, takes this case)",
-				c.Path, c.Index, c.Positions(), cfg.ContextLength, max(room, 0), n, cfg.ContextLength-n)
+				c.Path, c.Index, c.Positions(), shape.Context, max(room, 0), n, shape.Context-n)
 		}
 	}
 	return nil
@@ -81,10 +81,10 @@ func (r *Reference) CheckGreedy(cfg octlm.Config, n int) error {
 
 // Greedy generates n tokens greedily from every case's prompt (no stop tokens), on the cached path.
 func Greedy(m *octlm.Model, ref *Reference, n int, opts Options) ([][]int, error) {
-	if err := ref.Check(m.Config); err != nil {
+	if err := ref.Check(m.Shape()); err != nil {
 		return nil, err
 	}
-	if err := ref.CheckGreedy(m.Config, n); err != nil {
+	if err := ref.CheckGreedy(m.Shape(), n); err != nil {
 		return nil, err
 	}
 	out := make([][]int, len(ref.Cases))

@@ -38,15 +38,15 @@ func OpenReference(dir, refDir string, greedyTokens int) (*Reference, error) {
 			}
 		}
 	}
-	cfg, err := octlm.ReadConfig(filepath.Join(dir, "config.json"))
+	shape, err := octlm.ReadShape(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
 	}
-	if err := ref.Check(cfg); err != nil {
+	if err := ref.Check(shape); err != nil {
 		return nil, err
 	}
 	if greedyTokens > 0 {
-		if err := ref.CheckGreedy(cfg, greedyTokens); err != nil {
+		if err := ref.CheckGreedy(shape, greedyTokens); err != nil {
 			return nil, err
 		}
 	}

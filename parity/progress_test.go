@@ -19,7 +19,7 @@ func TestProgressSameLogits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ids := make([]int, 2600)
 	for i := range ids {
-		ids[i] = rng.IntN(m.Config.VocabSize)
+		ids[i] = rng.IntN(m.Shape().Vocab)
 	}
 	for _, p := range []struct {
 		name     string

@@ -211,23 +211,23 @@ func (c Case) Logits() (octlm.Logits, error) {
 	return l, nil
 }
 
-// Check reports, as ErrBadInput, a reference that does not fit cfg: a different vocabulary size,
+// Check reports, as ErrBadInput, a reference that does not fit a model of this shape: a different vocabulary size,
 // a token ID outside the vocabulary, or a case longer than the context.
-func (r *Reference) Check(cfg octlm.Config) error {
-	if r.Vocab != cfg.VocabSize {
+func (r *Reference) Check(shape octlm.Shape) error {
+	if r.Vocab != shape.Vocab {
 		return badInput("parity: reference %s has logits over %d vocabulary entries, the model has %d",
-			r.Dir, r.Vocab, cfg.VocabSize)
+			r.Dir, r.Vocab, shape.Vocab)
 	}
 	for _, c := range r.Cases {
 		for i, id := range c.IDs {
-			if id >= cfg.VocabSize {
+			if id >= shape.Vocab {
 				return badInput("parity: %s: token %d at position %d is outside the model's vocabulary [0, %d)",
-					c.Path, id, i, cfg.VocabSize)
+					c.Path, id, i, shape.Vocab)
 			}
 		}
-		if len(c.IDs) > cfg.ContextLength {
+		if len(c.IDs) > shape.Context {
 			return badInput("parity: %s: %d positions exceed the model's context length %d",
-				c.Path, len(c.IDs), cfg.ContextLength)
+				c.Path, len(c.IDs), shape.Context)
 		}
 	}
 	return nil

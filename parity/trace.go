@@ -55,16 +55,16 @@ func Trace(m *octlm.Model, ref *Reference, tol float64, opts Options) ([]CaseTra
 		if _, err := os.Stat(path); err != nil {
 			continue
 		}
-		want, err := readActivations(path, c, m.Config.NLayers, m.Config.DModel)
+		want, err := readActivations(path, c, m.Shape().Layers, m.Shape().Width)
 		if err != nil {
 			return out, err
 		}
-		opts.logf("case %d (%s): hidden states after the embedding and %d layers", c.Index, plural(c.Positions(), "position"), m.Config.NLayers)
+		opts.logf("case %d (%s): hidden states after the embedding and %d layers", c.Index, plural(c.Positions(), "position"), m.Shape().Layers)
 		got, err := m.Trace(c.IDs)
 		if err != nil {
 			return out, fmt.Errorf("parity: trace of case %d: %w", c.Index, err)
 		}
-		out = append(out, compareHidden(c.Index, got, want, types, m.Config.DModel, tol))
+		out = append(out, compareHidden(c.Index, got, want, types, m.Shape().Width, tol))
 	}
 	if len(out) == 0 {
 		return nil, badInput("parity: --trace: no activation files in %s (want %s beside %s; the reference script writes them with --activations)",

@@ -105,13 +105,13 @@ func tracePlanted(t *testing.T, name string, layer int, typ string) {
 	if _, err := Trace(m, ref, TraceTolerance, Options{}); !errors.Is(err, ErrBadInput) {
 		t.Fatalf("no activation files: error %v, want ErrBadInput", err)
 	}
-	width := m.Config.DModel
+	width := m.Shape().Width
 	for i, c := range ref.Cases {
 		hidden, err := m.Trace(c.IDs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(hidden) != m.Config.NLayers+1 || len(hidden[0]) != len(c.IDs)*width {
+		if len(hidden) != m.Shape().Layers+1 || len(hidden[0]) != len(c.IDs)*width {
 			t.Fatalf("trace shape: %d states of %d values", len(hidden), len(hidden[0]))
 		}
 		if i == 1 {

@@ -300,7 +300,7 @@ func (s *chatSession) reply(text string) error {
 		return nil
 	}
 	ids := s.tok.Encode(rendered)
-	if n, limit := len(ids), s.m.Config.ContextLength; n+s.opts.MaxNewTokens > limit {
+	if n, limit := len(ids), s.m.Shape().Context; n+s.opts.MaxNewTokens > limit {
 		fmt.Fprintf(s.stderr, "%s\n", pastContextMessage(n, s.opts.MaxNewTokens, limit))
 		return nil
 	}
@@ -399,7 +399,7 @@ func (s *chatSession) stats() string {
 		// The cache holds the conversation but the last generated token, which no step has seen.
 		used = len(g.PromptIDs) + len(g.GeneratedIDs)
 	}
-	limit := s.m.Config.ContextLength
+	limit := s.m.Shape().Context
 	line := fmt.Sprintf("context: %d of %d tokens (%.1f%%); %d messages", used, limit, 100*float64(used)/float64(limit), len(s.messages))
 	if len(g.PromptIDs) == 0 {
 		return line + "; no reply yet"

@@ -55,7 +55,7 @@ func runKLDivergence(ctx context.Context, a evalArgs, stdout, stderr io.Writer) 
 			return err
 		}
 		defer m.Close()
-		res, err := eval.KLDivergence(f, m, m.Config.VocabSize)
+		res, err := eval.KLDivergence(f, m, m.Shape().Vocab)
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.klBase, err)
 		}
@@ -82,7 +82,7 @@ func runKLDivergence(ctx context.Context, a evalArgs, stdout, stderr io.Writer) 
 		return err
 	}
 	defer in.Abort()
-	ppl, err := eval.WriteKLBase(in, m, tokens, m.Config.VocabSize, eval.KLBaseOptions{Ctx: a.klCtx, Chunks: a.klChunks})
+	ppl, err := eval.WriteKLBase(in, m, tokens, m.Shape().Vocab, eval.KLBaseOptions{Ctx: a.klCtx, Chunks: a.klChunks})
 	if err != nil {
 		return err
 	}

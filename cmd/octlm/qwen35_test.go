@@ -49,7 +49,7 @@ func qwen35TraceReference(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	width := m.Config.DModel
+	width := m.Shape().Width
 	hidden[2][3*width] += 1 // after layer 1, position 3
 	idBytes := make([]byte, 8*len(ids))
 	for i, id := range ids {
