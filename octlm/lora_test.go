@@ -72,6 +72,7 @@ func mergedFixture(t *testing.T, name string, l *LoRA) string {
 // engines (ONNX Runtime fuses q/k/v, gate/up and the DeltaNet's input projections: the adapter is
 // applied per part).
 func TestAdapterUnmerged(t *testing.T) {
+	skipNumericsUnderRace(t)
 	t.Parallel()
 	ids := []int{5, 9, 2, 77, 31, 8, 8, 140, 3, 60, 11}
 	for _, tt := range []struct {

@@ -118,6 +118,7 @@ const qwen35EngineBar = 7e-4
 // rest on the cache, as octlm parity does), each held to qwen35EngineBar. ONNX Runtime is skipped
 // where its library is not found; with -short it runs only the 500-token case.
 func TestQwen35EnginesParity(t *testing.T) {
+	skipNumericsUnderRace(t)
 	const name = "tiny-qwen35-grouped"
 	refs := readReference(t, name)
 	for _, engine := range []struct {

@@ -83,6 +83,7 @@ func trainingBatch(vocab int) (ids [][]int, padded []int32, lengths []int32, seq
 // TestTrainingLogitsMatchForward: TrainingLogits on two right-padded rows gives, at each row's
 // real positions, the inference Forward's logits of that row alone.
 func TestTrainingLogitsMatchForward(t *testing.T) {
+	skipNumericsUnderRace(t)
 	t.Parallel()
 	for _, tt := range []struct {
 		fixture string
@@ -137,6 +138,7 @@ func TestTrainingLogitsMatchForward(t *testing.T) {
 // B against central finite differences, all in float64, on the pure-Go backend; then ONNX
 // Runtime's gradient, in float64 and in float32, against that float64 gradient.
 func TestTrainingGradient(t *testing.T) {
+	skipNumericsUnderRace(t)
 	t.Parallel()
 	backend := goBackend(t)
 	for _, tt := range []struct {
@@ -345,6 +347,7 @@ func TestTrainingGradient(t *testing.T) {
 // TestRecomputeLayers: with RecomputeLayers (each layer a gradient checkpoint) the gradients are
 // the same as without.
 func TestRecomputeLayers(t *testing.T) {
+	skipNumericsUnderRace(t)
 	t.Parallel()
 	for _, fixture := range []string{"tiny-qwen3", "tiny-qwen35"} {
 		t.Run(fixture, func(t *testing.T) {
@@ -389,6 +392,7 @@ func TestRecomputeLayers(t *testing.T) {
 // LoRA in float32: the logits are the bfloat16 model's Forward logits, and the adapter gets a
 // float32 gradient (--base-dtype bf16).
 func TestTrainingBFloat16Base(t *testing.T) {
+	skipNumericsUnderRace(t)
 	t.Parallel()
 	for _, fixture := range []string{"tiny-qwen3", "tiny-qwen35"} {
 		t.Run(fixture, func(t *testing.T) {
