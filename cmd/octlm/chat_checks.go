@@ -13,14 +13,14 @@ import (
 // sit at the top of Qwen3's vocabulary, so every turn would be refused.
 func checkVocabHoldsTokenizer(dir string, tok *tokenizer.Tokenizer) error {
 	path := filepath.Join(dir, "config.json")
-	cfg, err := octlm.ReadConfig(path)
+	shape, err := octlm.ReadShape(path)
 	if err != nil {
 		return err
 	}
-	if cfg.VocabSize < tok.VocabSize() {
+	if shape.Vocab < tok.VocabSize() {
 		return usageError{fmt.Sprintf("%s: vocab_size %d cannot hold the tokenizer's %d tokens (the chat template's special tokens are ids %d and up): "+
 			"chat needs a model whose vocabulary holds them ('octlm synth --like tiny --out DIR' writes a small one that does)",
-			path, cfg.VocabSize, tok.VocabSize(), cfg.VocabSize)}
+			path, shape.Vocab, tok.VocabSize(), shape.Vocab)}
 	}
 	return nil
 }

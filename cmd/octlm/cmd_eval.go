@@ -293,11 +293,11 @@ func writeResults(outDir, dateID string, done []eval.TaskResult, cfg eval.RunCon
 
 // contextLength is the checkpoint's max_position_embeddings, lm-eval's default max_length.
 func contextLength(dir string) (int, error) {
-	cfg, err := octlm.ReadConfig(filepath.Join(dir, "config.json"))
+	shape, err := octlm.ReadShape(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return 0, err
 	}
-	return cfg.ContextLength, nil
+	return shape.Context, nil
 }
 
 // octlmVersion is octlm's module version and VCS revision, as `octlm version` prints them.

@@ -436,14 +436,14 @@ func readPromptFile(path string, stdin io.Reader) (string, error) {
 // checkIDsInVocab refuses prompt IDs outside the vocabulary of dir/config.json.
 func checkIDsInVocab(dir string, ids []int) error {
 	path := filepath.Join(dir, "config.json")
-	cfg, err := octlm.ReadConfig(path)
+	shape, err := octlm.ReadShape(path)
 	if err != nil {
 		return err
 	}
 	for i, id := range ids {
-		if id < 0 || id >= cfg.VocabSize {
+		if id < 0 || id >= shape.Vocab {
 			return usageError{fmt.Sprintf("--prompt-ids: token %d at position %d is outside the vocabulary [0, %d) of %s",
-				id, i, cfg.VocabSize, path)}
+				id, i, shape.Vocab, path)}
 		}
 	}
 	return nil
