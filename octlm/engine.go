@@ -39,6 +39,11 @@ type Layout struct {
 	PadMACs int
 	// UpcastHalfDot multiplies half-precision operands of ops.dotLastAxes in float32.
 	UpcastHalfDot bool
+	// SpreadHalfRows leaves every fourth row of a half-precision row × matrix product (ops.linear,
+	// ops.head as columns) to a zero row: the pure-Go backend's large kernel (compute v0.1.14)
+	// returns wrong bfloat16 and float16 results in every row ≡ 3 (mod 4), float32 being right.
+	// See ops.spreadRows.
+	SpreadHalfRows bool
 	// ColumnRows is how many table rows are decoded at a time while loading a table as columns
 	// (the float32 scratch is ColumnRows × d); 0 means defaultColumnRows.
 	ColumnRows int
@@ -116,6 +121,7 @@ func LayoutFor(engine xla.Engine) Layout {
 	switch engine {
 	case xla.EngineGo:
 		l.TableColumns = true
+		l.SpreadHalfRows = true
 	case xla.EngineONNX:
 		l.TableColumns = true
 		l.TableBlocks = onnxTableBlocks
@@ -179,13 +185,101 @@ func (o ops) linear(x, w *Node) *Node {
 		in, out, wIn = out, in, 1 // as stored: [out, in]
 	}
 	rows := x.Shape().Size() / in
-	flat := Reshape(x, rows, in)
-	flat = o.padRows(flat, in*out)
-	y := DotGeneral(flat, []int{1}, nil, w, []int{wIn}, nil) // [rows(+pad), out]
+	y := o.rowProduct(Reshape(x, rows, in), in*out, func(x *Node) *Node {
+		return DotGeneral(x, []int{1}, nil, w, []int{wIn}, nil)
+	})
+	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
+}
+
+// rowProduct is product(x) for x [rows, in] and a product whose weight has weightSize elements,
+// with x's rows padded (padRows) and spread (spreadRows) as the layout needs, the extra rows'
+// results cut off: [rows, out].
+func (o ops) rowProduct(x *Node, weightSize int, product func(x *Node) *Node) *Node {
+	rows := x.Shape().Dimensions[0]
+	spread := o.spreads(x, 0)
+	if spread {
+		x = spreadRows(x, 0)
+	}
+	y := product(o.padRows(x, weightSize)) // [rows(+spread, +pad), out]
+	if spread {
+		y = gatherSpreadRows(y, 0, rows)
+	}
 	if y.Shape().Dimensions[0] != rows {
 		y = SliceAxis(y, 0, AxisRange(0, rows))
 	}
-	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
+	return y
+}
+
+// batchMatMul is lhs [batch..., m, k] · rhs [batch..., k, n] with the first numBatch axes of both
+// as batch axes (attention's probabilities · values): [batch..., m, n], lhs's rows spread
+// (spreadRows) where the layout needs it.
+func (o ops) batchMatMul(lhs, rhs *Node, numBatch int) *Node {
+	batch := make([]int, numBatch)
+	for i := range batch {
+		batch[i] = i
+	}
+	rows := lhs.Shape().Dimensions[numBatch]
+	spread := o.spreads(lhs, numBatch)
+	if spread {
+		lhs = spreadRows(lhs, numBatch)
+	}
+	y := DotGeneral(lhs, []int{numBatch + 1}, batch, rhs, []int{numBatch}, batch)
+	if spread {
+		y = gatherSpreadRows(y, numBatch, rows)
+	}
+	return y
+}
+
+// spreads says whether x's rows (axis) are spread before a product: half precision, the layout
+// asks for it, and a row ≡ 3 (mod 4) exists.
+func (o ops) spreads(x *Node, axis int) bool {
+	return o.layout.SpreadHalfRows && x.DType() != dtypes.Float32 && x.DType() != dtypes.Float64 &&
+		x.Shape().Dimensions[axis] > halfRowsGroup
+}
+
+// halfRowsGroup is how many rows in each group of four the pure-Go backend's half-precision
+// large kernel gets right (SpreadHalfRows).
+const halfRowsGroup = 3
+
+// spreadRows puts a zero row after every halfRowsGroup rows along x's axis: 4·⌈rows/3⌉ rows, real
+// row r at 4·(r/3) + r%3, so that no real row lands on a row ≡ 3 (mod 4).
+//
+// GoMLX's pure-Go backend (github.com/gomlx/compute v0.1.14, AMD Zen 5 with AVX-512) returns
+// wrong numbers for rows 3, 7, 11, … of a bfloat16 or float16 DotGeneral that its packing "large"
+// kernel runs (batch × rows × in × out ≥ 4 << 20, which padRows aims at, batched products too);
+// float32 is right, and so is the small kernel. It happens with both its assembly 8×32
+// microkernel and its Go SIMD 4×32 one (GOMLX_GO_AVX512_ASM=false), so the fault lies in the
+// half-precision large path both share (internal/gobackend/dot/matmul/avx512/gen_large_bf16.go
+// and gen_large_f16.go, from large.go: avx512LargeMatrixSlice* and its LHS packing; the exact
+// line is not located). TestHalfDotGeneral logs whether it is still there. Spreading costs a
+// third more rows in prefill and nothing in a one-row decode step (its padding rows take the
+// bad slots); multiplying in float32 instead would read every weight widened to 4 bytes, plus
+// a converted copy, on every step.
+func spreadRows(x *Node, axis int) *Node {
+	dims := x.Shape().Dimensions
+	rows := dims[axis]
+	groups := ceilDiv(rows, halfRowsGroup)
+	with := func(at int, sizes ...int) []int {
+		return slices.Concat(dims[:at], sizes, dims[at+1:])
+	}
+	if extra := groups*halfRowsGroup - rows; extra > 0 {
+		x = Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), with(axis, extra)...))}, axis)
+	}
+	x = Reshape(x, with(axis, groups, halfRowsGroup)...)
+	x = Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), with(axis, groups, 1)...))}, axis+1)
+	return Reshape(x, with(axis, groups*(halfRowsGroup+1))...)
+}
+
+// gatherSpreadRows undoes spreadRows on a product's result y, whose axis holds
+// 4·⌈rows/3⌉ rows (and perhaps padding after them): the rows real ones.
+func gatherSpreadRows(y *Node, axis, rows int) *Node {
+	groups := ceilDiv(rows, halfRowsGroup)
+	y = SliceAxis(y, axis, AxisRange(0, groups*(halfRowsGroup+1)))
+	dims := y.Shape().Dimensions
+	y = Reshape(y, slices.Concat(dims[:axis], []int{groups, halfRowsGroup + 1}, dims[axis+1:])...)
+	y = SliceAxis(y, axis+1, AxisRange(0, halfRowsGroup))
+	y = Reshape(y, slices.Concat(dims[:axis], []int{groups * halfRowsGroup}, dims[axis+1:])...)
+	return SliceAxis(y, axis, AxisRange(0, rows))
 }
 
 // projections is linear(x, w.get(name)) for each of names, weights of the same input: one
@@ -314,9 +408,9 @@ func (o ops) head(hidden, table *Node) *Node {
 		return SliceAxis(logits, 1, AxisRange(0, o.vocab))
 	}
 	if o.layout.TableColumns {
-		padded := o.padRows(hidden, table.Shape().Size())
-		logits := DotGeneral(padded, []int{1}, nil, table, []int{0}, nil) // [P(+pad), vocab]
-		return SliceAxis(logits, 0, AxisRange(0, p))
+		return o.rowProduct(hidden, table.Shape().Size(), func(x *Node) *Node {
+			return DotGeneral(x, []int{1}, nil, table, []int{0}, nil) // [P(+pad), vocab]
+		})
 	}
 	vocab, d := table.Shape().Dimensions[0], table.Shape().Dimensions[1]
 	logits := DotGeneral(Reshape(hidden, 1, p, d), []int{2}, []int{0}, Reshape(table, 1, vocab, d), []int{2}, []int{0})
