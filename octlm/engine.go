@@ -185,24 +185,26 @@ func (o ops) linear(x, w *Node) *Node {
 		in, out, wIn = out, in, 1 // as stored: [out, in]
 	}
 	rows := x.Shape().Size() / in
-	y := o.rowProduct(Reshape(x, rows, in), in*out, func(x *Node) *Node {
-		return DotGeneral(x, []int{1}, nil, w, []int{wIn}, nil)
+	y := o.rowProduct(Reshape(x, rows, in), in*out, func(x *Node, dtype dtypes.DType) *Node {
+		return DotGeneral(x, []int{1}, nil, ConvertDType(w, dtype), []int{wIn}, nil)
 	})
 	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
 }
 
-// rowProduct is product(x) for x [rows, in] and a product whose weight has weightSize elements,
-// with x's rows padded (padRows) and spread (spreadRows) as the layout needs, the extra rows'
-// results cut off: [rows, out].
-func (o ops) rowProduct(x *Node, weightSize int, product func(x *Node) *Node) *Node {
-	rows := x.Shape().Dimensions[0]
-	spread := o.spreads(x, 0)
-	if spread {
-		x = spreadRows(x, 0)
-	}
-	y := product(o.padRows(x, weightSize)) // [rows(+spread, +pad), out]
-	if spread {
-		y = gatherSpreadRows(y, 0, rows)
+// rowProduct is product(x, dtype) for x [rows, in] and a product whose weight has weightSize
+// elements, with x's rows padded (padRows), and spread (spreadRows) or widened to float32 where
+// the layout needs it (SpreadHalfRows), the extra rows' results cut off: [rows, out] in x's
+// dtype. product multiplies x by its weight converted to dtype.
+func (o ops) rowProduct(x *Node, weightSize int, product func(x *Node, dtype dtypes.DType) *Node) *Node {
+	rows, dtype := x.Shape().Dimensions[0], x.DType()
+	var y *Node
+	switch {
+	case !o.spreads(x, 0):
+		y = product(o.padRows(x, weightSize), dtype) // [rows(+pad), out]
+	case rows <= maxSpreadRows:
+		y = gatherSpreadRows(product(o.padRows(spreadRows(x, 0), weightSize), dtype), 0, rows)
+	default:
+		y = ConvertDType(product(ConvertDType(x, dtypes.Float32), dtypes.Float32), dtype)
 	}
 	if y.Shape().Dimensions[0] != rows {
 		y = SliceAxis(y, 0, AxisRange(0, rows))
@@ -211,31 +213,36 @@ func (o ops) rowProduct(x *Node, weightSize int, product func(x *Node) *Node) *N
 }
 
 // batchMatMul is lhs [batch..., m, k] · rhs [batch..., k, n] with the first numBatch axes of both
-// as batch axes (attention's probabilities · values): [batch..., m, n], lhs's rows spread
-// (spreadRows) where the layout needs it.
+// as batch axes (attention's probabilities · values): [batch..., m, n] in lhs's dtype, multiplied
+// in float32 where the layout spreads half-precision rows (SpreadHalfRows; both operands are
+// activations, so widening them costs a fraction of the product).
 func (o ops) batchMatMul(lhs, rhs *Node, numBatch int) *Node {
 	batch := make([]int, numBatch)
 	for i := range batch {
 		batch[i] = i
 	}
-	rows := lhs.Shape().Dimensions[numBatch]
-	spread := o.spreads(lhs, numBatch)
-	if spread {
-		lhs = spreadRows(lhs, numBatch)
+	if !o.spreads(lhs, numBatch) {
+		return DotGeneral(lhs, []int{numBatch + 1}, batch, rhs, []int{numBatch}, batch)
 	}
-	y := DotGeneral(lhs, []int{numBatch + 1}, batch, rhs, []int{numBatch}, batch)
-	if spread {
-		y = gatherSpreadRows(y, numBatch, rows)
-	}
-	return y
+	y := DotGeneral(ConvertDType(lhs, dtypes.Float32), []int{numBatch + 1}, batch, ConvertDType(rhs, dtypes.Float32), []int{numBatch}, batch)
+	return ConvertDType(y, lhs.DType())
 }
 
-// spreads says whether x's rows (axis) are spread before a product: half precision, the layout
-// asks for it, and a row ≡ 3 (mod 4) exists.
+// spreads says whether x's rows (axis) need SpreadHalfRows' care before a product: half
+// precision, the layout asks for it, and a row ≡ 3 (mod 4) exists.
 func (o ops) spreads(x *Node, axis int) bool {
 	return o.layout.SpreadHalfRows && x.DType() != dtypes.Float32 && x.DType() != dtypes.Float64 &&
 		x.Shape().Dimensions[axis] > halfRowsGroup
 }
+
+// maxSpreadRows: a half-precision product of more rows than this (a prompt) is multiplied in
+// float32 instead of spread. On a 4-layer, hidden-512 synth of Qwen3-0.6B's shape (bf16, vocab
+// 151,936; 128-token prompt, 2 loaded cores, alternated runs): spreading every product made the
+// prefill 179–319 tokens/s against 356–418 unworked-around, float32 373–406; one-row decode is
+// unchanged (13–17 tokens/s, noise); 4 sequences decoded together, spread to 8 rows, took
+// 6.2–7.3 s for 32 steps against 5.7–5.8, where widening would read every weight as float32 on
+// every step.
+const maxSpreadRows = 16
 
 // halfRowsGroup is how many rows in each group of four the pure-Go backend's half-precision
 // large kernel gets right (SpreadHalfRows).
@@ -251,10 +258,9 @@ const halfRowsGroup = 3
 // microkernel and its Go SIMD 4×32 one (GOMLX_GO_AVX512_ASM=false), so the fault lies in the
 // half-precision large path both share (internal/gobackend/dot/matmul/avx512/gen_large_bf16.go
 // and gen_large_f16.go, from large.go: avx512LargeMatrixSlice* and its LHS packing; the exact
-// line is not located). TestHalfDotGeneral logs whether it is still there. Spreading costs a
-// third more rows in prefill and nothing in a one-row decode step (its padding rows take the
-// bad slots); multiplying in float32 instead would read every weight widened to 4 bytes, plus
-// a converted copy, on every step.
+// line is not located). TestHalfDotGeneral logs whether it is still there. Spreading costs
+// nothing in a one-row decode step (its padding rows take the bad slots; it is not spread) and
+// a few rows in batched decoding; prompts are multiplied in float32 instead (maxSpreadRows).
 func spreadRows(x *Node, axis int) *Node {
 	dims := x.Shape().Dimensions
 	rows := dims[axis]
@@ -408,8 +414,8 @@ func (o ops) head(hidden, table *Node) *Node {
 		return SliceAxis(logits, 1, AxisRange(0, o.vocab))
 	}
 	if o.layout.TableColumns {
-		return o.rowProduct(hidden, table.Shape().Size(), func(x *Node) *Node {
-			return DotGeneral(x, []int{1}, nil, table, []int{0}, nil) // [P(+pad), vocab]
+		return o.rowProduct(hidden, table.Shape().Size(), func(x *Node, dtype dtypes.DType) *Node {
+			return DotGeneral(x, []int{1}, nil, ConvertDType(table, dtype), []int{0}, nil) // [P(+pad), vocab]
 		})
 	}
 	vocab, d := table.Shape().Dimensions[0], table.Shape().Dimensions[1]
