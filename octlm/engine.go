@@ -39,10 +39,11 @@ type Layout struct {
 	PadMACs int
 	// UpcastHalfDot multiplies half-precision operands of ops.dotLastAxes in float32.
 	UpcastHalfDot bool
-	// SpreadHalfRows leaves every fourth row of a half-precision row × matrix product (ops.linear,
-	// ops.head as columns) to a zero row: the pure-Go backend's large kernel (compute v0.1.14)
-	// returns wrong bfloat16 and float16 results in every row ≡ 3 (mod 4), float32 being right.
-	// See ops.spreadRows.
+	// SpreadHalfRows works around the pure-Go backend's large kernel (compute v0.1.14), which
+	// returns wrong bfloat16 and float16 results in every row ≡ 3 (mod 4), float32 being right:
+	// a half-precision product of up to maxSpreadRows rows (ops.linear, ops.head as columns)
+	// leaves every fourth row to a zero row, a longer one (and ops.batchMatMul) is multiplied in
+	// float32. See spreadRows.
 	SpreadHalfRows bool
 	// ColumnRows is how many table rows are decoded at a time while loading a table as columns
 	// (the float32 scratch is ColumnRows × d); 0 means defaultColumnRows.
@@ -398,9 +399,10 @@ func (o ops) tableColumns(table, ids *Node) (block, column *Node) {
 // contracts the table's last axis, with a batch axis of one on both sides: the form the ONNX
 // Runtime and XLA decode speeds were measured with.
 //
-// The product runs in the table's dtype: compute v0.1.14's pure-Go DotGeneral multiplies
-// half-precision operands in these layouts correctly, with a float32 accumulator, so the table
-// is not widened to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per step).
+// The product runs in the table's dtype, with a float32 accumulator, so a decode step does not
+// widen the table to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per
+// step); as columns on the pure-Go engine a prompt's rows are widened or spread around its
+// large kernel's half-precision bug (SpreadHalfRows).
 func (o ops) head(hidden, table *Node) *Node {
 	p := hidden.Shape().Dimensions[0]
 	if o.layout.TableColumns && table.Rank() == 3 {
