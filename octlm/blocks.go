@@ -110,7 +110,7 @@ func attention(s *step, query, key, value, kCache, vCache *Node) (ctx, newK, new
 	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, scores.DType()), dims...), BroadcastToDims(Infinity(g, scores.DType(), -1), dims...))
 	scores = Add(Reshape(scores, batch, kvHeads, group, seqLen, attendLen), Reshape(bias, batch, 1, 1, seqLen, attendLen))
 	probs := ConvertDType(Reshape(Softmax(scores, -1), batch, kvHeads, group*seqLen, attendLen), values.DType())
-	ctx = DotGeneral(probs, []int{3}, []int{0, 1}, values, []int{2}, []int{0, 1}) // [B, kvHeads, group·S, hd]
+	ctx = o.batchMatMul(probs, values, 2) // [B, kvHeads, group·S, hd]
 	ctx = TransposeAllAxes(Reshape(ctx, batch, kvHeads, group, seqLen, hd), 0, 3, 1, 2, 4)
 	return Reshape(ConvertDType(ctx, dtype), batch, seqLen, heads*hd), newK, newV
 }

@@ -39,6 +39,12 @@ type Layout struct {
 	PadMACs int
 	// UpcastHalfDot multiplies half-precision operands of ops.dotLastAxes in float32.
 	UpcastHalfDot bool
+	// SpreadHalfRows works around the pure-Go backend's large kernel (compute v0.1.14), which
+	// returns wrong bfloat16 and float16 results in every row ≡ 3 (mod 4), float32 being right:
+	// a half-precision product of up to maxSpreadRows rows (ops.linear, ops.head as columns)
+	// leaves every fourth row to a zero row, a longer one (and ops.batchMatMul) is multiplied in
+	// float32. See spreadRows.
+	SpreadHalfRows bool
 	// ColumnRows is how many table rows are decoded at a time while loading a table as columns
 	// (the float32 scratch is ColumnRows × d); 0 means defaultColumnRows.
 	ColumnRows int
@@ -116,6 +122,7 @@ func LayoutFor(engine xla.Engine) Layout {
 	switch engine {
 	case xla.EngineGo:
 		l.TableColumns = true
+		l.SpreadHalfRows = true
 	case xla.EngineONNX:
 		l.TableColumns = true
 		l.TableBlocks = onnxTableBlocks
@@ -179,13 +186,107 @@ func (o ops) linear(x, w *Node) *Node {
 		in, out, wIn = out, in, 1 // as stored: [out, in]
 	}
 	rows := x.Shape().Size() / in
-	flat := Reshape(x, rows, in)
-	flat = o.padRows(flat, in*out)
-	y := DotGeneral(flat, []int{1}, nil, w, []int{wIn}, nil) // [rows(+pad), out]
+	y := o.rowProduct(Reshape(x, rows, in), in*out, func(x *Node, dtype dtypes.DType) *Node {
+		return DotGeneral(x, []int{1}, nil, ConvertDType(w, dtype), []int{wIn}, nil)
+	})
+	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
+}
+
+// rowProduct is product(x, dtype) for x [rows, in] and a product whose weight has weightSize
+// elements, with x's rows padded (padRows), and spread (spreadRows) or widened to float32 where
+// the layout needs it (SpreadHalfRows), the extra rows' results cut off: [rows, out] in x's
+// dtype. product multiplies x by its weight converted to dtype.
+func (o ops) rowProduct(x *Node, weightSize int, product func(x *Node, dtype dtypes.DType) *Node) *Node {
+	rows, dtype := x.Shape().Dimensions[0], x.DType()
+	var y *Node
+	switch {
+	case !o.spreads(x, 0):
+		y = product(o.padRows(x, weightSize), dtype) // [rows(+pad), out]
+	case rows <= maxSpreadRows:
+		y = gatherSpreadRows(product(o.padRows(spreadRows(x, 0), weightSize), dtype), 0, rows)
+	default:
+		y = ConvertDType(product(ConvertDType(x, dtypes.Float32), dtypes.Float32), dtype)
+	}
 	if y.Shape().Dimensions[0] != rows {
 		y = SliceAxis(y, 0, AxisRange(0, rows))
 	}
-	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
+	return y
+}
+
+// batchMatMul is lhs [batch..., m, k] · rhs [batch..., k, n] with the first numBatch axes of both
+// as batch axes (attention's probabilities · values): [batch..., m, n] in lhs's dtype, multiplied
+// in float32 where the layout spreads half-precision rows (SpreadHalfRows; both operands are
+// activations, so widening them costs a fraction of the product).
+func (o ops) batchMatMul(lhs, rhs *Node, numBatch int) *Node {
+	batch := make([]int, numBatch)
+	for i := range batch {
+		batch[i] = i
+	}
+	if !o.spreads(lhs, numBatch) {
+		return DotGeneral(lhs, []int{numBatch + 1}, batch, rhs, []int{numBatch}, batch)
+	}
+	y := DotGeneral(ConvertDType(lhs, dtypes.Float32), []int{numBatch + 1}, batch, ConvertDType(rhs, dtypes.Float32), []int{numBatch}, batch)
+	return ConvertDType(y, lhs.DType())
+}
+
+// spreads says whether x's rows (axis) need SpreadHalfRows' care before a product: half
+// precision, the layout asks for it, and a row ≡ 3 (mod 4) exists.
+func (o ops) spreads(x *Node, axis int) bool {
+	return o.layout.SpreadHalfRows && x.DType() != dtypes.Float32 && x.DType() != dtypes.Float64 &&
+		x.Shape().Dimensions[axis] > halfRowsGroup
+}
+
+// maxSpreadRows: a half-precision product of more rows than this (a prompt) is multiplied in
+// float32 instead of spread. On a 4-layer, hidden-512 synth of Qwen3-0.6B's shape (bf16, vocab
+// 151,936; 128-token prompt, 2 loaded cores, alternated runs): spreading every product made the
+// prefill 179–319 tokens/s against 356–418 unworked-around, float32 373–406; one-row decode is
+// unchanged (13–17 tokens/s, noise); 4 sequences decoded together, spread to 8 rows, took
+// 6.2–7.3 s for 32 steps against 5.7–5.8, where widening would read every weight as float32 on
+// every step.
+const maxSpreadRows = 16
+
+// halfRowsGroup is how many rows in each group of four the pure-Go backend's half-precision
+// large kernel gets right (SpreadHalfRows).
+const halfRowsGroup = 3
+
+// spreadRows puts a zero row after every halfRowsGroup rows along x's axis: 4·⌈rows/3⌉ rows, real
+// row r at 4·(r/3) + r%3, so that no real row lands on a row ≡ 3 (mod 4).
+//
+// GoMLX's pure-Go backend (github.com/gomlx/compute v0.1.14, AMD Zen 5 with AVX-512) returns
+// wrong numbers for rows 3, 7, 11, … of a bfloat16 or float16 DotGeneral that its packing "large"
+// kernel runs (batch × rows × in × out ≥ 4 << 20, which padRows aims at, batched products too);
+// float32 is right, and so is the small kernel. It happens with both its assembly 8×32
+// microkernel and its Go SIMD 4×32 one (GOMLX_GO_AVX512_ASM=false), so the fault lies in the
+// half-precision large path both share (internal/gobackend/dot/matmul/avx512/gen_large_bf16.go
+// and gen_large_f16.go, from large.go: avx512LargeMatrixSlice* and its LHS packing; the exact
+// line is not located). TestHalfDotGeneral logs whether it is still there. Spreading costs
+// nothing in a one-row decode step (its padding rows take the bad slots; it is not spread) and
+// a few rows in batched decoding; prompts are multiplied in float32 instead (maxSpreadRows).
+func spreadRows(x *Node, axis int) *Node {
+	dims := x.Shape().Dimensions
+	rows := dims[axis]
+	groups := ceilDiv(rows, halfRowsGroup)
+	with := func(at int, sizes ...int) []int {
+		return slices.Concat(dims[:at], sizes, dims[at+1:])
+	}
+	if extra := groups*halfRowsGroup - rows; extra > 0 {
+		x = Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), with(axis, extra)...))}, axis)
+	}
+	x = Reshape(x, with(axis, groups, halfRowsGroup)...)
+	x = Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), with(axis, groups, 1)...))}, axis+1)
+	return Reshape(x, with(axis, groups*(halfRowsGroup+1))...)
+}
+
+// gatherSpreadRows undoes spreadRows on a product's result y, whose axis holds
+// 4·⌈rows/3⌉ rows (and perhaps padding after them): the rows real ones.
+func gatherSpreadRows(y *Node, axis, rows int) *Node {
+	groups := ceilDiv(rows, halfRowsGroup)
+	y = SliceAxis(y, axis, AxisRange(0, groups*(halfRowsGroup+1)))
+	dims := y.Shape().Dimensions
+	y = Reshape(y, slices.Concat(dims[:axis], []int{groups, halfRowsGroup + 1}, dims[axis+1:])...)
+	y = SliceAxis(y, axis+1, AxisRange(0, halfRowsGroup))
+	y = Reshape(y, slices.Concat(dims[:axis], []int{groups * halfRowsGroup}, dims[axis+1:])...)
+	return SliceAxis(y, axis, AxisRange(0, rows))
 }
 
 // projections is linear(x, w.get(name)) for each of names, weights of the same input: one
@@ -298,9 +399,10 @@ func (o ops) tableColumns(table, ids *Node) (block, column *Node) {
 // contracts the table's last axis, with a batch axis of one on both sides: the form the ONNX
 // Runtime and XLA decode speeds were measured with.
 //
-// The product runs in the table's dtype: compute v0.1.14's pure-Go DotGeneral multiplies
-// half-precision operands in these layouts correctly, with a float32 accumulator, so the table
-// is not widened to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per step).
+// The product runs in the table's dtype, with a float32 accumulator, so a decode step does not
+// widen the table to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per
+// step); as columns on the pure-Go engine a prompt's rows are widened or spread around its
+// large kernel's half-precision bug (SpreadHalfRows).
 func (o ops) head(hidden, table *Node) *Node {
 	p := hidden.Shape().Dimensions[0]
 	if o.layout.TableColumns && table.Rank() == 3 {
@@ -314,9 +416,9 @@ func (o ops) head(hidden, table *Node) *Node {
 		return SliceAxis(logits, 1, AxisRange(0, o.vocab))
 	}
 	if o.layout.TableColumns {
-		padded := o.padRows(hidden, table.Shape().Size())
-		logits := DotGeneral(padded, []int{1}, nil, table, []int{0}, nil) // [P(+pad), vocab]
-		return SliceAxis(logits, 0, AxisRange(0, p))
+		return o.rowProduct(hidden, table.Shape().Size(), func(x *Node, dtype dtypes.DType) *Node {
+			return DotGeneral(x, []int{1}, nil, ConvertDType(table, dtype), []int{0}, nil) // [P(+pad), vocab]
+		})
 	}
 	vocab, d := table.Shape().Dimensions[0], table.Shape().Dimensions[1]
 	logits := DotGeneral(Reshape(hidden, 1, p, d), []int{2}, []int{0}, Reshape(table, 1, vocab, d), []int{2}, []int{0})
