@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/octlm/octlm/octlm/chat"
 )
 
 // pyFloatRepr is Python's repr of a float: the shortest text that reads back, fixed notation
@@ -72,7 +74,7 @@ func writePyJSON(b *strings.Builder, v any, depth int) {
 			b.WriteString(pyFloatRepr(x))
 		}
 	case string:
-		b.WriteString(pyJSONString(x))
+		b.WriteString(chat.QuoteJSON(x))
 	case []any:
 		if len(x) == 0 {
 			b.WriteString("[]")
@@ -99,48 +101,13 @@ func writePyJSON(b *strings.Builder, v any, depth int) {
 				b.WriteByte(',')
 			}
 			nl(depth + 1)
-			b.WriteString(pyJSONString(k))
+			b.WriteString(chat.QuoteJSON(k))
 			b.WriteString(": ")
 			writePyJSON(b, x.Values[k], depth+1)
 		}
 		nl(depth)
 		b.WriteByte('}')
 	}
-}
-
-// pyJSONString is json.dumps of a str with ensure_ascii=False: only '"', '\\' and the C0
-// controls are escaped (\n, \r, \t, \b, \f by name, others as \u00XX).
-func pyJSONString(s string) string {
-	var b bytes.Buffer
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			if r < 0x20 {
-				b.WriteString(`\u00`)
-				b.WriteString(strconv.FormatInt(int64(r)>>4, 16))
-				b.WriteString(strconv.FormatInt(int64(r)&15, 16))
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }
 
 // jsonText is JSON of a document value or of plain Go values, HTML characters unescaped.

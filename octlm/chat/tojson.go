@@ -123,7 +123,7 @@ func (v *jsonValue) write(b *strings.Builder) {
 	case '#':
 		b.WriteString(pythonNumber(v.text))
 	case 's':
-		b.WriteString(quoteJSON(v.text))
+		b.WriteString(QuoteJSON(v.text))
 	case '[':
 		b.WriteByte('[')
 		for i := range v.items {
@@ -139,7 +139,7 @@ func (v *jsonValue) write(b *strings.Builder) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(quoteJSON(k))
+			b.WriteString(QuoteJSON(k))
 			b.WriteString(": ")
 			v.items[i].write(b)
 		}
@@ -208,10 +208,10 @@ func pythonFloatRepr(f float64) string {
 	}
 }
 
-// quoteJSON quotes s as Python's json.dumps(ensure_ascii=False) and JavaScript's JSON.stringify
+// QuoteJSON quotes s as Python's json.dumps(ensure_ascii=False) and JavaScript's JSON.stringify
 // do: escapes for '"', '\\' and the C0 controls, everything else (non-ASCII, U+2028, DEL, '/',
 // HTML characters) written as is. Invalid UTF-8 is written as U+FFFD.
-func quoteJSON(s string) string {
+func QuoteJSON(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 2)
 	b.WriteByte('"')
