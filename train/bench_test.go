@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// BenchmarkLoRATrainStep measures training speed beside ../shared/peer/torch-lora-bench: LoRA r 16
-// (alpha 32) on all seven projections, batch 1 of 256 random tokens, on the checkpoint folder in
-// $OCTLM_TRAIN_BENCH_MODEL (e.g. `octlm synth --like qwen3-0.6b --out /tmp/q06`; skipped when
+// BenchmarkLoRATrainStep measures training speed beside eager PyTorch's (the torch-lora-bench
+// peer; docs/finetune.md has the side-by-side): LoRA r 16 (alpha 32) on all seven projections,
+// batch 1 of 256 random tokens, on the checkpoint folder in $OCTLM_TRAIN_BENCH_MODEL (e.g. `octlm synth --like qwen3-0.6b --out /tmp/q06`; skipped when
 // unset). One step is a forward, a backward and the AdamW update; the first (compilation) is not
 // timed. Reports train tokens/s and the process's peak RSS. $OCTLM_TRAIN_BENCH_BASE picks the base
 // dtype (f32, bf16 or bf16-stored, as torch-lora-bench's --base-dtype), and

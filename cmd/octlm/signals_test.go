@@ -136,11 +136,11 @@ func TestSignalClaims(t *testing.T) {
 	}
 }
 
-// synthStarted starts synth writing a checkpoint large enough to take a while into out and
-// returns once the weights file is being written (its first progress line).
-func synthStarted(t *testing.T, out string) *exec.Cmd {
+// startedUntil starts cmd and returns once a line of its stderr contains marker, with the rest of
+// stderr to read from r and what was read so far in text; a command that ends first is a test
+// failure naming what (the step it never reached).
+func startedUntil(t *testing.T, cmd *exec.Cmd, marker, what string) (r *bufio.Reader, text *strings.Builder) {
 	t.Helper()
-	cmd := octlmCommand(t, "synth", "--like", "tiny", "--no-tokenizer", "--vocab", "1000000", "--out", out)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -148,17 +148,25 @@ func synthStarted(t *testing.T, out string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := bufio.NewReader(stderr)
-	var text strings.Builder
-	for !strings.Contains(text.String(), "synth: model.safetensors") {
+	r, text = bufio.NewReader(stderr), &strings.Builder{}
+	for !strings.Contains(text.String(), marker) {
 		line, err := r.ReadString('\n')
 		text.WriteString(line)
 		if err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("synth never started the weights: %s", text.String())
+			t.Fatalf("%s never %s: %s", cmd.Args[1], what, text.String())
 		}
 	}
+	return r, text
+}
+
+// synthStarted starts synth writing a checkpoint large enough to take a while into out and
+// returns once the weights file is being written (its first progress line).
+func synthStarted(t *testing.T, out string) *exec.Cmd {
+	t.Helper()
+	cmd := octlmCommand(t, "synth", "--like", "tiny", "--no-tokenizer", "--vocab", "1000000", "--out", out)
+	r, _ := startedUntil(t, cmd, "synth: model.safetensors", "started the weights")
 	go io.Copy(io.Discard, r)
 	return cmd
 }
@@ -211,24 +219,7 @@ func prefillStarted(t *testing.T, scratch string) (*exec.Cmd, *strings.Builder, 
 	ids := strings.TrimSuffix(strings.Repeat("5,", 40_000), ",")
 	cmd := octlmCommand(t, "generate", "--model", testdata("tiny-qwen3"), "--prompt-ids", ids, "--max-new-tokens", "1")
 	cmd.Env = append(cmd.Env, "TMPDIR="+scratch)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(stderr)
-	text := &strings.Builder{}
-	for !strings.Contains(text.String(), "): done in") {
-		line, err := r.ReadString('\n')
-		text.WriteString(line)
-		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("generate never finished loading: %s", text.String())
-		}
-	}
+	r, text := startedUntil(t, cmd, "): done in", "finished loading")
 	copied := make(chan struct{})
 	go func() { io.Copy(text, r); close(copied) }()
 	return cmd, text, copied

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"io"
 	"os"
 	"path/filepath"
@@ -35,21 +34,7 @@ func TestSynthQwen35Stopped(t *testing.T) {
 			root := t.TempDir()
 			out := filepath.Join(root, "ckpt")
 			cmd := octlmCommand(t, qwen35SynthArgs(out)...)
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			r := bufio.NewReader(stderr)
-			for line := ""; !strings.Contains(line, "synth: model.safetensors"); {
-				if line, err = r.ReadString('\n'); err != nil {
-					cmd.Process.Kill()
-					cmd.Wait()
-					t.Fatalf("synth never started the weights (%v)", err)
-				}
-			}
+			r, _ := startedUntil(t, cmd, "synth: model.safetensors", "started the weights")
 			go io.Copy(io.Discard, r)
 			cmd.Process.Signal(tt.sig)
 			code := waitExit(t, cmd)
