@@ -13,8 +13,8 @@ import (
 	"github.com/octlm/octlm/xla"
 )
 
-// runTask builds task (a YAML path) and runs it on m with batch sequences per call.
-func runTask(t *testing.T, m LM, tok *tokenizer.Tokenizer, path string, maxLength, batch int, share bool) *Instances {
+// taskRunner builds task (a YAML path) and a runner for it on m.
+func taskRunner(t *testing.T, m LM, tok *tokenizer.Tokenizer, path string, maxLength int) (*Instances, *Runner) {
 	t.Helper()
 	task, err := LoadTask(path)
 	if err != nil {
@@ -28,6 +28,13 @@ func runTask(t *testing.T, m LM, tok *tokenizer.Tokenizer, path string, maxLengt
 	if err != nil {
 		t.Fatal(err)
 	}
+	return in, r
+}
+
+// runTask builds task (a YAML path) and runs it on m with batch sequences per call.
+func runTask(t *testing.T, m LM, tok *tokenizer.Tokenizer, path string, maxLength, batch int, share bool) *Instances {
+	t.Helper()
+	in, r := taskRunner(t, m, tok, path, maxLength)
 	r.Batch, r.ShareContexts = batch, share
 	scored := 0
 	if err := r.Run(context.Background(), in, func(*Document) error { scored++; return nil }); err != nil {

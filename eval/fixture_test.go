@@ -81,31 +81,11 @@ func readExpected(t *testing.T, name string) expectedTask {
 	return e
 }
 
-// runFixtureTask builds, runs and scores one fixture task.
+// runFixtureTask builds, runs and scores one fixture task, one sequence at a time.
 func runFixtureTask(t *testing.T, name string, share bool) *Instances {
 	t.Helper()
 	m, tok := fixtureModel(t)
-	task, err := LoadTask(filepath.Join(fixtureDir, "tasks", name+".yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := task.Build(BuildOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRunner(m, tok, fixtureMaxLength, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.ShareContexts = share
-	scored := 0
-	if err := r.Run(context.Background(), in, func(*Document) error { scored++; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if scored != len(in.Docs) {
-		t.Fatalf("%d documents scored, want %d", scored, len(in.Docs))
-	}
-	return in
+	return runTask(t, m, tok, filepath.Join(fixtureDir, "tasks", name+".yaml"), fixtureMaxLength, 1, share)
 }
 
 // llTolerance is how far a request's summed log-likelihood from the float32 pure-Go forward
@@ -207,18 +187,7 @@ func equalInts(a, b []int) bool {
 // and the documents finished before it keep their scores.
 func TestRunInterrupted(t *testing.T) {
 	m, tok := fixtureModel(t)
-	task, err := LoadTask(filepath.Join(fixtureDir, "tasks", "quiz.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := task.Build(BuildOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRunner(m, tok, fixtureMaxLength, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, r := taskRunner(t, m, tok, filepath.Join(fixtureDir, "tasks", "quiz.yaml"), fixtureMaxLength)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	stop := errors.New("stopped by the test")
 	var finished []*Document
@@ -227,7 +196,7 @@ func TestRunInterrupted(t *testing.T) {
 			cancel(stop)
 		}
 	}
-	err = r.Run(ctx, in, func(d *Document) error { finished = append(finished, d); return nil })
+	err := r.Run(ctx, in, func(d *Document) error { finished = append(finished, d); return nil })
 	if !errors.Is(err, stop) {
 		t.Fatalf("Run: %v, want the context's cause", err)
 	}
