@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,13 +19,7 @@ import (
 
 func init() {
 	register("eval", "score a model on lm-evaluation-harness tasks (YAML + local data), writing lm-eval's results files", func(args []string) error {
-		ctx, stop := interruptContext()
-		defer stop()
-		err := runEval(ctx, args, os.Stdout, os.Stderr)
-		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return interruptedBy(ctx)
-		}
-		return err
+		return interruptible(func(ctx context.Context) error { return runEval(ctx, args, os.Stdout, os.Stderr) })
 	})
 }
 

@@ -20,13 +20,7 @@ import (
 
 func init() {
 	register("generate", "continue a prompt with the decoder, streaming text as tokens arrive", func(args []string) error {
-		ctx, stop := interruptContext()
-		defer stop()
-		err := runGenerateIO(ctx, args, os.Stdin, os.Stdout, os.Stderr)
-		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return interruptedBy(ctx) // stopped while loading (a Hub download)
-		}
-		return err
+		return interruptible(func(ctx context.Context) error { return runGenerateIO(ctx, args, os.Stdin, os.Stdout, os.Stderr) })
 	})
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -233,6 +234,19 @@ func interruptContext() (context.Context, context.CancelFunc) {
 			close(stopped)
 		})
 	}
+}
+
+// interruptible runs a command's body with an interruptContext: an error the body returns
+// because that context's signal cancelled it (a Hub download, a run that stopped) becomes the
+// interruption, so the command exits with 128 + the signal's number.
+func interruptible(run func(ctx context.Context) error) error {
+	ctx, stop := interruptContext()
+	defer stop()
+	err := run(ctx)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return interruptedBy(ctx)
+	}
+	return err
 }
 
 // interruptedBy is the error of a command that ctx's signal stopped: the interruption when a
