@@ -105,7 +105,7 @@ func (set *Set) addLoading(src *Source, tmp string) (octlm.Config, error) {
 		return octlm.Config{}, err
 	}
 	set.Tables = append(set.Tables, t)
-	cfg, err := src.Config()
+	cfg, err := src.Qwen3Config()
 	if err != nil {
 		return octlm.Config{}, err
 	}

@@ -853,7 +853,7 @@ func TestLoadMemory(t *testing.T) {
 	if len(labels) < 2 || labels[0] != "checkpoint bytes read" || labels[1] != "Go heap − before" {
 		t.Errorf("series %q", labels)
 	}
-	cfg, err := tinySource.Config()
+	cfg, err := tinySource.Qwen3Config()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,11 +173,11 @@ type Prompt struct {
 // model's vocabulary holds the tokenizer's (a real Qwen3), else the token-ID cases of the
 // checkpoint's cases.json or reference (a tiny checkpoint's vocabulary is too small for text).
 func Prompts(src *Source, tok *tokenizer.Tokenizer, questions []string) ([]Prompt, error) {
-	cfg, err := src.Config()
+	shape, err := src.Shape()
 	if err != nil {
 		return nil, err
 	}
-	if cfg.VocabSize >= tok.VocabSize() {
+	if shape.Vocab >= tok.VocabSize() {
 		var out []Prompt
 		for _, q := range questions {
 			text, err := chat.Render(chat.UserPrompt(q, false))
@@ -205,11 +205,11 @@ func Prompts(src *Source, tok *tokenizer.Tokenizer, questions []string) ([]Promp
 	var out []Prompt
 	for i, c := range cases {
 		if len(c) >= 2 {
-			out = append(out, Prompt{Name: fmt.Sprintf("case %d", i), IDs: c, From: fmt.Sprintf("cases.json case %d (%d token IDs below %d: the vocabulary is too small for text)", i, len(c), cfg.VocabSize)})
+			out = append(out, Prompt{Name: fmt.Sprintf("case %d", i), IDs: c, From: fmt.Sprintf("cases.json case %d (%d token IDs below %d: the vocabulary is too small for text)", i, len(c), shape.Vocab)})
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("figures: %s: vocabulary %d < the tokenizer's %d, and no cases.json or reference to take prompts from", src.Label, cfg.VocabSize, tok.VocabSize())
+		return nil, fmt.Errorf("figures: %s: vocabulary %d < the tokenizer's %d, and no cases.json or reference to take prompts from", src.Label, shape.Vocab, tok.VocabSize())
 	}
 	return out, nil
 }

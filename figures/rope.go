@@ -157,7 +157,7 @@ func WrongPairing(src *Source) (Figure, Table, error) {
 	if err != nil {
 		return Figure{}, Table{}, err
 	}
-	cfg, err := src.Config()
+	cfg, err := src.Qwen3Config()
 	if err != nil {
 		return Figure{}, Table{}, err
 	}

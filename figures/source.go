@@ -112,9 +112,25 @@ func (s *Source) Close() error {
 	return nil
 }
 
-// Config reads the checkpoint's config.json.
-func (s *Source) Config() (octlm.Config, error) {
-	return octlm.ReadConfig(filepath.Join(s.Dir, "config.json"))
+// Shape reads the checkpoint's config.json, of any architecture octlm loads, for the shape the
+// model would have (vocabulary, context, width, heads, layers).
+func (s *Source) Shape() (octlm.Shape, error) {
+	return octlm.ReadShape(filepath.Join(s.Dir, "config.json"))
+}
+
+// Qwen3Config reads the checkpoint's config.json as Qwen3's whole configuration (its switches,
+// head width, RoPE base), which the loading and RoPE figures draw and change. Another
+// architecture's checkpoint is refused, saying so.
+func (s *Source) Qwen3Config() (octlm.Config, error) {
+	path := filepath.Join(s.Dir, "config.json")
+	cfg, err := octlm.ReadQwen3Config(path)
+	if err != nil {
+		if _, other := octlm.ReadShape(path); other == nil {
+			return octlm.Config{}, fmt.Errorf("figures: %s is not a Qwen3 checkpoint, and this figure draws Qwen3's configuration: %w", s.Label, err)
+		}
+		return octlm.Config{}, err
+	}
+	return cfg, nil
 }
 
 // SafetensorsFile is the checkpoint's model.safetensors, or its first shard when sharded.
@@ -157,7 +173,7 @@ func (s *Source) load(opts octlm.LoadOptions, mutate func(*octlm.Config)) (*octl
 		return m, nil
 	}
 	// The checkpoint's weights under a changed configuration (a deliberate bug to measure).
-	cfg, err := s.Config()
+	cfg, err := s.Qwen3Config()
 	if err != nil {
 		return nil, err
 	}

@@ -120,7 +120,7 @@ func TestAbsurdConfigSizes(t *testing.T) {
 		name string
 		call func(dir string) error
 	}{
-		{"ReadConfig", func(dir string) error { _, err := ReadConfig(filepath.Join(dir, "config.json")); return err }},
+		{"ReadShape", func(dir string) error { _, err := ReadShape(filepath.Join(dir, "config.json")); return err }},
 		{"Load", func(dir string) error {
 			m, err := Load(dir, LoadOptions{Backend: backend})
 			if err == nil {

@@ -16,10 +16,8 @@ import (
 
 // architecture is one model family's decoder.
 type architecture interface {
-	// config is what ReadConfig returns: Qwen3's Config, for another architecture a projection
-	// of its own config onto Config's fields. The shared machinery reads shape instead.
-	config() Config
-	// shape is the small shape the shared machinery reads.
+	// shape is the small shape the shared machinery reads (and ReadShape returns); the
+	// architecture's own config stays its own (Qwen3's Config, Qwen35Config).
 	shape() Shape
 	// sizeNames are the checkpoint names the config's sizes are checked against before the
 	// weight table is built: the embedding's (and its stored copies'), [vocab, d], and the prefix

@@ -35,8 +35,6 @@ func init() {
 	})
 }
 
-func (q qwen3) config() Config { return q.c }
-
 func (q qwen3) shape() Shape {
 	return Shape{Vocab: q.c.VocabSize, Context: q.c.ContextLength, Width: q.c.DModel, Heads: q.c.NHeads, Layers: q.c.NLayers}
 }

@@ -43,16 +43,6 @@ func (q qwen35) shape() Shape {
 	return Shape{Vocab: c.VocabSize, Context: c.ContextLength, Width: c.Hidden, Heads: c.Heads, Layers: c.NLayers}
 }
 
-// config is the shape the shared machinery reads.
-func (q qwen35) config() Config {
-	c := q.c
-	return Config{
-		VocabSize: c.VocabSize, ContextLength: c.ContextLength, DModel: c.Hidden, NHeads: c.Heads,
-		NLayers: c.NLayers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, FFHidden: c.FF, RopeBase: c.RopeTheta,
-		NormEps: c.NormEps, UntiedHead: !c.Tied, RopeSplit: true, QKNorm: true,
-	}
-}
-
 func (q qwen35) sizeNames() ([]string, string) {
 	p := q.c.WeightPrefix()
 	return []string{p + "embed_tokens.weight"}, p + "layers."

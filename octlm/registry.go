@@ -76,16 +76,6 @@ func readArchitecture(path string) (architecture, error) {
 	return arch, nil
 }
 
-// ReadConfig reads the config.json of any architecture Load accepts and returns the shape the
-// shared machinery reads (vocabulary, context length, widths); for Qwen3 it is the whole Config.
-func ReadConfig(path string) (Config, error) {
-	arch, err := readArchitecture(path)
-	if err != nil {
-		return Config{}, err
-	}
-	return arch.config(), nil
-}
-
 // ReadShape reads the config.json of any architecture Load accepts and returns the shape the
 // shared machinery reads, the Shape of the Model that Load would build.
 func ReadShape(path string) (Shape, error) {
