@@ -6,14 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/octlm/octlm/internal/fileio"
-	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/synth"
@@ -27,8 +24,8 @@ func init() {
 }
 
 // runSynth is `octlm synth`. The checkpoint is built in a hidden folder beside --out and
-// renamed into place when complete; on an error or an interrupt (SIGINT, SIGTERM) the hidden
-// folder is removed and --out is left as it was.
+// renamed into place when complete (synth.Create); on an error or an interrupt (SIGINT,
+// SIGTERM: exit status 130, 143) the hidden folder is removed and --out is left as it was.
 func runSynth(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := interruptContext()
 	defer stop()
@@ -122,13 +119,10 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err.Error()}
 	}
 	dir := filepath.Clean(*out)
-	sizes := fmt.Sprintf(" (sizes: %d layers, vocabulary %d, hidden %d, MLP %d)", cfg.NumLayers, cfg.VocabSize, cfg.HiddenSize, cfg.IntermediateSize)
 	begin := time.Now()
-	err = writeSynth(ctx, dir, *force, cfg.EstimatedBytes(), sizes, func(tmp string) error {
-		return synth.WriteWith(tmp, cfg, synth.Options{Seed: *seed, Progress: stderr, NoTokenizer: *noTok, TokenizerDir: *tokDir, Manifest: *manifest, Context: ctx})
-	})
+	err = synth.Create(dir, cfg, *force, synth.Options{Seed: *seed, Progress: stderr, NoTokenizer: *noTok, TokenizerDir: *tokDir, Manifest: *manifest, Context: ctx})
 	if err != nil {
-		return err
+		return synthError(ctx, dir, err)
 	}
 	size, _ := cfg.ModelFileSize()
 	files := loader.SingleFileName
@@ -140,117 +134,33 @@ func synthCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// writeSynth writes a synthetic checkpoint into dir atomically: write fills a hidden folder
-// beside dir, which replaces dir (an existing checkpoint only with force) when complete. need
-// (about that many bytes; sizes says what was asked for) is checked against the free disk before
-// anything is written. On an error or an interrupt (SIGINT, SIGTERM: exit status 128+signal) the
-// hidden folder is removed and dir is left as it was; one left by a run killed outright is
-// removed by the next run beside it.
-func writeSynth(ctx context.Context, dir string, force bool, need float64, sizes string, write func(tmp string) error) error {
-	parent := filepath.Dir(dir)
-	fileio.RemoveStale(parent) // what killed runs left beside it
-	replace, err := checkSynthTarget(dir, force)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	if free := sysinfo.FreeDiskBytes(parent); free >= 0 && need > float64(free) {
-		return usageError{fmt.Sprintf("the checkpoint needs about %s and %s has %s free%s", units.BytesFloat(need), parent, units.Bytes(free), sizes)}
-	}
-	// The hidden folder carries this process's PID: should it be killed outright (SIGKILL),
-	// the next run that writes beside it removes what it left.
-	tmp, err := fileio.MkdirTemp(dir, "synth")
-	if err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	defer fileio.RemoveTemp(tmp) // gone once renamed; else the partial checkpoint
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
-	err = write(tmp)
+// synthError is synth.Create's error as the command reports it: a refused target is a usage
+// error (exit status 2), an interrupt ends the command with 128 + the signal's number.
+func synthError(ctx context.Context, dir string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w; %s left as it was", interruptedBy(ctx), dir) // exit status 130 or 143
 	}
-	if err != nil {
-		return err
+	var refused *synth.RefusedError
+	if errors.As(err, &refused) {
+		msg := "--out: " + refused.Error()
+		if refused.NeedsForce {
+			msg += "; give --force to replace it"
+		}
+		return usageError{msg}
 	}
-	// A signal now would leave the old checkpoint renamed aside and the new one removed.
-	return uninterruptible(func() error { return moveIntoPlace(tmp, dir, replace) })
+	return err
 }
 
-// checkpointFiles are the names that make a folder a checkpoint synth may replace.
-var checkpointFiles = []string{"config.json", loader.SingleFileName, loader.IndexFileName}
-
-// checkSynthTarget decides what writing to dir means: a new folder (or an empty one), or the
-// replacement of an existing checkpoint, allowed only with force. A folder that holds other
-// things and no checkpoint is never replaced.
-func checkSynthTarget(dir string, force bool) (replace bool, err error) {
-	st, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("--out: %w", err)
-	}
-	if !st.IsDir() {
-		return false, usageError{fmt.Sprintf("--out %s exists and is not a folder", dir)}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return false, fmt.Errorf("--out: %w", err)
-	}
-	if len(entries) == 0 {
-		return true, nil
-	}
-	isCheckpoint := false
-	for _, name := range checkpointFiles {
-		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
-			isCheckpoint = true
-		}
-	}
-	switch {
-	case !isCheckpoint:
-		return false, usageError{fmt.Sprintf("--out %s holds files but no checkpoint; not replacing it (give a new or empty folder)", dir)}
-	case !force:
-		return false, usageError{fmt.Sprintf("--out %s already holds a checkpoint; give --force to replace it", dir)}
-	}
-	return true, nil
-}
-
-// moveIntoPlace renames the finished folder tmp to dir. An existing dir (checked by
-// checkSynthTarget) is first renamed aside, then removed once tmp is in place, so at every
-// moment dir is either the old checkpoint or the new one, whole.
-func moveIntoPlace(tmp, dir string, replace bool) error {
-	if !replace {
-		if err := os.Rename(tmp, dir); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-		return nil
-	}
-	old := tmp + ".old"
-	if err := os.Rename(dir, old); err != nil {
-		return fmt.Errorf("--out: moving the old checkpoint aside: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if rerr := os.Rename(old, dir); rerr != nil {
-			return fmt.Errorf("--out: %w (and the old checkpoint stays at %s: %v)", err, old, rerr)
-		}
-		return fmt.Errorf("--out: %w", err)
-	}
-	return os.RemoveAll(old)
-}
-
-// synthQwen35 is `octlm synth --like qwen3.5-…`: written through writeSynth, as for Qwen3.
+// synthQwen35 is `octlm synth --like qwen3.5-…`: synth.CreateQwen35, the same atomic writer as
+// Qwen3's.
 func synthQwen35(ctx context.Context, q synth.Qwen35Like, dir string, force bool, opts synth.Options, stdout io.Writer) error {
+	begin := time.Now()
+	if err := synth.CreateQwen35(dir, q, force, opts); err != nil {
+		return synthError(ctx, dir, err)
+	}
 	var need int64
 	for _, t := range q.Tensors() {
 		need += t.Bytes()
-	}
-	begin := time.Now()
-	if err := writeSynth(ctx, dir, force, float64(need), "", func(tmp string) error { return synth.WriteQwen35(tmp, q, opts) }); err != nil {
-		return err
 	}
 	files := loader.SingleFileName
 	if n := len(q.Shards(0)); n > 1 {

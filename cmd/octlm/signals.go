@@ -16,7 +16,7 @@ import (
 
 // Signals: every command ends on SIGINT (Ctrl-C), SIGTERM (kill's default, a service manager
 // stopping it) and SIGHUP (its terminal closed) the same way: the temporaries it was writing
-// are removed (fileio.RemoveLive), the targets are left as they were, and it exits with
+// are removed (fileio.EndProcess), the targets are left as they were, and it exits with
 // 128 + the signal's number (130, 143, 129). Code that stops gracefully on a signal claims it
 // while it can (interruptContext: generate prints the tokens so far, synth cleans up and says
 // so; chat's reply loop: Ctrl-C stops the reply in progress): a claim made once takes the
@@ -140,22 +140,10 @@ func exitUnlessHandled(name string, s os.Signal, handled, stopped <-chan struct{
 	}
 }
 
-// critical is held while a step must not be cut in two (synth swapping the old checkpoint
-// for the new); a signal that ends the process waits for it.
-var critical sync.Mutex
-
-// uninterruptible runs fn with the signals that end the process held back until it returns.
-func uninterruptible(fn func() error) error {
-	critical.Lock()
-	defer critical.Unlock()
-	return fn()
-}
-
 // exitInterrupted removes this process's temporaries and ends it with 128 + the signal's
 // number; why, when given, says why a claimed signal ended it.
 func exitInterrupted(name string, s os.Signal, why string) {
-	critical.Lock() // never released: the process ends
-	removed := fileio.RemoveLive()
+	removed := fileio.EndProcess() // after any fileio.Uninterruptible step (synth's renames)
 	msg := fmt.Sprintf("octlm %s: interrupted (%s)", name, signalName(s))
 	if why != "" {
 		msg = fmt.Sprintf("octlm %s: interrupted (%s, %s)", name, signalName(s), why)

@@ -62,6 +62,25 @@ func Release(path string) {
 	delete(live.paths, path)
 }
 
+// critical is held by Uninterruptible; EndProcess takes it and never gives it back.
+var critical sync.Mutex
+
+// Uninterruptible runs fn, a step that must not be cut in two (a checkpoint folder swapped for
+// another by two renames): EndProcess, and so a signal that ends the process, waits for it.
+func Uninterruptible(fn func() error) error {
+	critical.Lock()
+	defer critical.Unlock()
+	return fn()
+}
+
+// EndProcess is a signal handler's last step before it ends the process: it waits for an
+// Uninterruptible step in progress, holds back every later one, and removes the temporaries
+// this process is writing (RemoveLive), returning the paths removed.
+func EndProcess() []string {
+	critical.Lock() // never released: the process ends
+	return RemoveLive()
+}
+
 // RemoveLive removes every temporary this process is writing (files and folders), for a
 // signal handler about to end the process; it returns the paths removed. Writers still at
 // work then fail or finish into unlinked files.
