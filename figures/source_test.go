@@ -1,6 +1,7 @@
 package figures
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,5 +43,36 @@ func TestSourceBackend(t *testing.T) {
 			t.Errorf("%s loaded on %s, want %s", dt, m.Backend.Name(), want)
 		}
 		m.Close()
+	}
+}
+
+// TestSourceConfigs: Shape reads any architecture's checkpoint; Qwen3Config reads a Qwen3 one
+// whole and refuses a Qwen3.5 one by name (it used to return Qwen3.5 projected onto Qwen3's
+// Config).
+func TestSourceConfigs(t *testing.T) {
+	for _, tt := range []struct {
+		fixture string
+		qwen3   bool
+	}{
+		{"tiny-qwen3", true},
+		{"tiny-qwen35", false},
+	} {
+		t.Run(tt.fixture, func(t *testing.T) {
+			src := &Source{Label: tt.fixture, Dir: filepath.Join("..", "testdata", tt.fixture)}
+			want, err := octlm.ReadShape(filepath.Join(src.Dir, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := src.Shape(); err != nil || got != want || got.Layers == 0 {
+				t.Errorf("Shape %+v, %v; want %+v", got, err, want)
+			}
+			cfg, err := src.Qwen3Config()
+			switch {
+			case tt.qwen3 && (err != nil || cfg.VocabSize != want.Vocab || cfg.NLayers != want.Layers):
+				t.Errorf("Qwen3Config %+v, %v; want the fixture's", cfg, err)
+			case !tt.qwen3 && (err == nil || !strings.Contains(err.Error(), tt.fixture+" is not a Qwen3 checkpoint")):
+				t.Errorf("Qwen3Config of a Qwen3.5 checkpoint: %v, want a refusal naming it", err)
+			}
+		})
 	}
 }

@@ -6,9 +6,14 @@
 // depends on weight values, so a full-size random checkpoint is what benchmarks load;
 // correctness checks use the fixtures in testdata/ instead.
 //
-// It knows the Qwen3 tensor names and shapes; it knows nothing of graphs or of how the model
-// uses the tensors. Files are written through loader and streamed: the model is never held in
-// memory, not even once.
+// Qwen3.5's shapes (qwen35.go) are written in the Hub's multimodal layout, without a tokenizer.
+// Create and CreateQwen35 (create.go) write either into a folder atomically: built in a hidden
+// folder beside it, renamed into place when whole, nothing left behind on an error or an
+// interrupt.
+//
+// It knows the Qwen3 and Qwen3.5 tensor names and shapes; it knows nothing of graphs or of how
+// the model uses the tensors. Files are written through loader and streamed: the model is never
+// held in memory, not even once.
 package synth
 
 import (
