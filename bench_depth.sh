@@ -32,7 +32,7 @@ octlm_run() { # label binary backend depth
 	fi
 	local l
 	l=$(load)
-	"$bin" bench --model "$MODEL" --backend "$backend" --json "${args[@]}" 2>/dev/null | tail -1 |
+	"$bin" bench --model "$MODEL" --backend "$backend" --json "${args[@]}" 2>/dev/null |
 		jq -c --arg label "$label" --arg backend "$backend" --arg load "$l" \
 			'{label: $label, backend: $backend, depth: .depth, load: ($load|tonumber),
 			  decode_ms: .decode_ms_per_token, decode_tps: .decode_tokens_per_second,
