@@ -35,8 +35,9 @@ type architecture interface {
 	// layers runs the decoder on one chunk: the embedding and every layer. It returns the
 	// hidden state [B, S, d] after the embedding and after each layer (NLayers+1 of them, the
 	// last before the final norm; the trace compares them all), and the new cache state, one
-	// node per stateSpec with a leading batch axis, same shapes and dtypes as the ones given
-	// (nil without a cache: s.cached false).
+	// node per stateSpec with a leading batch axis (nil without a cache: s.cached false): for a
+	// fixed-size state the new state, same shape and dtype as the one given in state; for a
+	// position-indexed one (given as blocks in s.kv, nil in state) the chunk's S new rows.
 	layers(s *step, w weightSet, state []*Node) (hiddens, newState []*Node)
 	// logits is the final norm and the output head on the rows that want logits, hidden
 	// [P, d]: [P, vocab].

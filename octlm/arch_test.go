@@ -49,7 +49,7 @@ func (a countingQwen3) logits(s *step, w weightSet, hidden *Node) *Node {
 // count reads the counter state of a countingQwen3 cache.
 func count(t *testing.T, c *Cache) float32 {
 	t.Helper()
-	v, err := tensorsFlat(c.state[len(c.state)-1])
+	v, err := stateFlat(c, len(c.state)-1)
 	if err != nil {
 		t.Fatal(err)
 	}

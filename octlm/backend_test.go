@@ -18,7 +18,7 @@ import (
 // Tests of the pure-Go backend behaviours octlm relies on, which earlier GoMLX releases got
 // wrong; each names what octlm would need if it broke again.
 
-// TestScatterSumFloat16 adds float16 rows into a zeroed float16 cache as the KV-cache write does
+// TestScatterSumFloat16 adds float16 rows into a zeroed float16 cache as the graph's KV-cache write did
 // (GoMLX v0.28.2 panicked here, so octlm kept float16 caches in float32).
 func TestScatterSumFloat16(t *testing.T) {
 	const heads, slots, width, rows = 2, 8, 4, 3

@@ -2,8 +2,9 @@ package octlm
 
 // Batches at inference: B sequences in one step graph, each on its own cache (its own start
 // position, length and slots; for Qwen3.5 its own recurrent state). Ragged chunks are padded to
-// the longest one's length bucket, as one sequence's chunk is; the caches of a step share one
-// capacity (the step graph stacks them on a batch axis and splits the new state back).
+// the longest one's length bucket, as one sequence's chunk is; each sequence's attention reads
+// its own cache's blocks (as many as the furthest start of the batch needs), the recurrent
+// states are stacked on a batch axis and split back.
 
 import (
 	"context"
@@ -97,7 +98,10 @@ func (m *Model) runBatch(seqs [][]int, caches []*Cache, rows [][]int) ([]Logits,
 	}
 	out := make([]Logits, len(seqs))
 	for b, c := range caches {
-		if err := c.reserve(c.Len()+len(seqs[b]), false); err != nil {
+		if c.dtype != caches[0].dtype {
+			return nil, fmt.Errorf("octlm: sequences 0 and %d: caches of %s and %s in one batch: %w", b, caches[0].dtype, c.dtype, ErrBadInput)
+		}
+		if err := c.reserve(c.Len() + len(seqs[b])); err != nil {
 			return nil, err
 		}
 		out[b] = Logits{Rows: len(rows[b]), Vocab: m.shape.Vocab, Data: make([]float32, 0, len(rows[b])*m.shape.Vocab)}
@@ -169,30 +173,23 @@ type batchChunk struct {
 }
 
 // runBatchChunk executes the step graph once for the chunks of ch, and returns the flat logits
-// of the wanted rows of each.
+// of the wanted rows of each. Every sequence reads its own cache's first blocks, as many as
+// cover the furthest start of the batch (the slots past a sequence's own start are masked, and
+// zero); the chunk's new keys and values come back and are written into each cache's blocks in
+// place, the recurrent states are donated and replaced.
 func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
 	batch := len(ch.ids)
-	// One capacity for all: the largest, and enough for the longest chunk from the furthest start.
-	maxStart, maxEnd, capacity := 0, 0, 0
-	for i, c := range ch.caches {
-		maxStart = max(maxStart, c.Len())
-		maxEnd = max(maxEnd, c.Len()+len(ch.ids[i]))
-		capacity = max(capacity, c.capacity)
-	}
-	if capacity < maxStart+ch.seqLen {
-		capacity = maxStart + ch.seqLen
-	}
+	maxStart := 0
 	for _, c := range ch.caches {
-		if err := c.reserve(capacity, batch > 1); err != nil {
+		maxStart = max(maxStart, c.Len())
+	}
+	for i, c := range ch.caches {
+		if err := c.reserve(max(maxStart, c.Len()+len(ch.ids[i]))); err != nil {
 			return nil, err
 		}
-		capacity = max(capacity, c.capacity)
 	}
-	// The padded chunks write their (zero) padding rows into cache slots too: they must fit,
-	// which a bucket past a capacity capped by the context length, or a chunk on top of a
-	// nearly full cache, would not.
-	seqLen := min(lengthBucket(ch.seqLen), capacity-maxStart)
-	attend := attendLength(maxEnd, capacity)
+	seqLen := lengthBucket(ch.seqLen)
+	numBlocks := ch.caches[0].covering(maxStart) // the blocks follow one schedule: the same sizes in every cache
 
 	padded := make([]int32, batch*seqLen)
 	start := make([]int32, batch)
@@ -215,36 +212,40 @@ func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
 			logitRows[i*wanted+j] = int32(row)
 		}
 	}
-	keyPos := make([]int32, attend)
-	for i := range keyPos {
-		keyPos[i] = int32(i)
-	}
-	nState := len(ch.caches[0].state)
-	args := make([]any, 0, numStepInputs+len(m.weights)+batch*nState)
-	args = append(args, tensors.FromFlatDataAndDimensions(padded, batch, seqLen), start, valid, keyPos,
+	specs := ch.caches[0].specs
+	args := make([]any, 0, numStepInputs+len(m.weights)+batch*len(specs)*max(numBlocks, 1))
+	args = append(args, tensors.FromFlatDataAndDimensions(padded, batch, seqLen), start, valid,
 		tensors.FromFlatDataAndDimensions(logitRows, batch, wanted))
 	for _, w := range m.weights {
 		args = append(args, w)
 	}
+	var fixed []int // indices in args of the fixed-size states, donated
 	for _, c := range ch.caches {
-		for _, t := range c.state {
-			args = append(args, t)
+		for i, spec := range specs {
+			if spec.PosAxis < 0 {
+				fixed = append(fixed, len(args))
+				args = append(args, c.state[i][0])
+				continue
+			}
+			for _, t := range c.state[i][:numBlocks] {
+				args = append(args, t)
+			}
 		}
 	}
-	step, err := m.compileFor(args)
+	dtype := ch.caches[0].dtype
+	step, err := m.compileFor(args, dtype)
 	if err != nil {
 		return nil, err
 	}
-	for i, c := range ch.caches {
-		for j, t := range c.state {
-			donated, err := graph.DonateTensorBuffer(t, m.Backend, 0)
-			if err != nil {
+	for _, at := range fixed {
+		donated, err := graph.DonateTensorBuffer(args[at].(*tensors.Tensor), m.Backend, 0)
+		if err != nil {
+			for _, c := range ch.caches {
 				c.broken = true // the buffers donated so far are gone
-				return nil, fmt.Errorf("octlm: donating the cache: %w", err)
 			}
-			args[numStepInputs+len(m.weights)+i*nState+j] = donated
+			return nil, fmt.Errorf("octlm: donating the cache: %w", err)
 		}
-		c.state = nil // donated: on any error below the cache is gone
+		args[at] = donated
 	}
 	outputs, err := step.Call(args...)
 	if err != nil {
@@ -253,10 +254,8 @@ func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
 		}
 		return nil, fmt.Errorf("octlm: running the step graph (%d sequences, %d tokens at position %d): %w", batch, ch.seqLen, start[0], err)
 	}
-	for i, c := range ch.caches {
-		c.state = outputs[1+i*nState : 1+(i+1)*nState]
-		c.length += len(ch.ids[i])
-		c.ids = append(c.ids, ch.ids[i]...)
+	if err := m.keepState(ch, outputs[1:], seqLen); err != nil {
+		return nil, err
 	}
 	data, err := tensors.CopyFlatData[float32](outputs[0])
 	_ = outputs[0].FinalizeAll()
@@ -269,6 +268,47 @@ func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
 		out[i] = data[i*wanted*vocab : (i*wanted+len(r))*vocab]
 	}
 	return out, nil
+}
+
+// keepState takes a step's state outputs (see stepGraph) into the caches of ch: the new rows of
+// each position-indexed state written into each sequence's blocks, the new fixed-size states in
+// place of the donated ones. On an error every cache of ch is lost.
+func (m *Model) keepState(ch batchChunk, outputs []*tensors.Tensor, seqLen int) error {
+	specs := ch.caches[0].specs
+	var errs []error
+	at := 0
+	for i, spec := range specs {
+		if spec.PosAxis < 0 {
+			continue
+		}
+		rows := outputs[at]
+		at++
+		err := rows.ConstBytes(func(data []byte) {
+			for b, c := range ch.caches {
+				errs = append(errs, c.writeRows(i, data, b, seqLen, c.Len(), len(ch.ids[b])))
+			}
+		})
+		errs = append(errs, err, rows.FinalizeAll())
+	}
+	for _, c := range ch.caches {
+		for i, spec := range specs {
+			if spec.PosAxis < 0 {
+				c.state[i] = []*tensors.Tensor{outputs[at]}
+				at++
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range ch.caches {
+			c.broken = true
+		}
+		return fmt.Errorf("octlm: keeping the step's state: %w", err)
+	}
+	for i, c := range ch.caches {
+		c.length += len(ch.ids[i])
+		c.ids = append(c.ids, ch.ids[i]...)
+	}
+	return nil
 }
 
 // GenerateBatch is Generate for several prompts at once: each prompt continues on its own cache

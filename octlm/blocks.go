@@ -65,20 +65,24 @@ func mlp(o ops, w weightSet, x *Node) *Node {
 	return o.project(Mul(o.silu(gate), up), w, "down_proj.weight")
 }
 
-// attention is eager_attention_forward after the projections, with the cache write before it:
-// query [B, S, heads, hd], key and value [B, S, kvHeads, hd] (after any norm and RoPE). With a
-// cache (s.cached), the chunk's keys and values are written at slots start…start+S−1 of
-// kCache/vCache [B, kvHeads, capacity, hd] (padding rows write zeros, so the slots past a row's
-// length stay zero, see ops.writeCache) and the query attends over the first Lb slots; without
-// one it attends over the chunk. The causal mask is a bias (0 or −inf) added to the scores in
-// float32, then softmax, then the context [B, S, heads·hd] (head h = kv·group + g). Returns the
-// context and the updated caches (nil without a cache).
-func attention(s *step, query, key, value, kCache, vCache *Node) (ctx, newK, newV *Node) {
+// attention is eager_attention_forward after the projections, on top of a cache: query
+// [B, S, heads, hd], key and value [B, S, kvHeads, hd] (after any norm and RoPE). With a cache
+// (s.cached) the query attends over the cache's blocks kCache/vCache (per sequence, each
+// [kvHeads, n, hd], read as they are: no copy, no write; the slots at or past a sequence's start
+// are masked) and over the chunk's own keys and values, rounded to the cache's dtype as the cache
+// will hold them; without one over the chunk alone. The scores against the blocks and against the
+// chunk are concatenated (they are small: [kvHeads, group·S, T+S]), the mask s.causal added as a
+// bias (0 or −inf) in float32, then softmax, then the context [B, S, heads·hd] (head h = kv·group +
+// g) as the sum of the probabilities' parts times each block's values and the chunk's. Returns the
+// context and the chunk's new keys and values [B, kvHeads, S, hd] in the cache's dtype, which the
+// host writes into the cache (nil without a cache).
+func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, newK, newV *Node) {
 	o := s.ops
 	batch, seqLen, heads, hd := query.Shape().Dimensions[0], query.Shape().Dimensions[1], query.Shape().Dimensions[2], query.Shape().Dimensions[3]
 	kvHeads := key.Shape().Dimensions[2]
 	group := heads / kvHeads
 	attendLen := s.causal.Shape().Dimensions[2]
+	slots := attendLen - seqLen // T: the cache's slots read
 	dtype := query.DType()
 
 	perHead := func(t *Node) *Node { return TransposeAllAxes(t, 0, 2, 1, 3) } // [B, kvHeads, S, hd]
@@ -86,31 +90,81 @@ func attention(s *step, query, key, value, kCache, vCache *Node) (ctx, newK, new
 	if s.cached {
 		// The cache holds the activations' dtype or a narrower one (a bfloat16 cache under
 		// float32 activations: keys and values are rounded).
-		keep := ConvertDType(Reshape(s.real, batch, 1, seqLen, 1), dtype)
-		newK = o.writeCache(kCache, ConvertDType(Mul(keys, keep), kCache.DType()), s.start)
-		newV = o.writeCache(vCache, ConvertDType(Mul(values, keep), vCache.DType()), s.start)
-		keys, values = newK, newV
-		if attendLen < kCache.Shape().Dimensions[2] {
-			keys = SliceAxis(keys, 2, AxisRange(0, attendLen))
-			values = SliceAxis(values, 2, AxisRange(0, attendLen))
-		}
-		keys, values = ConvertDType(keys, dtype), ConvertDType(values, dtype)
+		newK, newV = ConvertDType(keys, s.kvDType), ConvertDType(values, s.kvDType)
+		keys, values = ConvertDType(newK, dtype), ConvertDType(newV, dtype)
 	}
 
 	// Grouped-query attention without copying K/V per query head: query head h uses kv head
 	// h / group, so the query is laid out [B, kvHeads, group·S, hd], kv heads a batch axis.
 	q := TransposeAllAxes(Reshape(query, batch, seqLen, kvHeads, group, hd), 0, 2, 3, 1, 4)
 	q = Reshape(q, batch, kvHeads, group*seqLen, hd)
-	scores := wide(o.dotLastAxes(q, keys, 2)) // [B, kvHeads, group·S, Lb]
+	scores := wide(o.dotLastAxes(q, keys, 2)) // [B, kvHeads, group·S, S]
+	// Each sequence's query [kvHeads, group·S, hd] against its blocks, side by side before the chunk.
+	perSeq := func(t *Node, b int) *Node {
+		if batch == 1 {
+			return Squeeze(t, 0)
+		}
+		return Squeeze(SliceAxis(t, 0, AxisElem(b)), 0)
+	}
+	if slots > 0 {
+		past := make([]*Node, batch)
+		for b := range batch {
+			qb := perSeq(q, b)
+			parts := make([]*Node, len(kCache[b]))
+			for j, block := range kCache[b] {
+				parts[j] = wide(o.dotLastAxes(qb, ConvertDType(block, dtype), 1)) // [kvHeads, group·S, n]
+			}
+			past[b] = concatenate(parts, 2)
+		}
+		scores = Concatenate([]*Node{stack(past), scores}, 3) // [B, kvHeads, group·S, T+S]
+	}
 	scores = MulScalar(scores, 1/math.Sqrt(float64(hd)))
-	// The causal mask as a bias: 0 where attended, −inf elsewhere (x + 0 is x exactly),
-	// [B, 1, 1, S, Lb], broadcast over heads.
+	// The mask as a bias: 0 where attended, −inf elsewhere (x + 0 is x exactly),
+	// [B, 1, 1, S, T+S], broadcast over heads.
 	g := query.Graph()
 	dims := s.causal.Shape().Dimensions
 	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, scores.DType()), dims...), BroadcastToDims(Infinity(g, scores.DType(), -1), dims...))
 	scores = Add(Reshape(scores, batch, kvHeads, group, seqLen, attendLen), Reshape(bias, batch, 1, 1, seqLen, attendLen))
 	probs := ConvertDType(Reshape(Softmax(scores, -1), batch, kvHeads, group*seqLen, attendLen), values.DType())
-	ctx = o.batchMatMul(probs, values, 2) // [B, kvHeads, group·S, hd]
+	own := probs
+	if slots > 0 {
+		own = SliceAxis(probs, 3, AxisRange(slots, attendLen))
+	}
+	ctx = o.batchMatMul(own, values, 2) // [B, kvHeads, group·S, hd]
+	if slots > 0 {
+		past := make([]*Node, batch)
+		for b := range batch {
+			pb := perSeq(probs, b)
+			offset := 0
+			for _, block := range vCache[b] {
+				n := block.Shape().Dimensions[1]
+				part := o.batchMatMul(SliceAxis(pb, 2, AxisRange(offset, offset+n)), ConvertDType(block, values.DType()), 1)
+				offset += n
+				if past[b] == nil {
+					past[b] = part
+				} else {
+					past[b] = Add(past[b], part)
+				}
+			}
+		}
+		ctx = Add(stack(past), ctx)
+	}
 	ctx = TransposeAllAxes(Reshape(ctx, batch, kvHeads, group, seqLen, hd), 0, 3, 1, 2, 4)
 	return Reshape(ConvertDType(ctx, dtype), batch, seqLen, heads*hd), newK, newV
+}
+
+// concatenate is Concatenate, which a single part needs not.
+func concatenate(parts []*Node, axis int) *Node {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return Concatenate(parts, axis)
+}
+
+// stack is Stack on a new leading axis, which a single part needs not (InsertAxes).
+func stack(parts []*Node) *Node {
+	if len(parts) == 1 {
+		return InsertAxes(parts[0], 0)
+	}
+	return Stack(parts, 0)
 }

@@ -11,16 +11,24 @@ import (
 )
 
 // Cache is a model's cache on its backend: per layer what the architecture keeps (see
-// stateSpec), for Qwen3 keys and values [kvHeads, capacity, headDim]. Position-indexed state has
-// a fixed capacity between growths, so one compiled graph serves every decoding step; it grows by
-// length bucket when a chunk would not fit, never per token, and its slots beyond Len are zero
-// (the graph writes keys by adding into zeroed slots). Fixed-size state (a recurrent state) never
-// grows, and cannot be truncated (see CanTruncate).
+// stateSpec), for Qwen3 keys and values [kvHeads, positions, headDim].
+//
+// Position-indexed state lives in blocks (see nextBlock: 64 positions, 64, 128, … doubling to
+// maxCacheBlock, then maxCacheBlock each), allocated as the cache grows and never moved: growing
+// appends blocks, it copies nothing. Where the backend shares its buffers with Go (the pure-Go
+// backend, ONNX Runtime on CPU) the host writes each chunk's new keys and values into the
+// blocks in place (writeRows) and the step graph only reads them, the blocks that cover the
+// positions already held and no more; on another backend a written block is uploaded again.
+// Slots past Len are zero. Fixed-size state (a recurrent state) is one tensor per spec, given
+// to the step graph and replaced by its output; it never grows and cannot be truncated (see
+// CanTruncate).
 type Cache struct {
-	model    *Model
-	dtype    dtypes.DType      // of position-indexed state
-	specs    []stateSpec       // the architecture's, in order
-	state    []*tensors.Tensor // one per spec
+	model  *Model
+	dtype  dtypes.DType        // of position-indexed state
+	specs  []stateSpec         // the architecture's, in order
+	state  [][]*tensors.Tensor // per spec: a position-indexed state's blocks, or a fixed-size state alone
+	blocks []int               // the blocks' sizes in positions; they add up to capacity
+	// capacity is the positions the blocks hold.
 	capacity int
 	length   int
 	ids      []int // the token IDs at positions [0, length)
@@ -31,12 +39,39 @@ type Cache struct {
 // go back to an earlier position: run the prompt again on a fresh (or Reset) cache instead.
 var ErrCannotTruncate = errors.New("octlm: the cache holds a recurrent state, which cannot be truncated")
 
-// minCacheCapacity keeps tiny prompts from growing the cache at every step.
+// minCacheCapacity is the first block's size: tiny prompts do not grow the cache at every step.
 const minCacheCapacity = 64
 
+// maxCacheBlock is the largest block: past it the cache grows maxCacheBlock positions at a time,
+// and a step reads at most maxCacheBlock − 1 slots it does not need (a new step graph is compiled
+// each time the blocks a step reads change, as often as before blocks).
+const maxCacheBlock = 1024
+
+// nextBlock is the size of the block that follows blocks holding capacity positions, in a
+// model of context positions: minCacheCapacity, then as many as the blocks hold (the capacity
+// doubles) up to maxCacheBlock, never past the context.
+func nextBlock(capacity, context int) int {
+	size := minCacheCapacity
+	if capacity > 0 {
+		size = min(capacity, maxCacheBlock)
+	}
+	return min(size, context-capacity)
+}
+
+// blocksCapacity is the capacity of the blocks that hold n positions (n ≥ 1) in a model of
+// context positions.
+func blocksCapacity(n, context int) int {
+	c := 0
+	for c < min(n, context) {
+		c += nextBlock(c, context)
+	}
+	return c
+}
+
 // NewCache returns an empty cache with room for capacity positions (at least
-// minCacheCapacity); it grows when a run needs more. It takes BytesPerPosition per position of
-// capacity. A capacity past the context length is a *ContextError.
+// minCacheCapacity, rounded up to whole blocks); it grows when a run needs more. It takes
+// BytesPerPosition per position of capacity. A capacity past the context length is a
+// *ContextError.
 func (m *Model) NewCache(capacity int) (*Cache, error) {
 	return m.newCache(capacity, m.cacheDType())
 }
@@ -53,7 +88,8 @@ func (m *Model) NewCacheDType(capacity int, dtype DType) (*Cache, error) {
 
 func (m *Model) newCache(capacity int, dtype dtypes.DType) (*Cache, error) {
 	c := &Cache{model: m, dtype: dtype, specs: m.arch.state()}
-	if err := c.reserve(max(capacity, 1), true); err != nil {
+	if err := c.reserve(max(capacity, 1)); err != nil {
+		c.Close()
 		return nil, err
 	}
 	return c, nil
@@ -94,22 +130,33 @@ func (c *Cache) Truncate(n int) error {
 	if n != 0 && !c.CanTruncate() {
 		return fmt.Errorf("octlm: truncating a cache of %d positions to %d: %w", c.length, n, ErrCannotTruncate)
 	}
-	for i, t := range c.state {
+	for i, ts := range c.state {
 		spec := c.specs[i]
-		var err error
 		if spec.PosAxis < 0 {
-			err = t.MutableBytes(func(b []byte) { clear(b) })
-		} else {
-			outer, rowBytes := posGeometry(t, spec, c.capacity)
-			err = t.MutableBytes(func(b []byte) {
+			if err := ts[0].MutableBytes(func(b []byte) { clear(b) }); err != nil {
+				c.broken = true
+				return fmt.Errorf("octlm: truncating the cache (%s): %w", spec.Name, err)
+			}
+			continue
+		}
+		outer, rowBytes := c.geometry(spec)
+		offset := 0
+		for j, t := range ts {
+			size := c.blocks[j]
+			from, to := max(n, offset)-offset, min(c.length, offset+size)-offset
+			offset += size
+			if from >= to {
+				continue
+			}
+			err := t.MutableBytes(func(b []byte) {
 				for h := range outer {
-					clear(b[(h*c.capacity+n)*rowBytes : (h*c.capacity+c.length)*rowBytes])
+					clear(b[(h*size+from)*rowBytes : (h*size+to)*rowBytes])
 				}
 			})
-		}
-		if err != nil {
-			c.broken = true
-			return fmt.Errorf("octlm: truncating the cache (%s): %w", spec.Name, err)
+			if err != nil {
+				c.broken = true
+				return fmt.Errorf("octlm: truncating the cache (%s): %w", spec.Name, err)
+			}
 		}
 	}
 	c.length = n
@@ -117,15 +164,27 @@ func (c *Cache) Truncate(n int) error {
 	return nil
 }
 
-// posGeometry views a position-indexed state of the given capacity as outer × capacity rows of
-// rowBytes bytes.
-func posGeometry(t *tensors.Tensor, spec stateSpec, capacity int) (outer, rowBytes int) {
-	dims := t.Shape().Dimensions
-	outer = 1
-	for _, d := range dims[:spec.PosAxis] {
-		outer *= d
+// geometry views a position-indexed state as outer × positions rows of rowBytes bytes: outer
+// is the product of its dimensions before the position axis, a row its dimensions after it.
+func (c *Cache) geometry(spec stateSpec) (outer, rowBytes int) {
+	outer, rowBytes = 1, c.specDType(spec).Size()
+	for i, d := range spec.Dims {
+		switch {
+		case i < spec.PosAxis:
+			outer *= d
+		case i > spec.PosAxis:
+			rowBytes *= d
+		}
 	}
-	return outer, int(t.Shape().ByteSize()) / (outer * capacity)
+	return outer, rowBytes
+}
+
+// specDType is the dtype spec's state is stored in.
+func (c *Cache) specDType(spec stateSpec) dtypes.DType {
+	if spec.Float32 {
+		return dtypes.Float32
+	}
+	return c.dtype
 }
 
 // Capacity is the number of positions the cache has room for before it grows.
@@ -165,8 +224,7 @@ func stateBytes(specs []stateSpec, dtype dtypes.DType) stateSizes {
 	return s
 }
 
-// cacheDType is the dtype of the cache's position-indexed state: the model's (TestScatterSumFloat16
-// checks the float16 cache write).
+// cacheDType is the dtype of the cache's position-indexed state: the model's.
 func (m *Model) cacheDType() dtypes.DType { return m.DType.gomlx() }
 
 // Pad appends n positions whose keys and values are zero (a recurrent state is left as it is),
@@ -180,7 +238,7 @@ func (c *Cache) Pad(n int) error {
 	if n > c.model.shape.Context-c.length {
 		return &ContextError{Positions: c.length + min(n, math.MaxInt-c.length), ContextLength: c.model.shape.Context}
 	}
-	if err := c.reserve(c.length+n, false); err != nil {
+	if err := c.reserve(c.length + n); err != nil {
 		return err
 	}
 	for range n {
@@ -192,19 +250,21 @@ func (c *Cache) Pad(n int) error {
 
 // Close frees the cache's buffers.
 func (c *Cache) Close() {
-	for _, t := range c.state {
-		if t != nil {
-			_ = t.FinalizeAll()
+	for _, ts := range c.state {
+		for _, t := range ts {
+			if t != nil {
+				_ = t.FinalizeAll()
+			}
 		}
 	}
 	c.state = nil
 	c.broken = true
 }
 
-// reserve makes room for n positions, growing to exactly n or, to leave room for what comes
-// next, to a length bucket (at least minCacheCapacity, at most the context length) and copying
-// what the cache holds. A fixed-size state is allocated once and kept as it is.
-func (c *Cache) reserve(n int, exact bool) error {
+// reserve makes room for n positions, appending blocks (zeroed) until their capacity reaches
+// n; what the cache holds stays where it is. The fixed-size states are allocated with the first
+// block and kept.
+func (c *Cache) reserve(n int) error {
 	if c.broken {
 		return errors.New("octlm: the cache was closed or lost in a failed step")
 	}
@@ -215,63 +275,94 @@ func (c *Cache) reserve(n int, exact bool) error {
 	if n > context {
 		return &ContextError{Positions: n, ContextLength: context}
 	}
-	capacity := n
-	if !exact {
-		capacity = lengthBucket(n)
+	if c.state == nil {
+		c.state = make([][]*tensors.Tensor, len(c.specs))
+		for i, spec := range c.specs {
+			if spec.PosAxis >= 0 {
+				continue
+			}
+			t, err := c.zeroed(spec, 0)
+			if err != nil {
+				c.broken = true
+				return err
+			}
+			c.state[i] = []*tensors.Tensor{t}
+		}
 	}
-	capacity = min(max(capacity, minCacheCapacity), context)
-	grown := make([]*tensors.Tensor, len(c.specs))
-	fail := func(err error) error {
-		for i, g := range grown {
-			if g != nil && (c.state == nil || g != c.state[i]) {
-				_ = g.FinalizeAll()
+	for c.capacity < n {
+		size := nextBlock(c.capacity, context)
+		block := make([]*tensors.Tensor, len(c.specs))
+		for i, spec := range c.specs {
+			if spec.PosAxis < 0 {
+				continue
+			}
+			t, err := c.zeroed(spec, size)
+			if err != nil {
+				for _, b := range block {
+					if b != nil {
+						_ = b.FinalizeAll()
+					}
+				}
+				return err // the cache holds what it held, in the blocks it had
+			}
+			block[i] = t
+		}
+		for i, t := range block {
+			if t != nil {
+				c.state[i] = append(c.state[i], t)
 			}
 		}
-		return err
+		c.blocks = append(c.blocks, size)
+		c.capacity += size
 	}
-	for i, spec := range c.specs {
-		if spec.PosAxis < 0 && c.state != nil {
-			grown[i] = c.state[i] // fixed size: kept
-			continue
-		}
-		dtype := c.dtype
-		if spec.Float32 {
-			dtype = dtypes.Float32
-		}
-		t, err := tensors.FromShapeForBackend(c.model.Backend, 0, shapes.Make(dtype, spec.shape(capacity)...)) // zeroed
-		if err != nil {
-			return fail(fmt.Errorf("octlm: allocating a cache of %d positions (%s): %w", capacity, spec.Name, err))
-		}
-		grown[i] = t
-		if c.length > 0 && spec.PosAxis >= 0 {
-			if err := copyCacheRows(t, c.state[i], spec, c.capacity, capacity, c.length); err != nil {
-				return fail(err)
-			}
-		}
-	}
-	for i, t := range c.state {
-		if t != grown[i] {
-			_ = t.FinalizeAll()
-		}
-	}
-	c.state, c.capacity = grown, capacity
 	return nil
 }
 
-// copyCacheRows copies the first n positions of a position-indexed state from src (capacity
-// oldCap) to dst (capacity newCap).
-func copyCacheRows(dst, src *tensors.Tensor, spec stateSpec, oldCap, newCap, n int) error {
-	outer, rowBytes := posGeometry(src, spec, oldCap)
-	var err error
-	cerr := src.ConstBytes(func(from []byte) {
-		err = dst.MutableBytes(func(to []byte) {
+// zeroed allocates spec's state for size positions (a fixed-size state: size ignored), zeroed,
+// shared with the backend where it shares buffers.
+func (c *Cache) zeroed(spec stateSpec, size int) (*tensors.Tensor, error) {
+	t, err := tensors.FromShapeForBackend(c.model.Backend, 0, shapes.Make(c.specDType(spec), spec.shape(size)...))
+	if err != nil {
+		return nil, fmt.Errorf("octlm: allocating a cache block of %d positions (%s): %w", size, spec.Name, err)
+	}
+	return t, nil
+}
+
+// covering is how many blocks cover the slots [0, n): the blocks a step starting at position n
+// reads. n must not exceed the capacity.
+func (c *Cache) covering(n int) int {
+	k, offset := 0, 0
+	for offset < n {
+		offset += c.blocks[k]
+		k++
+	}
+	return k
+}
+
+// writeRows copies the new state rows of one sequence into its blocks in place: rows holds a
+// chunk of a batch of sequences, [B, outer…, S, row…] for spec (the position axis after the
+// batch axis at spec.PosAxis+1), and the first valid rows of sequence b go to slots start…
+// start+valid−1. The blocks must cover them (reserve).
+func (c *Cache) writeRows(specIndex int, rows []byte, b, seqLen, start, valid int) error {
+	s := c.specs[specIndex]
+	outer, rowBytes := c.geometry(s)
+	offset := 0
+	for j, t := range c.state[specIndex] {
+		size, first := c.blocks[j], offset
+		from, to := max(start, first), min(start+valid, first+size) // the slots of this block written
+		offset += size
+		if from >= to {
+			continue
+		}
+		err := t.MutableBytes(func(dst []byte) {
 			for h := range outer {
-				copy(to[h*newCap*rowBytes:(h*newCap+n)*rowBytes], from[h*oldCap*rowBytes:(h*oldCap+n)*rowBytes])
+				src := ((b*outer+h)*seqLen + from - start) * rowBytes
+				copy(dst[(h*size+from-first)*rowBytes:(h*size+to-first)*rowBytes], rows[src:src+(to-from)*rowBytes])
 			}
 		})
-	})
-	if err = errors.Join(cerr, err); err != nil {
-		return fmt.Errorf("octlm: growing the cache (%s): %w", spec.Name, err)
+		if err != nil {
+			return fmt.Errorf("octlm: writing the cache (%s): %w", s.Name, err)
+		}
 	}
 	return nil
 }

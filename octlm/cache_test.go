@@ -124,15 +124,17 @@ func TestGenerateToTheContextLength(t *testing.T) {
 	}
 }
 
-// TestNewCacheExact: a new cache holds the positions asked for, not a length bucket of them,
-// and grows by length buckets, never past the context length.
+// TestNewCacheExact: a new cache holds the positions asked for in whole blocks (64, 64, 128, …
+// doubling to maxCacheBlock, then maxCacheBlock at a time), grows by blocks, never past the
+// context length.
 func TestNewCacheExact(t *testing.T) {
 	m := loadFixture(t, "tiny-qwen3", Float32)
 	tests := []struct{ reserve, run, wantCap, wantGrown int }{
 		{reserve: 1, run: 10, wantCap: minCacheCapacity, wantGrown: minCacheCapacity},
-		{reserve: 100, run: 100, wantCap: 100, wantGrown: 100},
-		{reserve: 100, run: 101, wantCap: 100, wantGrown: lengthBucket(101)},
-		{reserve: 40000, run: 40960, wantCap: 40000, wantGrown: 40960},
+		{reserve: 100, run: 100, wantCap: 128, wantGrown: 128},
+		{reserve: 100, run: 129, wantCap: 128, wantGrown: 256},
+		{reserve: 1025, run: 2049, wantCap: 2048, wantGrown: 3072},
+		{reserve: 40000, run: 40960, wantCap: 40960, wantGrown: 40960},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.reserve, "-", tt.run), func(t *testing.T) {
@@ -144,7 +146,7 @@ func TestNewCacheExact(t *testing.T) {
 			if cache.Capacity() != tt.wantCap {
 				t.Errorf("capacity %d, want %d", cache.Capacity(), tt.wantCap)
 			}
-			if err := cache.reserve(tt.run, false); err != nil {
+			if err := cache.reserve(tt.run); err != nil {
 				t.Fatal(err)
 			}
 			if cache.Capacity() != tt.wantGrown {
@@ -171,7 +173,7 @@ func TestPad(t *testing.T) {
 	if _, err := m.ForwardCached(ids, cache); err != nil {
 		t.Fatal(err)
 	}
-	before, err := tensorsFlat(cache.state[0])
+	before, err := stateFlat(cache, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +184,7 @@ func TestPad(t *testing.T) {
 	if cache.Len() != 105 || cache.Capacity() < 105 {
 		t.Fatalf("len %d capacity %d after padding, want 105", cache.Len(), cache.Capacity())
 	}
-	after, err := tensorsFlat(cache.state[0])
+	after, err := stateFlat(cache, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +216,30 @@ func TestPad(t *testing.T) {
 	}
 }
 
-func tensorsFlat(t *tensors.Tensor) ([]float32, error) { return tensors.CopyFlatData[float32](t) }
+// stateFlat is a float32 cache's state i as one tensor would hold it: a fixed-size state as it
+// is, a position-indexed one [outer…, capacity, row…] with its blocks side by side.
+func stateFlat(c *Cache, i int) ([]float32, error) {
+	spec := c.specs[i]
+	if spec.PosAxis < 0 {
+		return tensors.CopyFlatData[float32](c.state[i][0])
+	}
+	outer, rowBytes := c.geometry(spec)
+	row := rowBytes / 4
+	out := make([]float32, outer*c.capacity*row)
+	offset := 0
+	for j, t := range c.state[i] {
+		data, err := tensors.CopyFlatData[float32](t)
+		if err != nil {
+			return nil, err
+		}
+		size := c.blocks[j]
+		for h := range outer {
+			copy(out[(h*c.capacity+offset)*row:(h*c.capacity+offset+size)*row], data[h*size*row:(h+1)*size*row])
+		}
+		offset += size
+	}
+	return out, nil
+}
 
 // TestBFloat16Cache runs every case of the fixtures on a bfloat16 KV cache under float32
 // weights: half the bytes per position, and logits that drift from the reference by bfloat16's

@@ -52,14 +52,6 @@ type Layout struct {
 	// marks (weightSpec.Fuse: q/k/v, gate/up) as one resident weight [in, Σ out], multiplied
 	// once (ops.projections).
 	FuseProjections bool
-	// CopiesCache says the engine writes each step's updated KV cache into new buffers beside
-	// the old ones (ONNX Runtime: a graph input is never updated in place): the memory estimate
-	// counts a second cache. At 4,096 positions of Qwen3-0.6B ONNX Runtime peaked at the weights
-	// + 2.2 caches, the pure-Go backend at the weights + 1.4.
-	CopiesCache bool
-	// HalfCacheBySlice writes a half-precision cache with a dynamic update slice instead of a
-	// scatter-add (see ops.writeCache).
-	HalfCacheBySlice bool
 	// SigmoidByExp computes the logistic function as 1 / (1 + exp(−x)) instead of the engine's
 	// Sigmoid (see ops.sigmoid).
 	SigmoidByExp bool
@@ -109,8 +101,7 @@ const (
 // of two rows or more packs the weight panel by panel on every call (weights are graph inputs,
 // never prepacked), so padding made each decode step repack all 2.4 GB of Qwen3-0.6B's float32
 // weights. Unpadded, decode went from 2.1–3.2 to 5.9–7.1 tokens/s (Intel Xeon, 2 cores,
-// ONNX Runtime 1.30.0; docs/performance.md). Its half-precision cache is written by slices
-// (HalfCacheBySlice): its CPU provider has no float16 ScatterND-add kernel. q/k/v and gate/up
+// ONNX Runtime 1.30.0; docs/performance.md). q/k/v and gate/up
 // are fused (FuseProjections, 196 → 140 products per token): decode 7.09–7.17 → 7.54–7.67
 // tokens/s with the blocked table, alternated; the pure-Go backend's padded products were not
 // measurably faster fused, so it keeps them apart.
@@ -128,9 +119,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
 		l.FuseProjections = true
-		l.CopiesCache = true
 		l.PadMACs = 0
-		l.HalfCacheBySlice = true
 		l.SigmoidByExp = true
 	}
 	return l
@@ -496,32 +485,6 @@ func (o ops) dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
 	out := DotGeneral(ConvertDType(lhs, dtypes.Float32), []int{lhs.Rank() - 1}, batch,
 		ConvertDType(rhs, dtypes.Float32), []int{rhs.Rank() - 1}, batch)
 	return ConvertDType(out, dtype)
-}
-
-// writeCache writes rows [B, heads, S, width] into cache [B, heads, capacity, width] at slots
-// start[b]..start[b]+S-1 of every head of row b, where the cache holds zeros: the updated cache.
-// The caller zeroes padding rows, so they write the zeros already there.
-//
-// A scatter-add of the rows writes only those slots. With HalfCacheBySlice a half-precision cache
-// is written by a dynamic update slice per row instead: ONNX Runtime 1.30.0's CPU provider has no
-// float16 kernel for the ScatterND with reduction "add" that compute-onnx lowers the scatter to
-// (TestONNXHalfCacheWrite in package xla is the reproduction), while the update slice's Pad
-// and Where have one. The caller makes S ≤ capacity − start, so the slice is never moved back.
-func (o ops) writeCache(cache, rows, start *Node) *Node {
-	g := cache.Graph()
-	batch, heads, seqLen := rows.Shape().Dimensions[0], rows.Shape().Dimensions[1], rows.Shape().Dimensions[2]
-	if o.layout.HalfCacheBySlice && cache.DType() != dtypes.Float32 {
-		zero := ScalarZero(g, start.DType())
-		for b := range batch {
-			at := Reshape(SliceAxis(start, 0, AxisElem(b)))
-			cache = DynamicUpdateSlice(cache, SliceAxis(rows, 0, AxisElem(b)), []*Node{Const(g, int32(b)), zero, at, zero})
-		}
-		return cache
-	}
-	idx := shapes.Make(dtypes.Int32, batch, heads, seqLen, 1)
-	slots := Add(Reshape(ConvertDType(start, dtypes.Int32), batch, 1, 1, 1), Iota(g, idx, 2))
-	indices := Concatenate([]*Node{Iota(g, idx, 0), Iota(g, idx, 1), slots}, -1) // [B, heads, S, 3]
-	return ScatterSum(cache, indices, rows, true, true)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

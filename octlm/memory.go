@@ -18,9 +18,8 @@ type Memory struct {
 	// Working is the largest transient memory: while loading, the float32 scratch one weight
 	// passes through while it is converted or transposed into place (every Linear weight;
 	// Layout.ColumnRows rows of a table stored as columns; a table stored as rows where the
-	// resident dtype is float16, which the checkpoint's BF16 is not); while running, on an
-	// engine that writes each step's updated cache into new buffers (Layout.CopiesCache), a
-	// second KV cache.
+	// resident dtype is float16, which the checkpoint's BF16 is not). A step writes nothing but
+	// the chunk's new keys and values besides the cache, which it reads in place.
 	Working int64
 }
 
@@ -91,14 +90,11 @@ func memoryNeeded(arch architecture, layout Layout, dtype DType, positions int) 
 	sizes := stateBytes(arch.state(), dtype.gomlx())
 	m.KVCache = addBytes(mulBytes(int64(cacheCapacity(arch.shape(), positions)), sizes.perPosition), sizes.fixed)
 	m.Working = scratch
-	if layout.CopiesCache {
-		m.Working = max(scratch, m.KVCache)
-	}
 	return m
 }
 
-// cacheCapacity is the capacity NewCache gives a cache for n positions: n, at least
-// minCacheCapacity, at most the context length.
+// cacheCapacity is the capacity NewCache gives a cache for n positions: whole blocks (see
+// nextBlock) holding n, at most the context length.
 func cacheCapacity(shape Shape, n int) int {
-	return min(max(n, 1, minCacheCapacity), shape.Context)
+	return blocksCapacity(max(n, 1), shape.Context)
 }

@@ -275,10 +275,10 @@ func attendLength(end, capacity int) int {
 // attendStep is the granularity of attended lengths past it (see attendLength).
 const attendStep = 1024
 
-// compileFor returns the step graph compiled for the shapes of args, compiling it unless it
-// already has been (freeing the least recently used beyond maxStepGraphs), and accounts for the
-// time taken.
-func (m *Model) compileFor(args []any) (*graph.Exec, error) {
+// compileFor returns the step graph for a cache of kvDType compiled for the shapes of args,
+// compiling it unless it already has been (freeing the least recently used beyond
+// maxStepGraphs), and accounts for the time taken.
+func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*graph.Exec, error) {
 	argShapes := make([]shapes.Shape, len(args))
 	for i, a := range args {
 		switch v := a.(type) {
@@ -292,7 +292,7 @@ func (m *Model) compileFor(args []any) (*graph.Exec, error) {
 			return nil, fmt.Errorf("octlm: step argument %d has unexpected type %T", i, a)
 		}
 	}
-	key := fmt.Sprint(argShapes[:numStepInputs], argShapes[numStepInputs+len(m.weights):]) // the weights' shapes never change
+	key := fmt.Sprint(kvDType, argShapes[:numStepInputs], argShapes[numStepInputs+len(m.weights):]) // the weights' shapes never change
 	m.used++
 	if s, ok := m.steps[key]; ok {
 		s.lastUse = m.used
@@ -312,7 +312,9 @@ func (m *Model) compileFor(args []any) (*graph.Exec, error) {
 		delete(m.steps, oldest)
 	}
 	begin := time.Now()
-	exec, err := graph.NewExec(m.Backend, m.stepGraph)
+	exec, err := graph.NewExec(m.Backend, func(g *graph.Graph, inputs []*graph.Node) []*graph.Node {
+		return m.stepGraph(g, inputs, kvDType)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("octlm: building the step graph: %w", err)
 	}

@@ -95,19 +95,16 @@ func (q qwen3) state() []stateSpec {
 	return specs
 }
 
-// layers is Qwen3Model.forward: embed_tokens, then the decoder layers, keeping each one's output.
-func (q qwen3) layers(s *step, w weightSet, cache []*Node) ([]*Node, []*Node) {
+// layers is Qwen3Model.forward: embed_tokens, then the decoder layers, keeping each one's output
+// and its new keys and values (its cache is all position-indexed: s.kv, no fixed-size state).
+func (q qwen3) layers(s *step, w weightSet, _ []*Node) ([]*Node, []*Node) {
 	cos, sin := rotaryTables(s.positions, q.c.HeadWidth(), q.c.Base()) // Qwen3RotaryEmbedding
 	hidden := s.ops.embed(w.get(EmbeddingName), s.ids)                 // [B, S, d]
 	hiddens := []*Node{hidden}
 	var newCache []*Node
 	for i := range q.c.NLayers {
-		var kCache, vCache *Node
-		if s.cached {
-			kCache, vCache = cache[2*i], cache[2*i+1]
-		}
 		var k, v *Node
-		hidden, k, v = q.decoderLayer(s, w.under(fmt.Sprintf("model.layers.%d.", i)), s.layerInput(hidden), cos, sin, kCache, vCache)
+		hidden, k, v = q.decoderLayer(s, w.under(fmt.Sprintf("model.layers.%d.", i)), s.layerInput(hidden), cos, sin, s.kvAt(2*i), s.kvAt(2*i+1))
 		hiddens = append(hiddens, hidden)
 		if s.cached {
 			newCache = append(newCache, k, v)
@@ -127,7 +124,7 @@ func (q qwen3) layerTypes() []string {
 }
 
 // decoderLayer is Qwen3DecoderLayer.forward.
-func (q qwen3) decoderLayer(s *step, w weightSet, hidden, cos, sin, kCache, vCache *Node) (out, newK, newV *Node) {
+func (q qwen3) decoderLayer(s *step, w weightSet, hidden, cos, sin *Node, kCache, vCache kvBlocks) (out, newK, newV *Node) {
 	// Self-attention block with a residual connection.
 	residual := hidden
 	x := rmsNorm(s.ops, hidden, w.get("input_layernorm.weight"), q.c.Eps())
@@ -141,8 +138,8 @@ func (q qwen3) decoderLayer(s *step, w weightSet, hidden, cos, sin, kCache, vCac
 }
 
 // attention is Qwen3Attention: q/k/v projections, q_norm and k_norm, RoPE, eager attention
-// (with the cache, if any, see attention), o_proj. x: [B, S, d].
-func (q qwen3) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Node) (out, newK, newV *Node) {
+// (on the cache's blocks, if any, see attention), o_proj. x: [B, S, d].
+func (q qwen3) attention(s *step, w weightSet, x, cos, sin *Node, kCache, vCache kvBlocks) (out, newK, newV *Node) {
 	c := q.c
 	batch, seqLen := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
 	qkv := s.ops.projections(x, w, "q_proj.weight", "k_proj.weight", "v_proj.weight")

@@ -7,7 +7,8 @@ package octlm
 // The same layers serve the full and the cached paths and the training forward, as Qwen3's do:
 // for each of B sequences a chunk of S token IDs (padded; only the first valid[b] are real)
 // starting at position start[b], on top of a cache holding, per full-attention layer, keys and
-// values [B, kvHeads, capacity, headDim] and, per Gated DeltaNet layer, the convolution state
+// values (each sequence's blocks [kvHeads, n, headDim], read in place, see attention; the chunk's
+// new ones are returned) and, per Gated DeltaNet layer, the convolution state
 // [B, kernel−1, convDim] (the last kernel−1 real inputs of the convolution) and the recurrent
 // state [B, valueHeads, keyDim, valueDim] in float32; or, in training, on no cache (zero states).
 // Padding rows leave the DeltaNet states unchanged: their β and g are 0, so they write nothing
@@ -54,7 +55,7 @@ func (q qwen35) decoderLayer(s *step, w weightSet, i int, hidden, cos, sin, stat
 	x := zeroCenteredRMSNorm(s.ops, hidden, w.get("input_layernorm.weight"), c.NormEps)
 	var mixed *Node
 	if c.LayerTypes[i] == FullAttention {
-		mixed, new0, new1 = q.attention(s, w.under("self_attn."), x, cos, sin, state0, state1)
+		mixed, new0, new1 = q.attention(s, w.under("self_attn."), x, cos, sin, s.kvAt(2*i), s.kvAt(2*i+1))
 	} else {
 		mixed, new0, new1 = q.gatedDeltaNet(s, w.under("linear_attn."), x, state0, state1)
 	}
@@ -78,8 +79,8 @@ func (q qwen35) logits(s *step, w weightSet, hidden *Node) *Node {
 
 // attention is Qwen3_5Attention: q_proj gives a query and an output gate per head; q_norm and
 // k_norm; RoPE on the first RotaryDim dims of each head (rotate_half pairing); eager attention
-// (with the cache, if any); the output times sigmoid(gate); o_proj. x: [B, S, hidden].
-func (q qwen35) attention(s *step, w weightSet, x, cos, sin, kCache, vCache *Node) (out, newK, newV *Node) {
+// (on the cache's blocks, if any); the output times sigmoid(gate); o_proj. x: [B, S, hidden].
+func (q qwen35) attention(s *step, w weightSet, x, cos, sin *Node, kCache, vCache kvBlocks) (out, newK, newV *Node) {
 	c := q.c
 	o := s.ops
 	batch, seqLen := x.Shape().Dimensions[0], x.Shape().Dimensions[1]

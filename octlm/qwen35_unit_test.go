@@ -149,11 +149,11 @@ func TestQwen35PaddingKeepsState(t *testing.T) {
 	}
 	for i, typ := range m.LayerTypes() {
 		for j := range 2 {
-			a, err := tensors.CopyFlatData[float32](padded.state[2*i+j])
+			a, err := stateFlat(padded, 2*i+j)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := tensors.CopyFlatData[float32](single.state[2*i+j])
+			b, err := stateFlat(single, 2*i+j)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -52,21 +52,27 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 	if m.weights == nil {
 		return nil, errors.New("octlm: model is closed")
 	}
-	// One step on an empty cache of the chunk's padded length, as a prompt's first step runs.
+	// One step on an empty cache, as a prompt's first step runs.
 	rows := lengthBucket(len(ids))
 	valid := len(ids)
 	exec, err := graph.NewExec(m.Backend, func(g *graph.Graph, inputs []*graph.Node) []*graph.Node {
 		w := newWeightSet(m.specs, inputs[1:1+len(m.specs)])
 		w.adapter = m.adapter.nodes(g)
 		s := newStep(ops{layout: m.layout, vocab: m.shape.Vocab}, graph.InsertAxes(inputs[0], 0),
-			graph.Const(g, []int32{0}), graph.Const(g, []int32{int32(valid)}), rows, true)
-		var state []*graph.Node
-		for _, spec := range m.arch.state() {
+			graph.Const(g, []int32{0}), graph.Const(g, []int32{int32(valid)}), 0, true)
+		specs := m.arch.state()
+		s.kv, s.kvDType = make([]kvBlocks, len(specs)), m.cacheDType()
+		state := make([]*graph.Node, len(specs))
+		for i, spec := range specs {
+			if spec.PosAxis >= 0 {
+				s.kv[i] = kvBlocks{nil} // no block: the cache is empty
+				continue
+			}
 			dtype := m.cacheDType()
 			if spec.Float32 {
 				dtype = dtypes.Float32
 			}
-			state = append(state, graph.Zeros(g, shapes.Make(dtype, append([]int{1}, spec.shape(rows)...)...)))
+			state[i] = graph.Zeros(g, shapes.Make(dtype, append([]int{1}, spec.shape(0)...)...))
 		}
 		hiddens, _ := m.arch.layers(s, w, state)
 		for i, h := range hiddens {

@@ -98,7 +98,7 @@ func (d *Decoder) TrainingLogits(ids, lengths *Node, weights []*Node, lora *LoRA
 	w := newWeightSet(d.specs, weights)
 	w.adapter = lora
 	start := Zeros(ids.Graph(), shapes.Make(dtypes.Int32, batch))
-	s := newStep(o, ConvertDType(ids, dtypes.Int32), start, ConvertDType(lengths, dtypes.Int32), seqLen, false)
+	s := newStep(o, ConvertDType(ids, dtypes.Int32), start, ConvertDType(lengths, dtypes.Int32), 0, false)
 	s.recompute = d.RecomputeLayers
 	hidden, _ := forward(d.arch, s, w, nil)
 	logits := d.arch.logits(s, w, Reshape(hidden, batch*seqLen, shape.Width))

@@ -56,8 +56,8 @@ const ONNXPassedOver = "ONNX Runtime passed over"
 // Choose opens the backend that runs job: the one named (job.Backend, else $GOMLX_BACKEND) as it
 // is; else the automatic choice (AutoName), except that where that is ONNX Runtime the pure-Go
 // backend runs the job when the weights are half precision, when the job's graphs are small, or
-// when the job fits the memory available on the pure-Go backend (which updates the KV cache in
-// place) but not on ONNX Runtime (which writes a second one each step). Info.Reason says which
+// when the job fits the memory available on the pure-Go backend but not on ONNX Runtime (their
+// weights' layouts differ; both read the KV cache in place). Info.Reason says which
 // and why; ONNX Runtime is opened only when it runs the job. The caller owns the backend.
 func Choose(job Job) (compute.Backend, Info, error) {
 	if name, _ := resolveName(job.Backend); name != "" {
@@ -112,7 +112,7 @@ func (job Job) passOverONNX() string {
 	if err != nil || pure.Total()+job.Extra > avail {
 		return "" // fits neither: Fits refuses it with ONNX Runtime's figures
 	}
-	return fmt.Sprintf("%s: this job needs %s there, %s are available (%s), the pure-Go backend updates the KV cache in place and needs %s",
+	return fmt.Sprintf("%s: this job needs %s there, %s are available (%s), the pure-Go backend needs %s",
 		ONNXPassedOver, units.Bytes(onnx.Total()+job.Extra), units.Bytes(avail), source, units.Bytes(pure.Total()+job.Extra))
 }
 

@@ -41,7 +41,7 @@ func TestPassOverONNX(t *testing.T) {
 		{"bf16", Job{DType: "bf16"}, "passed over for bf16: ONNX Runtime cannot run it"},
 		{"f16", Job{DType: "f16"}, "passed over for f16"},
 		{"small graphs", Job{SmallGraphs: true}, ONNXPassedOver + ": the pure-Go backend runs small graphs sooner"},
-		{"room for the pure-Go backend only", jobNeeding(100, 50, 70), ONNXPassedOver + ": this job needs 100 B there, 70 B are available (test), the pure-Go backend updates the KV cache in place and needs 50 B"},
+		{"room for the pure-Go backend only", jobNeeding(100, 50, 70), ONNXPassedOver + ": this job needs 100 B there, 70 B are available (test), the pure-Go backend needs 50 B"},
 		{"extra bytes tip it", func() Job { j := jobNeeding(100, 50, 120); j.Extra = 30; return j }(), "needs 130 B there"},
 		{"room for neither", jobNeeding(100, 50, 40), ""},
 		{"no need given", Job{}, ""},
