@@ -63,6 +63,10 @@ type Layout struct {
 	// SigmoidByExp computes the logistic function as 1 / (1 + exp(−x)) instead of the engine's
 	// Sigmoid (see ops.sigmoid).
 	SigmoidByExp bool
+	// LinearRows keeps Linear weights as nn.Linear stores them, [out, in] (a fused group
+	// [Σ out, in]), instead of transposed: one row is multiplied as x·Wᵀ, several rows as
+	// (W·xᵀ)ᵀ, so that the engine streams the weight and packs only the rows (see ops.linear).
+	LinearRows bool
 }
 
 // Defaults chosen by measurement (see docs/performance.md for the full tables).
@@ -132,6 +136,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.PadMACs = 0
 		l.HalfCacheBySlice = true
 		l.SigmoidByExp = true
+		l.LinearRows = true
 	}
 	return l
 }
@@ -177,16 +182,26 @@ type ops struct {
 }
 
 // linear is nn.Linear without bias: x [..., in] · w, with w stored [in, out] (nn.Linear's
-// weight transposed at load). Returns [..., out] in x's dtype.
+// weight transposed at load), or as the checkpoint stores it, [out, in] (asStored, or the
+// layout's LinearRows). Returns [..., out] in x's dtype.
+//
+// With LinearRows a product of several rows is computed as W·xᵀ and transposed back: ONNX
+// Runtime's MLAS packs the right-hand operand of every product with more than one row, on every
+// call, and reads the left one as it lies, so with the weight on the left it packs only the
+// rows. BenchmarkLinearRows is the measurement.
 func (o ops) linear(x, w *Node) *Node {
 	dims := x.Shape().Dimensions
 	in, out := w.Shape().Dimensions[0], w.Shape().Dimensions[1]
 	wIn := 0
-	if o.asStored {
+	stored := o.asStored || o.layout.LinearRows
+	if stored {
 		in, out, wIn = out, in, 1 // as stored: [out, in]
 	}
 	rows := x.Shape().Size() / in
 	y := o.rowProduct(Reshape(x, rows, in), in*out, func(x *Node, dtype dtypes.DType) *Node {
+		if o.layout.LinearRows && x.Shape().Dimensions[0] > 1 {
+			return Transpose(DotGeneral(ConvertDType(w, dtype), []int{1}, nil, x, []int{1}, nil), 0, 1)
+		}
 		return DotGeneral(x, []int{1}, nil, ConvertDType(w, dtype), []int{wIn}, nil)
 	})
 	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)

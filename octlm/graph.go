@@ -95,7 +95,7 @@ const (
 func (m *Model) stepGraph(g *Graph, inputs []*Node) []*Node {
 	ids, start, valid := inputs[inIDs], inputs[inStart], inputs[inValid]
 	keyPos, logitRows := inputs[inKeyPos], inputs[inLogitRows]
-	w := newWeightSet(m.specs, inputs[numStepInputs:numStepInputs+len(m.specs)])
+	w := newWeightSet(m.specs, m.layout, inputs[numStepInputs:numStepInputs+len(m.specs)])
 	w.adapter = m.adapter.nodes(g)
 	caches := inputs[numStepInputs+len(m.specs):]
 	batch, seqLen := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
