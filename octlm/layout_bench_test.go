@@ -92,6 +92,9 @@ func TestLayouts(t *testing.T) {
 		// Linear weights as stored, several rows multiplied weight-first (ops.linear).
 		{"go, linear rows, fused projections", Layout{TableColumns: true, PadMACs: goPadMACs, FuseProjections: true, LinearRows: true}, columns, false},
 		{"linear rows", Layout{LinearRows: true}, rows, false},
+		// 320 tokens as rows in 3 blocks of 107 (the last padded by one row).
+		{"rows in 3 blocks, linear rows", Layout{TableBlocks: 3, LinearRows: true}, []int{3, 107, 64}, false},
+		{"rows in 3 blocks, slices, fused, linear rows", Layout{TableBlocks: 3, EmbedSlices: true, FuseProjections: true, LinearRows: true}, []int{3, 107, 64}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

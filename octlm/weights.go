@@ -321,6 +321,24 @@ func fill(flat any, spec weightSpec, layout Layout, e loader.Entry, scratch *[]f
 		return fillColumns(flat, spec, layout, e, scratch)
 	}
 	n := e.Info.NumElements()
+	if spec.Kind == tableWeight && layout.tableBlocks() > 1 {
+		// Rows in blocks: the rows as stored, then the last block's zero padding rows.
+		var err error
+		switch dst := flat.(type) {
+		case []float32:
+			err = fill(dst[:n], weightSpec{Kind: vectorWeight}, layout, e, scratch)
+			clear(dst[n:])
+		case []bfloat16.BFloat16:
+			err = fill(dst[:n], weightSpec{Kind: vectorWeight}, layout, e, scratch)
+			clear(dst[n:])
+		case []float16.Float16:
+			err = fill(dst[:n], weightSpec{Kind: vectorWeight}, layout, e, scratch)
+			clear(dst[n:])
+		default:
+			return fmt.Errorf("unsupported resident type %T", flat)
+		}
+		return err
+	}
 	if spec.Kind != linearWeight {
 		switch dst := flat.(type) {
 		case []float32:
