@@ -129,7 +129,6 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.TableColumns = true
 		l.SpreadHalfRows = true
 	case xla.EngineONNX:
-		l.TableColumns = true
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
 		l.FuseProjections = true
