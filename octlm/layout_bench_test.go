@@ -86,7 +86,7 @@ func TestLayouts(t *testing.T) {
 		// time so that pieces straddle blocks; looked up by one gather, then by slices.
 		{"columns in 3 blocks", Layout{TableColumns: true, TableBlocks: 3, ColumnRows: 96}, []int{3, 64, 107}, false},
 		{"columns in 3 blocks, slices, padded rows", Layout{TableColumns: true, TableBlocks: 3, EmbedSlices: true, PadMACs: 16 * 64 * 64}, []int{3, 64, 107}, true},
-		{"onnx", LayoutFor(xla.EngineONNX), []int{onnxTableBlocks, 64, 320 / onnxTableBlocks}, true},
+		{"onnx", LayoutFor(xla.EngineONNX), LayoutFor(xla.EngineONNX).tableShape(320, 64), true},
 		{"go, fused projections", Layout{TableColumns: true, PadMACs: goPadMACs, FuseProjections: true}, columns, false},
 		{"rows, fused projections", Layout{FuseProjections: true}, rows, false},
 		// Linear weights as stored, several rows multiplied weight-first (ops.linear).

@@ -168,7 +168,8 @@ func benchMatVec(b *testing.B, backend compute.Backend, dt dtypes.DType, in, out
 // pure-Go backend and on ONNX Runtime (where its library is found): the table as rows
 // contracted on their last axis (with a batch axis of one, as the rows layout runs it), as one
 // [d, vocab] matrix, and as columns in 4 blocks [4, d, vocab/4] (Layout.TableBlocks); on the
-// pure-Go backend also row blocks of 2,048 and the row padded to 4.
+// pure-Go backend also row blocks of 2,048 and the row padded to 4, on ONNX Runtime rows in 4
+// blocks [4, vocab/4, d] (blocks4T: TableBlocks without TableColumns).
 //
 // On an Intel Xeon with 2 threads (ONNX Runtime 1.30.0, float32): rows 10.6 GB/s, one block of
 // columns 10.1–14.5, 4 blocks 19.0–20.7; in the model that is 2–3% of a decode step, since the
@@ -196,7 +197,7 @@ func BenchmarkHeadMatVec(b *testing.B) {
 		b.Run("go/"+dt.String(), func(b *testing.B) { benchMatVec(b, goBackend(b), dt, 1024, blocks*rows, goRoutes) })
 	}
 	b.Run("onnx/float32", func(b *testing.B) {
-		benchMatVec(b, onnxBackend(b), dtypes.Float32, 1024, blocks*rows, []matVecRoute{rowsT, plain, columns4})
+		benchMatVec(b, onnxBackend(b), dtypes.Float32, 1024, blocks*rows, []matVecRoute{rowsT, plain, columns4, blockedRoutes(4)[1]})
 	})
 }
 
