@@ -10,6 +10,7 @@
 #   bash bench/sidebyside.sh [OCTLM_BINARY] [MODEL_DIR]
 #
 # The checkpoint (octlm synth: bfloat16 weights) is widened to float32 at load for the f32 runs.
+# With OLD_OCTLM=BINARY each round also runs that build's onnx and go f32 at depth 0.
 # Prints one JSON line per run (octlm's --json with the run's name and peak RSS; llama.cpp's line
 # with its peak RSS from /usr/bin/time) to stdout and the load average before each run to
 # stderr. A run that fails prints its name and error and the sitting goes on.
@@ -54,6 +55,10 @@ for round in $(seq "$rounds"); do
 	octlm_run "go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32
 	llama_run "llama.cpp bf16 d0 r$round" --dtype bf16 --prompt 128 --decode 32
 	octlm_run "go bf16 d0 r$round" --model "$model" --backend go --dtype bf16 --prompt 128 --decode 32
+	if [ -n "${OLD_OCTLM:-}" ]; then # an earlier build, for a before/after beside the same runs
+		octlm="$OLD_OCTLM" octlm_run "old onnx f32 d0 r$round" --model "$model" --backend onnx --prompt 128 --decode 32
+		octlm="$OLD_OCTLM" octlm_run "old go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32
+	fi
 done
 llama_run "llama.cpp f32 d4096" --dtype f32 --depth 4096 --prompt 32 --decode 16
 octlm_run "onnx f32 d4096" --model "$model" --backend onnx --depth 4096 --depth-fill zeros --prompt 32 --decode 16
