@@ -58,7 +58,7 @@ type weightKind int
 
 const (
 	vectorWeight weightKind = iota // as stored: norms, convolution kernels, per-head constants
-	linearWeight                   // nn.Linear's weight: stored [out, in], resident [in, out]
+	linearWeight                   // nn.Linear's weight: stored [out, in], resident [in, out] (or as stored: Layout.LinearRows)
 	tableWeight                    // an embedding table [vocab, d], also an output head: rows or columns (Layout.TableColumns)
 )
 
@@ -115,6 +115,9 @@ func residentSpecs(specs []weightSpec, l Layout) []weightSpec {
 func (s weightSpec) residentShape(l Layout) []int {
 	switch s.Kind {
 	case linearWeight:
+		if l.LinearRows {
+			return slices.Clone(s.Shape)
+		}
 		return []int{s.Shape[1], s.Shape[0]}
 	case tableWeight:
 		return l.tableShape(s.Shape[0], s.Shape[1])
@@ -147,21 +150,23 @@ func (s stateSpec) shape(capacity int) []int {
 // weightSet is the graph's weight parameters by checkpoint name.
 type weightSet struct {
 	byName  map[string]*Node
+	rows    bool                 // Linear weights are resident as stored, [out, in] (Layout.LinearRows)
 	parts   map[string]fusedPart // checkpoint names held inside a fused resident weight
 	prefix  string
 	adapter *LoRANodes // applied unmerged by ops.projections; nil: none
 }
 
 // fusedPart is where a checkpoint Linear weight lies in a fused resident weight [in, Σ out]:
-// its columns offset..offset+width-1.
+// its columns offset..offset+width-1 (with Layout.LinearRows, its rows of [Σ out, in]).
 type fusedPart struct {
 	fused         string
 	offset, width int
 }
 
-// newWeightSet binds the resident weights (specs, the engine's table) to their graph nodes.
-func newWeightSet(specs []weightSpec, nodes []*Node) weightSet {
-	w := weightSet{byName: make(map[string]*Node, len(specs)), parts: map[string]fusedPart{}}
+// newWeightSet binds the resident weights (specs, the engine's table under layout l) to their
+// graph nodes.
+func newWeightSet(specs []weightSpec, l Layout, nodes []*Node) weightSet {
+	w := weightSet{byName: make(map[string]*Node, len(specs)), parts: map[string]fusedPart{}, rows: l.LinearRows}
 	for i, s := range specs {
 		w.byName[s.Name] = nodes[i]
 		offset := 0
@@ -181,7 +186,7 @@ func (w weightSet) get(name string) *Node {
 		return n
 	}
 	if p, ok := w.parts[w.prefix+name]; ok {
-		return SliceAxis(w.byName[p.fused], 1, AxisRange(p.offset, p.offset+p.width))
+		return SliceAxis(w.byName[p.fused], w.outAxis(), AxisRange(p.offset, p.offset+p.width))
 	}
 	panic(fmt.Sprintf("octlm: the graph asks for weight %q, which the weight table does not declare", w.prefix+name))
 }
@@ -200,10 +205,18 @@ func (w weightSet) fused(names []string) (*Node, []int, bool) {
 		fused, widths[i], offset = p.fused, p.width, offset+p.width
 	}
 	n := w.byName[fused]
-	if n.Shape().Dimensions[1] != offset {
+	if n.Shape().Dimensions[w.outAxis()] != offset {
 		return nil, nil, false
 	}
 	return n, widths, true
+}
+
+// outAxis is the output axis of a resident Linear weight: 1 of [in, out], 0 as stored.
+func (w weightSet) outAxis() int {
+	if w.rows {
+		return 0
+	}
+	return 1
 }
 
 // under is the same set with names relative to prefix+p ("model.layers.3.").

@@ -26,10 +26,11 @@ type Layout struct {
 	// instead of the checkpoint's rows [vocab, d]: the head is then a plain row × matrix
 	// product, and the embedding lookup gathers columns.
 	TableColumns bool
-	// TableBlocks, with TableColumns, splits the columns into this many blocks of
-	// ⌈vocab/TableBlocks⌉ tokens, [TableBlocks, d, ⌈vocab/TableBlocks⌉] (the last block padded
-	// with zero columns): the head is then a batch of TableBlocks products, each with an output
-	// that stays in the cache. 0 or 1 is one block, [d, vocab].
+	// TableBlocks splits the table into this many blocks of ⌈vocab/TableBlocks⌉ tokens: with
+	// TableColumns [TableBlocks, d, ⌈vocab/TableBlocks⌉] (the last block padded with zero
+	// columns), as rows [TableBlocks, ⌈vocab/TableBlocks⌉, d] (padded with zero rows): the head
+	// is then a batch of TableBlocks products, each with an output that stays in the cache.
+	// 0 or 1 is one block, [d, vocab] or [vocab, d].
 	TableBlocks int
 	// EmbedSlices looks each token's embedding row up with a DynamicSlice of its own instead of
 	// one Gather (rows only; see ops.embed).
@@ -55,6 +56,10 @@ type Layout struct {
 	// SigmoidByExp computes the logistic function as 1 / (1 + exp(−x)) instead of the engine's
 	// Sigmoid (see ops.sigmoid).
 	SigmoidByExp bool
+	// LinearRows keeps Linear weights as nn.Linear stores them, [out, in] (a fused group
+	// [Σ out, in]), instead of transposed: one row is multiplied as x·Wᵀ, several rows as
+	// (W·xᵀ)ᵀ, so that the engine streams the weight and packs only the rows (see ops.linear).
+	LinearRows bool
 }
 
 // Defaults chosen by measurement (see docs/performance.md for the full tables).
@@ -115,12 +120,12 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.TableColumns = true
 		l.SpreadHalfRows = true
 	case xla.EngineONNX:
-		l.TableColumns = true
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
 		l.FuseProjections = true
 		l.PadMACs = 0
 		l.SigmoidByExp = true
+		l.LinearRows = true
 	}
 	return l
 }
@@ -128,6 +133,8 @@ func LayoutFor(engine xla.Engine) Layout {
 // tableShape is the resident shape of a [vocab, d] table.
 func (l Layout) tableShape(vocab, d int) []int {
 	switch {
+	case !l.TableColumns && l.tableBlocks() > 1:
+		return []int{l.tableBlocks(), ceilDiv(vocab, l.tableBlocks()), d}
 	case !l.TableColumns:
 		return []int{vocab, d}
 	case l.tableBlocks() > 1:
@@ -166,16 +173,26 @@ type ops struct {
 }
 
 // linear is nn.Linear without bias: x [..., in] · w, with w stored [in, out] (nn.Linear's
-// weight transposed at load). Returns [..., out] in x's dtype.
+// weight transposed at load), or as the checkpoint stores it, [out, in] (asStored, or the
+// layout's LinearRows). Returns [..., out] in x's dtype.
+//
+// With LinearRows a product of several rows is computed as W·xᵀ and transposed back: ONNX
+// Runtime's MLAS packs the right-hand operand of every product with more than one row, on every
+// call, and reads the left one as it lies, so with the weight on the left it packs only the
+// rows. BenchmarkLinearRows is the measurement.
 func (o ops) linear(x, w *Node) *Node {
 	dims := x.Shape().Dimensions
 	in, out := w.Shape().Dimensions[0], w.Shape().Dimensions[1]
 	wIn := 0
-	if o.asStored {
+	stored := o.asStored || o.layout.LinearRows
+	if stored {
 		in, out, wIn = out, in, 1 // as stored: [out, in]
 	}
 	rows := x.Shape().Size() / in
 	y := o.rowProduct(Reshape(x, rows, in), in*out, func(x *Node, dtype dtypes.DType) *Node {
+		if o.layout.LinearRows && x.Shape().Dimensions[0] > 1 {
+			return Transpose(DotGeneral(ConvertDType(w, dtype), []int{1}, nil, x, []int{1}, nil), 0, 1)
+		}
 		return DotGeneral(x, []int{1}, nil, ConvertDType(w, dtype), []int{wIn}, nil)
 	})
 	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
@@ -325,6 +342,22 @@ func (o ops) embedRows(table, ids *Node) *Node {
 	seqLen := ids.Shape().Dimensions[0]
 	g := ids.Graph()
 	zero := ScalarZero(g, ids.DType())
+	if !o.layout.TableColumns && table.Rank() == 3 {
+		// Rows in blocks [blocks, perBlock, d]: token t is row t % perBlock of block t / perBlock.
+		d := table.Shape().Dimensions[2]
+		block, row := tableBlock(ids, table.Shape().Dimensions[1])
+		if !o.layout.EmbedSlices {
+			at := Stack([]*Node{block, row}, -1)                             // [S, 2]
+			rows := GatherSlices(table, []int{0, 1}, at, []int{1, 1}, false) // [S, 1, 1, d]
+			return Reshape(rows, seqLen, d)
+		}
+		parts := make([]*Node, seqLen)
+		for i := range parts {
+			b, r := Reshape(SliceAxis(block, 0, AxisElem(i))), Reshape(SliceAxis(row, 0, AxisElem(i)))
+			parts[i] = Reshape(DynamicSlice(table, []*Node{b, r, zero}, []int{1, 1, d}), 1, d)
+		}
+		return Concatenate(parts, 0) // [S, d]
+	}
 	if !o.layout.TableColumns {
 		d := table.Shape().Dimensions[1]
 		if !o.layout.EmbedSlices {
@@ -376,9 +409,15 @@ func (o ops) blockedTable(table *Node) *Node {
 // tableColumns is Layout.tableColumn in the graph: the block and the column of each token in
 // ids (a scalar or [S]) within a blocked table [blocks, d, perBlock].
 func (o ops) tableColumns(table, ids *Node) (block, column *Node) {
-	perBlock := ConstAs(ids, table.Shape().Dimensions[2])
-	block = Div(ids, perBlock)
-	return block, Sub(ids, Mul(block, perBlock))
+	return tableBlock(ids, table.Shape().Dimensions[2])
+}
+
+// tableBlock is the block of perBlock tokens each token of ids (a scalar or [S]) lies in, and
+// its place in that block.
+func tableBlock(ids *Node, perBlock int) (block, at *Node) {
+	per := ConstAs(ids, perBlock)
+	block = Div(ids, per)
+	return block, Sub(ids, Mul(block, per))
 }
 
 // head is the output projection logits = hidden · tableᵀ for hidden [P, d], with the table (the
@@ -386,7 +425,8 @@ func (o ops) tableColumns(table, ids *Node) (block, column *Node) {
 //
 // As columns [d, vocab] it is the plain product (padded like linear). As rows [vocab, d] it
 // contracts the table's last axis, with a batch axis of one on both sides: the form the ONNX
-// Runtime and XLA decode speeds were measured with.
+// Runtime and XLA decode speeds were measured with. In blocks (TableBlocks), a batch of
+// products over the blocks.
 //
 // The product runs in the table's dtype, with a float32 accumulator, so a decode step does not
 // widen the table to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per
@@ -408,6 +448,21 @@ func (o ops) head(hidden, table *Node) *Node {
 		return o.rowProduct(hidden, table.Shape().Size(), func(x *Node, dtype dtypes.DType) *Node {
 			return DotGeneral(x, []int{1}, nil, ConvertDType(table, dtype), []int{0}, nil) // [P(+pad), vocab]
 		})
+	}
+	if table.Rank() == 3 {
+		// Rows in blocks [blocks, perBlock, d]: one batched product, each block's logits as
+		// hidden · blockᵀ for one row, as (block · hiddenᵀ)ᵀ for several (the table on the left,
+		// streamed, as ops.linear multiplies with LinearRows), the padding rows cut off.
+		blocks, perBlock, d := table.Shape().Dimensions[0], table.Shape().Dimensions[1], table.Shape().Dimensions[2]
+		rows := BroadcastToDims(InsertAxes(hidden, 0), blocks, p, d)
+		var logits *Node
+		if p == 1 {
+			logits = DotGeneral(rows, []int{2}, []int{0}, table, []int{2}, []int{0}) // [blocks, 1, perBlock]
+		} else {
+			logits = TransposeAllAxes(DotGeneral(table, []int{2}, []int{0}, rows, []int{2}, []int{0}), 0, 2, 1) // [blocks, P, perBlock]
+		}
+		logits = Reshape(TransposeAllAxes(logits, 1, 0, 2), p, blocks*perBlock)
+		return SliceAxis(logits, 1, AxisRange(0, o.vocab))
 	}
 	vocab, d := table.Shape().Dimensions[0], table.Shape().Dimensions[1]
 	logits := DotGeneral(Reshape(hidden, 1, p, d), []int{2}, []int{0}, Reshape(table, 1, vocab, d), []int{2}, []int{0})

@@ -52,6 +52,7 @@ func TestFusedProjections(t *testing.T) {
 	}{
 		{"go", goBackend, Layout{TableColumns: true, PadMACs: goPadMACs, FuseProjections: true}},
 		{"onnx", onnxBackend, Layout{TableColumns: true, TableBlocks: 2, EmbedSlices: true, FuseProjections: true}},
+		{"onnx, linear rows", onnxBackend, Layout{TableColumns: true, TableBlocks: 2, EmbedSlices: true, FuseProjections: true, LinearRows: true}},
 	}
 	for _, engine := range engines {
 		for _, tt := range tests {
@@ -61,8 +62,12 @@ func TestFusedProjections(t *testing.T) {
 				if m == nil {
 					return
 				}
-				if got := m.residentDims("model.layers.1.self_attn.qkv"); !slices.Equal(got, []int{64, 128 + 2*64}) {
-					t.Errorf("q/k/v resident as %v, want [64 256]", got)
+				want := []int{64, 128 + 2*64}
+				if engine.layout.LinearRows {
+					want = []int{128 + 2*64, 64}
+				}
+				if got := m.residentDims("model.layers.1.self_attn.qkv"); !slices.Equal(got, want) {
+					t.Errorf("q/k/v resident as %v, want %v", got, want)
 				}
 			})
 		}

@@ -128,7 +128,7 @@ const (
 // fixed-size states in spec order.
 func (m *Model) stepGraph(g *Graph, inputs []*Node, kvDType dtypes.DType) []*Node {
 	ids, start, valid, logitRows := inputs[inIDs], inputs[inStart], inputs[inValid], inputs[inLogitRows]
-	w := newWeightSet(m.specs, inputs[numStepInputs:numStepInputs+len(m.specs)])
+	w := newWeightSet(m.specs, m.layout, inputs[numStepInputs:numStepInputs+len(m.specs)])
 	w.adapter = m.adapter.nodes(g)
 	caches := inputs[numStepInputs+len(m.specs):]
 	batch, seqLen := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]

@@ -86,9 +86,15 @@ func TestLayouts(t *testing.T) {
 		// time so that pieces straddle blocks; looked up by one gather, then by slices.
 		{"columns in 3 blocks", Layout{TableColumns: true, TableBlocks: 3, ColumnRows: 96}, []int{3, 64, 107}, false},
 		{"columns in 3 blocks, slices, padded rows", Layout{TableColumns: true, TableBlocks: 3, EmbedSlices: true, PadMACs: 16 * 64 * 64}, []int{3, 64, 107}, true},
-		{"onnx", LayoutFor(xla.EngineONNX), []int{onnxTableBlocks, 64, 320 / onnxTableBlocks}, true},
+		{"onnx", LayoutFor(xla.EngineONNX), LayoutFor(xla.EngineONNX).tableShape(320, 64), true},
 		{"go, fused projections", Layout{TableColumns: true, PadMACs: goPadMACs, FuseProjections: true}, columns, false},
 		{"rows, fused projections", Layout{FuseProjections: true}, rows, false},
+		// Linear weights as stored, several rows multiplied weight-first (ops.linear).
+		{"go, linear rows, fused projections", Layout{TableColumns: true, PadMACs: goPadMACs, FuseProjections: true, LinearRows: true}, columns, false},
+		{"linear rows", Layout{LinearRows: true}, rows, false},
+		// 320 tokens as rows in 3 blocks of 107 (the last padded by one row).
+		{"rows in 3 blocks, linear rows", Layout{TableBlocks: 3, LinearRows: true}, []int{3, 107, 64}, false},
+		{"rows in 3 blocks, slices, fused, linear rows", Layout{TableBlocks: 3, EmbedSlices: true, FuseProjections: true, LinearRows: true}, []int{3, 107, 64}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,24 +106,31 @@ func TestLayouts(t *testing.T) {
 			for _, name := range fixtures {
 				m := loadLayoutOn(t, backend, name, tt.layout)
 				if name == "tiny-qwen3" {
+					// A Linear weight in → out is resident [in, out], or [out, in] as stored.
+					linear := func(in, out int) []int {
+						if tt.layout.LinearRows {
+							return []int{out, in}
+						}
+						return []int{in, out}
+					}
 					for _, w := range []struct {
 						name string
 						want []int
 					}{
 						{EmbeddingName, tt.embed},
-						{"model.layers.0.self_attn.o_proj.weight", []int{128, 64}},
-						{"model.layers.0.mlp.down_proj.weight", []int{96, 64}},
+						{"model.layers.0.self_attn.o_proj.weight", linear(128, 64)},
+						{"model.layers.0.mlp.down_proj.weight", linear(96, 64)},
 					} {
 						if got := m.residentDims(w.name); !slices.Equal(got, w.want) {
 							t.Errorf("%s resident as %v, want %v", w.name, got, w.want)
 						}
 					}
 					// q/k/v and gate/up: one weight each where the layout fuses them.
-					fusedDims := map[string][]int{"model.layers.0.self_attn.q_proj.weight": {64, 128},
-						"model.layers.0.self_attn.qkv": nil, "model.layers.0.mlp.gate_proj.weight": {64, 96}, "model.layers.0.mlp.gate_up": nil}
+					fusedDims := map[string][]int{"model.layers.0.self_attn.q_proj.weight": linear(64, 128),
+						"model.layers.0.self_attn.qkv": nil, "model.layers.0.mlp.gate_proj.weight": linear(64, 96), "model.layers.0.mlp.gate_up": nil}
 					if tt.layout.FuseProjections {
 						fusedDims = map[string][]int{"model.layers.0.self_attn.q_proj.weight": nil,
-							"model.layers.0.self_attn.qkv": {64, 128 + 2*64}, "model.layers.0.mlp.gate_proj.weight": nil, "model.layers.0.mlp.gate_up": {64, 2 * 96}}
+							"model.layers.0.self_attn.qkv": linear(64, 128+2*64), "model.layers.0.mlp.gate_proj.weight": nil, "model.layers.0.mlp.gate_up": linear(64, 2*96)}
 					}
 					for name, want := range fusedDims {
 						if got := m.residentDims(name); !slices.Equal(got, want) {

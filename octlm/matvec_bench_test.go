@@ -168,7 +168,8 @@ func benchMatVec(b *testing.B, backend compute.Backend, dt dtypes.DType, in, out
 // pure-Go backend and on ONNX Runtime (where its library is found): the table as rows
 // contracted on their last axis (with a batch axis of one, as the rows layout runs it), as one
 // [d, vocab] matrix, and as columns in 4 blocks [4, d, vocab/4] (Layout.TableBlocks); on the
-// pure-Go backend also row blocks of 2,048 and the row padded to 4.
+// pure-Go backend also row blocks of 2,048 and the row padded to 4, on ONNX Runtime rows in 4
+// blocks [4, vocab/4, d] (blocks4T: TableBlocks without TableColumns).
 //
 // On an Intel Xeon with 2 threads (ONNX Runtime 1.30.0, float32): rows 10.6 GB/s, one block of
 // columns 10.1–14.5, 4 blocks 19.0–20.7; in the model that is 2–3% of a decode step, since the
@@ -196,7 +197,7 @@ func BenchmarkHeadMatVec(b *testing.B) {
 		b.Run("go/"+dt.String(), func(b *testing.B) { benchMatVec(b, goBackend(b), dt, 1024, blocks*rows, goRoutes) })
 	}
 	b.Run("onnx/float32", func(b *testing.B) {
-		benchMatVec(b, onnxBackend(b), dtypes.Float32, 1024, blocks*rows, []matVecRoute{rowsT, plain, columns4})
+		benchMatVec(b, onnxBackend(b), dtypes.Float32, 1024, blocks*rows, []matVecRoute{rowsT, plain, columns4, blockedRoutes(4)[1]})
 	})
 }
 
@@ -309,4 +310,65 @@ func BenchmarkPrefillProducts(b *testing.B) {
 	flops := 2 * float64(rows*in*out) * float64(b.N)
 	b.ReportMetric(flops/tInput.Seconds()/1e9, "GFLOP/s/input")
 	b.ReportMetric(flops/tConstant.Seconds()/1e9, "GFLOP/s/constant")
+}
+
+// BenchmarkLinearRows is the measurement behind Layout.LinearRows: rows × a Qwen3-0.6B gate/up
+// weight (1024 → 6144, float32) on ONNX Runtime, the weight a graph input as octlm passes every
+// weight, for 1 (a decode step), 2–16 (sequences decoded together) and 128 rows (a prompt
+// chunk), in three forms: x·W with W resident [in, out] (the layout before LinearRows), x·Wᵀ
+// and (W·xᵀ)ᵀ with W resident as stored, [out, in]. MLAS packs the right-hand operand of a
+// product of several rows on every call and reads the left one as it lies, so x·W and x·Wᵀ
+// repack the 25 MB weight on every call while (W·xᵀ)ᵀ packs only the rows. It reports each
+// form's milliseconds per product.
+//
+//	GOEXPERIMENT=simd go test ./octlm/ -run '^$' -bench LinearRows -benchtime 20x
+func BenchmarkLinearRows(b *testing.B) {
+	const in, out = 1024, 6144
+	backend := onnxBackend(b)
+	wInOut := randomTensor(b, dtypes.Float32, in, out)
+	wOutIn := randomTensor(b, dtypes.Float32, out, in)
+	forms := []struct {
+		name string
+		w    *tensors.Tensor
+		mul  func(x, w *Node) *Node
+	}{
+		{"xW", wInOut, func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{0}, nil) }},
+		{"xWt", wOutIn, func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{1}, nil) }},
+		{"Wxt", wOutIn, func(x, w *Node) *Node { return Transpose(DotGeneral(w, []int{1}, nil, x, []int{1}, nil), 0, 1) }},
+	}
+	for _, rows := range []int{1, 2, 4, 8, 16, 128} {
+		b.Run(fmt.Sprintf("rows%d", rows), func(b *testing.B) {
+			x := randomTensor(b, dtypes.Float32, rows, in)
+			execs := make([]*Exec, len(forms))
+			for i, f := range forms {
+				e, err := NewExec(backend, f.mul)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Finalize()
+				execs[i] = e
+			}
+			call := func(i int) time.Duration {
+				begin := time.Now()
+				outs, err := execs[i].Call(x, forms[i].w)
+				if err != nil {
+					b.Fatal(err)
+				}
+				outs[0].FinalizeAll()
+				return time.Since(begin)
+			}
+			for i := range forms {
+				call(i) // compile
+			}
+			took := make([]time.Duration, len(forms))
+			for b.Loop() {
+				for i := range forms { // alternated
+					took[i] += call(i)
+				}
+			}
+			for i, f := range forms {
+				b.ReportMetric(took[i].Seconds()/float64(b.N)*1e3, "ms/"+f.name)
+			}
+		})
+	}
 }

@@ -56,7 +56,7 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 	rows := lengthBucket(len(ids))
 	valid := len(ids)
 	exec, err := graph.NewExec(m.Backend, func(g *graph.Graph, inputs []*graph.Node) []*graph.Node {
-		w := newWeightSet(m.specs, inputs[1:1+len(m.specs)])
+		w := newWeightSet(m.specs, m.layout, inputs[1:1+len(m.specs)])
 		w.adapter = m.adapter.nodes(g)
 		s := newStep(ops{layout: m.layout, vocab: m.shape.Vocab}, graph.InsertAxes(inputs[0], 0),
 			graph.Const(g, []int32{0}), graph.Const(g, []int32{int32(valid)}), 0, true)

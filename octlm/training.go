@@ -95,7 +95,7 @@ func (d *Decoder) TrainingLogits(ids, lengths *Node, weights []*Node, lora *LoRA
 	// The layout's logistic function as the engine's step graph computes it (ONNX Runtime's own
 	// Sigmoid is inaccurate for small results); everything else as stored.
 	o := ops{layout: Layout{SigmoidByExp: layoutOf(ids.Graph().Backend()).SigmoidByExp}, vocab: shape.Vocab, asStored: true}
-	w := newWeightSet(d.specs, weights)
+	w := newWeightSet(d.specs, o.layout, weights)
 	w.adapter = lora
 	start := Zeros(ids.Graph(), shapes.Make(dtypes.Int32, batch))
 	s := newStep(o, ConvertDType(ids, dtypes.Int32), start, ConvertDType(lengths, dtypes.Int32), 0, false)

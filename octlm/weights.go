@@ -161,7 +161,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 		case at.part >= 0:
 			f := fusing[i]
 			if f == nil && m.weights[i] == nil {
-				if f, err = newFusedFill(opts.Backend, specs[i], dtype); err != nil {
+				if f, err = newFusedFill(opts.Backend, specs[i], layout, dtype); err != nil {
 					return nil, fmt.Errorf("octlm: %s: %w", where, err)
 				}
 				fusing[i] = f
@@ -211,20 +211,21 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	return m, nil
 }
 
-// fusedFill is a fused resident weight [in, Σ out] while its parts arrive: in a shared backend
+// fusedFill is a fused resident weight ([in, Σ out], or [Σ out, in] with Layout.LinearRows) while its parts arrive: in a shared backend
 // buffer, or in host memory uploaded once the last part is in.
 type fusedFill struct {
 	backend compute.Backend
 	spec    weightSpec
+	layout  Layout
 	shape   shapes.Shape
 	buffer  compute.Buffer // shared with the host, or nil
 	flat    any
 	filled  []bool
 }
 
-func newFusedFill(backend compute.Backend, spec weightSpec, dtype DType) (*fusedFill, error) {
-	f := &fusedFill{backend: backend, spec: spec, filled: make([]bool, len(spec.Parts)),
-		shape: shapes.Make(spec.residentDType(dtype), spec.Shape[1], spec.Shape[0])}
+func newFusedFill(backend compute.Backend, spec weightSpec, layout Layout, dtype DType) (*fusedFill, error) {
+	f := &fusedFill{backend: backend, spec: spec, layout: layout, filled: make([]bool, len(spec.Parts)),
+		shape: shapes.Make(spec.residentDType(dtype), spec.residentShape(layout)...)}
 	var err error
 	if backend.HasSharedBuffers() {
 		if f.buffer, f.flat, err = backend.NewSharedBuffer(0, f.shape); err != nil {
@@ -243,7 +244,7 @@ func (f *fusedFill) fill(j int, e loader.Entry, scratch *[]float32) (*tensors.Te
 	for _, part := range f.spec.Parts[:j] {
 		offset += part.Shape[0]
 	}
-	if err := fillLinear(f.flat, f.spec.Parts[j], e, f.spec.Shape[0], offset, scratch); err != nil {
+	if err := fillLinear(f.flat, f.spec.Parts[j], f.layout, e, f.spec.Shape[0], offset, scratch); err != nil {
 		f.abandon()
 		return nil, err
 	}
@@ -320,6 +321,24 @@ func fill(flat any, spec weightSpec, layout Layout, e loader.Entry, scratch *[]f
 		return fillColumns(flat, spec, layout, e, scratch)
 	}
 	n := e.Info.NumElements()
+	if spec.Kind == tableWeight && layout.tableBlocks() > 1 {
+		// Rows in blocks: the rows as stored, then the last block's zero padding rows.
+		var err error
+		switch dst := flat.(type) {
+		case []float32:
+			err = fill(dst[:n], weightSpec{Kind: vectorWeight}, layout, e, scratch)
+			clear(dst[n:])
+		case []bfloat16.BFloat16:
+			err = fill(dst[:n], weightSpec{Kind: vectorWeight}, layout, e, scratch)
+			clear(dst[n:])
+		case []float16.Float16:
+			err = fill(dst[:n], weightSpec{Kind: vectorWeight}, layout, e, scratch)
+			clear(dst[n:])
+		default:
+			return fmt.Errorf("unsupported resident type %T", flat)
+		}
+		return err
+	}
 	if spec.Kind != linearWeight {
 		switch dst := flat.(type) {
 		case []float32:
@@ -331,7 +350,7 @@ func fill(flat any, spec weightSpec, layout Layout, e loader.Entry, scratch *[]f
 		}
 	}
 	if spec.Kind == linearWeight {
-		return fillLinear(flat, spec, e, spec.Shape[0], 0, scratch)
+		return fillLinear(flat, spec, layout, e, spec.Shape[0], 0, scratch)
 	}
 	values, err := readScratch(e, n, scratch)
 	if err != nil {
@@ -359,14 +378,37 @@ func readScratch(e loader.Entry, n int, scratch *[]float32) ([]float32, error) {
 	return values, e.File.ReadFloat32(e.Info, values)
 }
 
-// fillLinear decodes the Linear weight of e ([out, in]) into flat transposed, as columns
-// offset..offset+out-1 of a resident [in, width] matrix (width = out and offset 0 unless the
-// weight is a part of a fused one).
-func fillLinear(flat any, spec weightSpec, e loader.Entry, width, offset int, scratch *[]float32) error {
+// fillLinear decodes the Linear weight of e ([out, in]) into flat, a resident weight of which
+// it is the outputs offset..offset+out-1 of width (width = out and offset 0 unless it is a
+// part of a fused one): as columns of [in, width], transposed, or with layout.LinearRows as
+// rows of [width, in], as stored.
+func fillLinear(flat any, spec weightSpec, layout Layout, e loader.Entry, width, offset int, scratch *[]float32) error {
 	out, in := spec.Shape[0], spec.Shape[1]
+	if layout.LinearRows { // straight into place, no scratch
+		switch dst := flat.(type) {
+		case []float32:
+			return e.File.ReadFloat32(e.Info, dst[offset*in:(offset+out)*in])
+		case []bfloat16.BFloat16:
+			if e.Info.DType == loader.BF16 {
+				rows := dst[offset*in : (offset+out)*in]
+				return e.File.ReadBFloat16(e.Info, unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(rows))), len(rows)))
+			}
+		}
+	}
 	values, err := readScratch(e, out*in, scratch)
 	if err != nil {
 		return err
+	}
+	if layout.LinearRows {
+		switch dst := flat.(type) {
+		case []bfloat16.BFloat16:
+			convertAll(dst[offset*in:(offset+out)*in], values, bfloat16.FromFloat32)
+		case []float16.Float16:
+			convertAll(dst[offset*in:(offset+out)*in], values, float16.FromFloat32)
+		default:
+			return fmt.Errorf("unsupported resident type %T", flat)
+		}
+		return nil
 	}
 	switch dst := flat.(type) {
 	case []float32:

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""bench/sidebyside_table.py: the JSON lines of bench/sidebyside.sh as a Markdown table.
+
+    python3 bench/sidebyside_table.py sitting.jsonl
+
+One row per run in order: prefill and decode tokens/s, each as a ratio to the llama.cpp run of
+the same dtype, depth and round; peak RSS; for octlm runs with --batch, B=8's aggregate decode
+tokens/s and its speed-up over B=1.
+"""
+import json
+import re
+import sys
+
+
+def key(run):
+    """(dtype, depth, round) of a run name such as 'onnx f32 d0 r1'."""
+    parts = run.split()
+    dtype = next((p for p in parts if p in ("f32", "bf16", "f16")), "")
+    depth = next((p for p in parts if re.fullmatch(r"d\d+", p)), "")
+    rnd = next((p for p in parts if re.fullmatch(r"r\d+", p)), "")
+    return dtype, depth, rnd
+
+
+def main(path):
+    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip().startswith("{")]
+    peers = {key(r["run"]): r for r in rows if r["run"].startswith("llama.cpp") and "error" not in r}
+    print("| run | prefill tokens/s | decode tokens/s | prefill ÷ llama.cpp | decode ÷ llama.cpp | peak RSS | B=8 tokens/s (× B=1) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['run']} | {r['error']} | | | | | |")
+            continue
+        peer = peers.get(key(r["run"]))
+        pre, dec = r["prefill_tokens_per_second"], r["decode_tokens_per_second"]
+        ratio = lambda mine, field: f"{mine / peer[field]:.2f}" if peer and peer is not r else ""
+        batch = ""
+        for b in r.get("batches") or []:
+            if b["batch"] == 8:
+                batch = f"{b['decode_tokens_per_second']:.2f} ({b['speed_up']:.2f}×)"
+        rss = r.get("peak_rss_bytes", 0) / 2**30
+        print(f"| {r['run']} | {pre:.1f} | {dec:.2f} | {ratio(pre, 'prefill_tokens_per_second')} | "
+              f"{ratio(dec, 'decode_tokens_per_second')} | {rss:.2f} GiB | {batch} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
