@@ -15,7 +15,9 @@
 # continuation's rows. Every llama.cpp round's log-likelihoods are checked against octlm's: the
 # round fails when one differs by more than --tol or a greedy flag differs. octlm's backend is
 # $GOMLX_BACKEND's, else the pure-Go one (`go`: ONNX Runtime did not finish the small shape in 10
-# minutes, docs/eval.md); llama.cpp runs on the CPU with --threads (default nproc). Prints the load (uptime) around each round, a markdown table and the ratios.
+# minutes, docs/eval.md); llama.cpp runs on the CPU with --threads (default nproc; on a loaded
+# machine its spinning thread pool stalls, try 1). Prints the load (uptime) around each round, a
+# markdown table and the ratios.
 # Needs go, npm, gcc, git and /usr/bin/python3 with Debian's python3-numpy and python3-torch.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
 	--threads) threads=$2; shift 2 ;;
 	--batches) batches=$2; shift 2 ;;
 	--tol) tol=$2; shift 2 ;;
-	-h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
 	*) echo "evalbench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
