@@ -20,6 +20,15 @@ import (
 // checkpoint BenchmarkLoglikelihoodBatch writes; unset, Qwen3-0.6B's.
 const EnvBenchShape = "OCTLM_EVAL_BENCH_SHAPE"
 
+// EnvBenchDir names a folder BenchmarkLoglikelihoodBatch keeps between runs: the checkpoint is
+// written to DIR/model once (reused while DIR/model/config.json exists), and DIR/requests.jsonl
+// gets every request batch 1 answered (context_ids, continuation_ids, max_length, loglikelihood,
+// is_greedy), for parity/llamacpp/llscore to score the same tokens. Unset, a temporary folder.
+const EnvBenchDir = "OCTLM_EVAL_BENCH_DIR"
+
+// benchMaxLength is the benchmark's max_length.
+const benchMaxLength = 2048
+
 // benchDocs is the documents of the benchmark's task: two batches of 16.
 const benchDocs = 32
 
@@ -37,10 +46,15 @@ func BenchmarkLoglikelihoodBatch(b *testing.B) {
 	if err != nil {
 		b.Fatalf("$%s: %v", EnvBenchShape, err)
 	}
-	dir := b.TempDir()
+	dir, keep := os.Getenv(EnvBenchDir), true
+	if dir == "" {
+		dir, keep = b.TempDir(), false
+	}
 	modelDir := filepath.Join(dir, "model")
-	if err := synth.Write(modelDir, cfg, 1, nil); err != nil {
-		b.Fatal(err)
+	if _, err := os.Stat(filepath.Join(modelDir, "config.json")); !keep || err != nil {
+		if err := synth.Write(modelDir, cfg, 1, nil); err != nil {
+			b.Fatal(err)
+		}
 	}
 	backend, info, err := xla.Open("")
 	if err != nil {
@@ -64,15 +78,15 @@ func BenchmarkLoglikelihoodBatch(b *testing.B) {
 	base := 0.0
 	for _, batch := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			r, err := NewRunner(m, tok, 2048, nil)
+			r, err := NewRunner(m, tok, benchMaxLength, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			r.Batch = batch
 			requests, tokens := 0, 0
+			var in *Instances
 			for b.Loop() {
-				in, err := task.Build(BuildOptions{})
-				if err != nil {
+				if in, err = task.Build(BuildOptions{}); err != nil {
 					b.Fatal(err)
 				}
 				if err := r.Run(context.Background(), in, nil); err != nil {
@@ -85,6 +99,9 @@ func BenchmarkLoglikelihoodBatch(b *testing.B) {
 					}
 				}
 			}
+			if keep && batch == 1 {
+				writeBenchRequests(b, filepath.Join(dir, "requests.jsonl"), in)
+			}
 			secs := b.Elapsed().Seconds()
 			rate := float64(requests) / secs
 			b.ReportMetric(rate, "requests/s")
@@ -96,6 +113,28 @@ func BenchmarkLoglikelihoodBatch(b *testing.B) {
 				b.ReportMetric(rate/base, "x-batch1")
 			}
 		})
+	}
+}
+
+// writeBenchRequests writes in's requests, answered, as JSON Lines to path (temp + rename).
+func writeBenchRequests(b *testing.B, path string, in *Instances) {
+	var out strings.Builder
+	for _, d := range in.Docs {
+		for _, q := range d.Requests {
+			line, err := json.Marshal(map[string]any{"doc_id": d.ID, "context_ids": q.ContextIDs,
+				"continuation_ids": q.ContinuationIDs, "max_length": benchMaxLength,
+				"loglikelihood": q.LogLikelihood, "is_greedy": q.IsGreedy})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out.Write(append(line, '\n'))
+		}
+	}
+	if err := os.WriteFile(path+".tmp", []byte(out.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -68,6 +68,10 @@ func (t *Task) scoreDoc(d *Document, p FilterPipeline) (map[string]any, any, err
 			lls[i] = q.LogLikelihood
 			filtered[i] = []any{q.LogLikelihood, q.IsGreedy}
 		}
+		var unconditional []float64 // acc_mutual_info's ("", choice) requests follow the choices'
+		if n := len(d.Choices); t.hasMetric("acc_mutual_info") && len(lls) == 2*n {
+			lls, unconditional = lls[:n], lls[n:]
+		}
 		pred, predNorm, predBytes := argmax(lls, nil), argmax(lls, charLengths(d.Choices)), argmax(lls, byteLengths(d.Choices))
 		in := func(i int) float64 {
 			for _, g := range d.Gold {
@@ -85,6 +89,17 @@ func (t *Task) scoreDoc(d *Document, p FilterPipeline) (map[string]any, any, err
 				m["acc_norm"] = in(predNorm)
 			case "acc_bytes":
 				m["acc_bytes"] = in(predBytes)
+			case "acc_mutual_info":
+				// process_results: argmax of log P(choice|ctx) - log P(choice), compared with
+				// gold by ==, which numpy cannot do for several golds (it raises)
+				if len(d.Gold) != 1 {
+					return nil, nil, fmt.Errorf("document %d: acc_mutual_info with %d gold answers: lm-eval compares one", d.ID, len(d.Gold))
+				}
+				mi := make([]float64, len(lls))
+				for i := range lls {
+					mi[i] = lls[i] - unconditional[i]
+				}
+				m["acc_mutual_info"] = b2f(argmax(mi, nil) == d.Gold[0])
 			case "exact_match":
 				em := 0.0
 				for _, g := range d.Gold {

@@ -63,6 +63,11 @@ func serveTokenizer(dir string, decode bool) int {
 
 const referencePython = "/usr/bin/python3"
 
+// referenceExamples are the example tasks of lm-eval features testdata/eval-tasks lacks
+// (multiple_input contexts, acc_mutual_info's unconditional requests) that TestReferenceEval
+// also compares.
+var referenceExamples = []string{"../examples/tasks/fill-blank/fill_blank.yaml", "../examples/tasks/mutual-info/mutual_info.yaml"}
+
 // referenceMaxLength is short enough that the few-shot contexts are left-truncated.
 const referenceMaxLength = 48
 
@@ -83,6 +88,7 @@ type referenceTask struct {
 
 // TestReferenceEval runs parity/reference_eval.py (lm-eval's rules written again in Python,
 // Jinja2 templates, a float64 eager Qwen3) on the example tasks of testdata/eval-tasks and
+// referenceExamples and
 // compares every request and metric with the harness's. It needs /usr/bin/python3 with
 // Debian's python3-torch, python3-yaml and python3-jinja2.
 func TestReferenceEval(t *testing.T) {
@@ -97,6 +103,7 @@ func TestReferenceEval(t *testing.T) {
 	if len(tasks) == 0 {
 		t.Fatal("no example tasks in testdata/eval-tasks")
 	}
+	tasks = append(tasks, referenceExamples...)
 	args := append([]string{"../parity/reference_eval.py", "--model", modelDir, "--max-length", fmt.Sprint(referenceMaxLength),
 		"--tokenizer-cmd", fmt.Sprintf("%q", os.Args[0])}, tasks...)
 	cmd := exec.Command(referencePython, args...)

@@ -45,6 +45,11 @@ type Instances struct {
 	NumFewshot int
 	Docs       []*Document
 	Original   int // documents in the split before --limit
+
+	// MultipleInput is lm-eval's multiple_input (Winogrande's form): the task has choices and
+	// doc_to_text gives the first evaluated document an integer. Then doc_to_choice gives each
+	// document's contexts, doc_to_text the gold index and doc_to_target the one continuation.
+	MultipleInput bool
 }
 
 // BuildOptions are what the command line changes of a task.
@@ -74,6 +79,14 @@ func (t *Task) Build(opts BuildOptions) (*Instances, error) {
 	}
 	in := &Instances{Task: t, NumFewshot: shots, Original: len(split.Docs)}
 	features := split.featureSet()
+	if t.DocToChoice != nil && len(split.Docs) > 0 { // ConfigurableTask.__init__ tests one document
+		if q, err := t.DocToText.text(split.Docs[0], features, true); err == nil {
+			_, in.MultipleInput = q.(int64)
+		}
+		if in.MultipleInput && t.OutputType != MultipleChoice {
+			return nil, fmt.Errorf("%s: doc_to_text gives document 0 an integer, which makes the task's choices its contexts (lm-eval's multiple_input): only a multiple_choice task can have them, not %s: %w", t.Path, t.OutputType, ErrBadTask)
+		}
+	}
 	var fewshot *Split
 	if shots > 0 {
 		if t.Sampler != "first_n" {
@@ -102,7 +115,7 @@ func (t *Task) Build(opts BuildOptions) (*Instances, error) {
 		n = min(n, int(opts.Limit))
 	}
 	for id, doc := range split.Docs[:n] {
-		d, err := t.buildDoc(id, doc, features, shots, fewshot)
+		d, err := t.buildDoc(id, doc, features, shots, fewshot, in.MultipleInput)
 		if err != nil {
 			return nil, fmt.Errorf("%s: document %d: %w", t.Path, id, errors.Join(err, ErrBadTask))
 		}
@@ -111,12 +124,20 @@ func (t *Task) Build(opts BuildOptions) (*Instances, error) {
 	return in, nil
 }
 
-func (t *Task) buildDoc(id int, doc *Object, features map[string]bool, shots int, fewshot *Split) (*Document, error) {
+func (t *Task) buildDoc(id int, doc *Object, features map[string]bool, shots int, fewshot *Split, multi bool) (*Document, error) {
 	hasChoices := t.DocToChoice != nil
 	d := &Document{ID: id, Doc: doc}
-	ctx, err := t.fewshotContext(doc, features, shots, fewshot)
+	prefix, q, err := t.fewshotContext(doc, features, shots, fewshot, multi)
 	if err != nil {
 		return nil, err
+	}
+	var ctx string
+	if !multi {
+		s, ok := q.(string)
+		if !ok {
+			return nil, fmt.Errorf("doc_to_text gave %s, not a string (an integer makes the choices the contexts only when document 0 has one too: lm-eval's multiple_input)", pyTypeName(q))
+		}
+		ctx = prefix + s
 	}
 	if d.Target, err = t.DocToTarget.target(doc, features, hasChoices); err != nil {
 		return nil, err
@@ -143,11 +164,28 @@ func (t *Task) buildDoc(id int, doc *Object, features map[string]bool, shots int
 		if len(d.Choices) == 0 {
 			return nil, fmt.Errorf("doc_to_choice gave no choices")
 		}
-		for i, c := range d.Choices {
-			d.Requests = append(d.Requests, &Request{Type: Loglikelihood, Index: i, Context: ctx, Continuation: t.TargetDelimiter + c})
+		if multi { // construct_requests: each choice a context, the target the continuation
+			if _, ok := q.(int64); !ok {
+				return nil, fmt.Errorf("doc_to_text gave %s; in a task with several contexts (multiple_input) it is the gold index", pyTypeName(q))
+			}
+			for i, c := range d.Choices {
+				d.Requests = append(d.Requests, &Request{Type: Loglikelihood, Index: i, Context: prefix + c, Continuation: t.TargetDelimiter + pyStr(d.Target)})
+			}
+			if d.Gold, err = goldIndices(q, d.Choices); err != nil {
+				return nil, err
+			}
+		} else {
+			for i, c := range d.Choices {
+				d.Requests = append(d.Requests, &Request{Type: Loglikelihood, Index: i, Context: ctx, Continuation: t.TargetDelimiter + c})
+			}
+			if d.Gold, err = goldIndices(d.Target, d.Choices); err != nil {
+				return nil, err
+			}
 		}
-		if d.Gold, err = goldIndices(d.Target, d.Choices); err != nil {
-			return nil, err
+		if t.hasMetric("acc_mutual_info") { // the unconditional ("", delimiter + choice) pairs
+			for i, c := range d.Choices {
+				d.Requests = append(d.Requests, &Request{Type: Loglikelihood, Index: len(d.Choices) + i, Continuation: t.TargetDelimiter + c})
+			}
 		}
 	case GenerateUntil:
 		if hasChoices {
@@ -213,14 +251,15 @@ func goldIndices(target any, choices []string) ([]int, error) {
 	return []int{i}, nil
 }
 
-// fewshotContext is lm-eval's fewshot_context without a chat template: the description, the
-// labelled shots (question, target delimiter, answer, few-shot delimiter), then the question.
-func (t *Task) fewshotContext(doc *Object, features map[string]bool, shots int, fewshot *Split) (string, error) {
+// fewshotContext is lm-eval's fewshot_context without a chat template: the description and the
+// labelled shots (question, target delimiter, answer, few-shot delimiter), and the document's
+// doc_to_text (the question; with multi, the gold index), which follows them.
+func (t *Task) fewshotContext(doc *Object, features map[string]bool, shots int, fewshot *Split, multi bool) (prefix string, question any, err error) {
 	out := ""
 	if t.Description != nil {
 		var err error
 		if out, err = t.resolveDescription(doc); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
 	if shots > 0 {
@@ -234,26 +273,22 @@ func (t *Task) fewshotContext(doc *Object, features map[string]bool, shots int, 
 			}
 		}
 		if shots > len(pool) {
-			return "", fmt.Errorf("%d shots asked for, but the few-shot split %q has %d documents to take them from", shots, fewshot.Name, len(pool))
+			return "", nil, fmt.Errorf("%d shots asked for, but the few-shot split %q has %d documents to take them from", shots, fewshot.Name, len(pool))
 		}
 		fsFeatures := fewshot.featureSet()
 		for i, fs := range pool[:shots] {
-			s, err := t.shot(fs, fsFeatures)
+			s, err := t.shot(fs, fsFeatures, multi)
 			if err != nil {
-				return "", fmt.Errorf("few-shot document %d of split %q: %w", i, fewshot.Name, err)
+				return "", nil, fmt.Errorf("few-shot document %d of split %q: %w", i, fewshot.Name, err)
 			}
 			out += s
 		}
 	}
 	q, err := t.DocToText.text(doc, features, t.DocToChoice != nil)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	s, ok := q.(string)
-	if !ok {
-		return "", fmt.Errorf("doc_to_text gave %s: tasks with several contexts (multiple inputs) are not supported", pyTypeName(q))
-	}
-	return out + s, nil
+	return out, q, nil
 }
 
 func (t *Task) resolveDescription(doc *Object) (string, error) {
@@ -267,16 +302,27 @@ func (t *Task) resolveDescription(doc *Object) (string, error) {
 	return t.Description.render(doc)
 }
 
-// shot is build_qa_turn of one labelled example, as text.
-func (t *Task) shot(doc *Object, features map[string]bool) (string, error) {
+// shot is build_qa_turn of one labelled example, as text. With multi (multiple_input), the
+// question is the example's choice at its doc_to_text index and the answer its doc_to_target.
+func (t *Task) shot(doc *Object, features map[string]bool, multi bool) (string, error) {
 	hasChoices := t.DocToChoice != nil
 	q, err := t.DocToText.text(doc, features, hasChoices)
 	if err != nil {
 		return "", err
 	}
+	if i, isInt := q.(int64); isInt && multi {
+		c, err := t.DocToChoice.choices(doc, features)
+		if err != nil {
+			return "", err
+		}
+		if i < 0 || int(i) >= len(c) {
+			return "", fmt.Errorf("the answer index %d is out of range: the document has %d choices", i, len(c))
+		}
+		q = c[i]
+	}
 	qs, ok := q.(string)
 	if !ok {
-		return "", fmt.Errorf("doc_to_text gave %s: tasks with several contexts (multiple inputs) are not supported", pyTypeName(q))
+		return "", fmt.Errorf("doc_to_text gave %s, not a string", pyTypeName(q))
 	}
 	a, err := t.DocToTarget.target(doc, features, hasChoices)
 	if err != nil {
@@ -286,7 +332,7 @@ func (t *Task) shot(doc *Object, features map[string]bool) (string, error) {
 		return qs, nil
 	}
 	answer := a
-	if i, isInt := a.(int64); isInt && hasChoices {
+	if i, isInt := a.(int64); isInt && hasChoices && !multi {
 		c, err := t.DocToChoice.choices(doc, features)
 		if err != nil {
 			return "", err

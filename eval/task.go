@@ -607,6 +607,7 @@ var metricAggregation = map[string]struct {
 	"acc":             {"mean", true, []string{Loglikelihood, MultipleChoice}},
 	"acc_norm":        {"mean", true, []string{MultipleChoice}},
 	"acc_bytes":       {"mean", true, []string{MultipleChoice}},
+	"acc_mutual_info": {"mean", true, []string{MultipleChoice}},
 	"exact_match":     {"mean", true, []string{GenerateUntil, MultipleChoice}},
 	"perplexity":      {"perplexity", false, []string{Loglikelihood}},
 	"tool_call_ast":   {"mean", true, []string{GenerateUntil}},
@@ -639,7 +640,7 @@ func (t *Task) parseMetrics(path string, n *yaml.Node) error {
 		name, _ := o.Values["metric"].(string)
 		a, known := metricAggregation[name]
 		if !known {
-			return taskError(path, e, field+".metric", "%q is not supported (acc, acc_norm, acc_bytes, exact_match, perplexity, word_perplexity, byte_perplexity, bits_per_byte, tool_call_ast)", name)
+			return taskError(path, e, field+".metric", "%q is not supported (acc, acc_norm, acc_bytes, acc_mutual_info, exact_match, perplexity, word_perplexity, byte_perplexity, bits_per_byte, tool_call_ast)", name)
 		}
 		if !contains(a.types, t.OutputType) {
 			return taskError(path, e, field+".metric", "%s does not apply to output_type %s", name, t.OutputType)
@@ -701,6 +702,16 @@ func (t *Task) parseMetrics(path string, n *yaml.Node) error {
 		return taskError(path, n, "metric_list", "empty")
 	}
 	return nil
+}
+
+// hasMetric says whether the task's metric_list names metric.
+func (t *Task) hasMetric(metric string) bool {
+	for _, mc := range t.Metrics {
+		if mc.Metric == metric {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

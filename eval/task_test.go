@@ -222,7 +222,7 @@ func FuzzDocuments(f *testing.F) {
 		}
 		s := newSplit("test", docs)
 		for i, d := range s.Docs {
-			task.buildDoc(i, d, s.featureSet(), 0, nil)
+			task.buildDoc(i, d, s.featureSet(), 0, nil, false)
 		}
 	})
 }

@@ -5,9 +5,9 @@ scored independently of octlm's Go code, with a float64 eager Qwen3 forward.
 For each task YAML (the subset `octlm eval` reads: dataset_path json with local data_files,
 doc_to_text / doc_to_target / doc_to_choice as a feature, a list or a Jinja template rendered by
 Jinja2 with StrictUndefined and keep_trailing_newline, description, target_delimiter,
-fewshot_delimiter, num_fewshot with the first_n sampler, output types multiple_choice,
-loglikelihood, loglikelihood_rolling and generate_until, metrics acc, acc_norm, acc_bytes,
-exact_match, perplexity, word_perplexity, byte_perplexity, bits_per_byte, filters regex and
+fewshot_delimiter, num_fewshot with the first_n sampler, output types multiple_choice (also with
+several contexts: multiple_input, Winogrande's form), loglikelihood, loglikelihood_rolling and
+generate_until, metrics acc, acc_norm, acc_bytes, acc_mutual_info, exact_match, perplexity, word_perplexity, byte_perplexity, bits_per_byte, filters regex and
 take_first) it builds the requests as lm-eval's ConfigurableTask does, encodes them as lm-eval's
 HFLM does (_encode_pair, the prefix token for an empty context, left truncation to max_length + 1,
 rolling windows), scores them with parity/reference_qwen35.py's eager forward in float64
@@ -116,6 +116,9 @@ class Task:
                     "generate_until": ["exact_match"]}
         self.metrics = c.get("metric_list") or [{"metric": m} for m in defaults[self.output_type]]
         self.gen = dict(c.get("generation_kwargs") or {})
+        # ConfigurableTask.__init__: an integer doc_to_text on the first document, with choices,
+        # makes the choices the contexts (multiple_input)
+        self.multiple_input = self.has_choices and isinstance(self.doc_to_text(self.docs[0]), int)
 
     # lm-eval's ConfigurableTask.doc_to_text / doc_to_target / doc_to_choice
     def doc_to_text(self, doc):
@@ -157,7 +160,8 @@ class Task:
                 return self.splits[s]
 
     def context(self, doc):
-        """fewshot_context without a chat template; build_qa_turn for each first_n shot."""
+        """fewshot_context without a chat template; build_qa_turn for each first_n shot. Returns the
+        description and shots, and the document's doc_to_text (its gold index with multiple_input)."""
         out = ""
         desc = self.cfg.get("description")
         if desc:
@@ -168,15 +172,17 @@ class Task:
                 pool = [d for d in pool if d != doc]
             for fs in pool[: self.num_fewshot]:
                 q, a = self.doc_to_text(fs), self.doc_to_target(fs)
+                if self.multiple_input:  # q = c[q], c = None: the answer is the target itself
+                    q = self.doc_to_choice(fs)[q]
                 if a is None or a == "":
                     out += q
                     continue
-                if self.has_choices and isinstance(a, int):
+                if self.has_choices and isinstance(a, int) and not self.multiple_input:
                     a = self.doc_to_choice(fs)[a]
                 elif isinstance(a, list):
                     a = a[0]
                 out += q + self.target_delimiter + a + self.fewshot_delimiter
-        return out + self.doc_to_text(doc)
+        return out, self.doc_to_text(doc)
 
 
 class LM:
@@ -290,13 +296,20 @@ def run_task(task, lm, limit):
     requests, per_doc = [], []
     filters = task.cfg.get("filter_list") or [{"name": "none", "filter": [{"function": "take_first"}]}]
     for doc_id, doc in enumerate(docs):
-        ctx = task.context(doc)
+        prefix, question = task.context(doc)
+        ctx = prefix + question if not task.multiple_input else None
         target = task.doc_to_target(doc)
         row = {"doc_id": doc_id}
         if task.output_type in ("multiple_choice", "loglikelihood"):
+            mutual_info = any(m["metric"] == "acc_mutual_info" for m in task.metrics)
             if task.output_type == "multiple_choice":
                 choices = task.doc_to_choice(doc)
-                pairs = [(ctx, task.target_delimiter + c) for c in choices]
+                if task.multiple_input:  # construct_requests: the choices are the contexts
+                    pairs = [(prefix + c, f"{task.target_delimiter}{target}") for c in choices]
+                else:
+                    pairs = [(ctx, task.target_delimiter + c) for c in choices]
+                if mutual_info:  # the unconditional requests, after the choices'
+                    pairs += [("", task.target_delimiter + c) for c in choices]
             else:
                 pairs = [(ctx, target)]
             lls, greedy = [], []
@@ -310,9 +323,15 @@ def run_task(task, lm, limit):
             if task.output_type == "loglikelihood":
                 row["perplexity"], row["acc"] = lls[0], float(greedy[0])
             else:
-                gold = target if not isinstance(target, str) else choices.index(target)
+                if task.multiple_input:
+                    gold = question
+                else:
+                    gold = target if not isinstance(target, str) else choices.index(target)
                 gold = gold if isinstance(gold, list) else [gold]
-                lls_a = np.array(lls)
+                n = len(choices)
+                lls_a, lls_u = np.array(lls[:n]), np.array(lls[n:])
+                if mutual_info:
+                    row["acc_mutual_info"] = float(int(np.argmax(lls_a - lls_u)) == gold[0])
                 pred = int(np.argmax(lls_a))
                 pred_norm = int(np.argmax(lls_a / np.array([float(len(c)) for c in choices])))
                 pred_bytes = int(np.argmax(lls_a / np.array([float(len(c.encode("utf-8"))) for c in choices])))

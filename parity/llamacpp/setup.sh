@@ -1,7 +1,7 @@
 # setup.sh: sourced by run.sh and adapter.sh (needs $repo). Sets up llama.cpp in the peer cache,
 # ${OCTLM_PEER_CACHE:-~/.cache/octlm-peer}, the first time: npm's node-llama-cpp 3.22.1 (its prebuilt
 # CPU libraries), a git clone of its bundled llama.cpp source (llama/gitRelease.bundle: headers,
-# gguf-py, the converters) and lllogits built with gcc against them. Sets cache, bins (the folder
+# gguf-py, the converters) and lllogits and llscore built with gcc against them. Sets cache, bins (the folder
 # of the prebuilt libraries) and src (the llama.cpp source tree).
 cache="${OCTLM_PEER_CACHE:-$HOME/.cache/octlm-peer}"
 mkdir -p "$cache"
@@ -14,8 +14,10 @@ if [ ! -d "$src/gguf-py" ]; then
 	rm -rf "$src"
 	git clone -q "$cache/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$src" 2>/dev/null
 fi
-if [ ! -x "$cache/lllogits" ] || [ "$repo/parity/llamacpp/lllogits.c" -nt "$cache/lllogits" ]; then
-	gcc -O2 -Wall -o "$cache/lllogits.tmp" "$repo/parity/llamacpp/lllogits.c" -I"$src/include" -I"$src/ggml/include" \
-		"$bins/libllama.v0.5.0.so" "$bins/libggml.v0.5.0.so" "$bins/libggml-base.so" -Wl,-rpath,"$bins"
-	mv "$cache/lllogits.tmp" "$cache/lllogits"
-fi
+for tool in lllogits llscore; do
+	if [ ! -x "$cache/$tool" ] || [ "$repo/parity/llamacpp/$tool.c" -nt "$cache/$tool" ]; then
+		gcc -O2 -Wall -o "$cache/$tool.tmp" "$repo/parity/llamacpp/$tool.c" -I"$src/include" -I"$src/ggml/include" \
+			"$bins/libllama.v0.5.0.so" "$bins/libggml.v0.5.0.so" "$bins/libggml-base.so" -lm -Wl,-rpath,"$bins"
+		mv "$cache/$tool.tmp" "$cache/$tool"
+	fi
+done
