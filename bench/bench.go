@@ -116,7 +116,7 @@ type Result struct {
 	Depth                   int     `json:"depth"`              // positions in the KV cache before the prompt
 	DepthFill               string  `json:"depth_fill"`         // "prefill" or "zeros"
 	DepthFillSeconds        float64 `json:"depth_fill_seconds"` // the prefill that filled it (the first run's), compile excluded; 0 for zeros
-	KVCacheBytes            int64   `json:"kv_cache_bytes"`     // the timed run's KV cache: depth + prompt + decode positions
+	KVCacheBytes            int64   `json:"kv_cache_bytes"`     // the timed run's KV cache: room for depth + prompt + decode positions, in whole blocks
 	KVDType                 string  `json:"kv_dtype"`           // dtype of the stored keys and values
 	PromptTokens            int     `json:"prompt_tokens"`
 	PrefillSeconds          float64 `json:"prefill_seconds"`

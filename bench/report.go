@@ -32,7 +32,7 @@ func (r Result) WriteText(w io.Writer) error {
 		{"prefill", fmt.Sprintf("%d tokens in %.3f s: %.1f tokens/s (%.2f cores busy)%s", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerSecond, r.PrefillCores, r.spread(r.PrefillTokensPerSecondMedian))},
 		{"time to first token", fmt.Sprintf("%.3f s (%.3f s on the first call, compile included)", r.TimeToFirstTokenSeconds, r.ColdTimeToFirstToken)},
 		{"decode", fmt.Sprintf("%d tokens: %.1f ms/token, %.2f tokens/s (%.2f cores busy)%s", r.DecodeTokens, r.DecodeMsPerToken, r.DecodeTokensPerSecond, r.DecodeCores, r.spread(r.DecodeTokensPerSecondMedian))},
-		{"KV cache", fmt.Sprintf("%s per position (%s keys and values); %s for the %d positions of depth, prompt and decode",
+		{"KV cache", fmt.Sprintf("%s per position (%s keys and values); %s of room (whole blocks) for the %d positions of depth, prompt and decode",
 			units.Bytes(r.KVCacheBytesPerPosition), r.KVDType, units.Bytes(r.KVCacheBytes), r.Depth+r.PromptTokens+r.DecodeTokens)},
 		{"read bandwidth", gb(r.ReadBandwidthBytesPerSec) + " (streaming read, all cores)"},
 		{"roofline", fmt.Sprintf("%.2f: %s/token × %.2f tokens/s = %s of %s", r.RooflineRatio,
