@@ -125,10 +125,12 @@ func (s *Source) Qwen3Config() (octlm.Config, error) {
 	path := filepath.Join(s.Dir, "config.json")
 	cfg, err := octlm.ReadQwen3Config(path)
 	if err != nil {
-		if _, other := octlm.ReadShape(path); other == nil {
-			return octlm.Config{}, fmt.Errorf("figures: %s is not a Qwen3 checkpoint, and this figure draws Qwen3's configuration: %w", s.Label, err)
+		// Another architecture's config that octlm reads is refused for what it is; one octlm
+		// refuses (a size past its bound, a broken file) by what is wrong with it.
+		if _, other := octlm.ReadShape(path); other != nil {
+			return octlm.Config{}, other
 		}
-		return octlm.Config{}, err
+		return octlm.Config{}, fmt.Errorf("figures: %s is not a Qwen3 checkpoint, and this figure draws Qwen3's configuration: %w", s.Label, err)
 	}
 	return cfg, nil
 }

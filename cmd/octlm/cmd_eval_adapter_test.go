@@ -179,7 +179,9 @@ func TestEvalAdapter(t *testing.T) {
 			t.Errorf("%s: log-likelihood %v with the adapter, %v from the merged checkpoint", k, ll, m)
 		}
 		worst = max(worst, math.Abs(ll-m))
-		if b := batched.logLikelihoods[k]; !(math.Abs(ll-b) <= 1e-5) {
+		// Batched requests run other shapes (padding, the cache read in blocks beside the
+		// chunk): float32 rounding, a few ulps of a sum over the continuation's tokens.
+		if b := batched.logLikelihoods[k]; !(math.Abs(ll-b) <= 1e-5+1e-6*math.Abs(ll)) {
 			t.Errorf("%s: log-likelihood %v with the adapter, %v at --batch 4", k, ll, b)
 		}
 	}
