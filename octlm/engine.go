@@ -449,6 +449,12 @@ func (o ops) head(hidden, table *Node) *Node {
 			return DotGeneral(x, []int{1}, nil, ConvertDType(table, dtype), []int{0}, nil) // [P(+pad), vocab]
 		})
 	}
+	if o.asStored {
+		// The training forward: no batch axis, so that the table, a graph input that is not
+		// the graph's to reuse, is not copied by the pure-Go backend's Reshape (622 MB per step
+		// for Qwen3-0.6B's tied head); the same product.
+		return DotGeneral(hidden, []int{1}, nil, table, []int{1}, nil)
+	}
 	if table.Rank() == 3 {
 		// Rows in blocks [blocks, perBlock, d]: one batched product, each block's logits as
 		// hidden · blockᵀ for one row, as (block · hiddenᵀ)ᵀ for several (the table on the left,
@@ -487,10 +493,15 @@ func (o ops) padRows(x *Node, weightSize int) *Node {
 }
 
 // rsqrtMul is x / √v as torch.rsqrt computes it, x · rsqrt(v). Backends without Rsqrt (GoMLX's
-// ONNX Runtime backend has none), and the training forward (Rsqrt has no VJP in GoMLX), divide
-// by the square root instead, which differs only in the last bit.
+// ONNX Runtime backend has none) divide by the square root instead, which differs only in the
+// last bit. The training forward (Rsqrt has no VJP in GoMLX) multiplies by 1/√v, as ATen's CPU
+// rsqrt computes it: the reciprocal is taken on the statistics [..., 1], and the backward
+// multiplies where Div's VJP divided, squared and negated the whole activation.
 func (o ops) rsqrtMul(x, v *Node) *Node {
-	if !o.asStored && x.Graph().Backend().Capabilities().Operations[compute.OpTypeRsqrt] {
+	if o.asStored {
+		return Mul(x, Reciprocal(Sqrt(v)))
+	}
+	if x.Graph().Backend().Capabilities().Operations[compute.OpTypeRsqrt] {
 		return Mul(x, Rsqrt(v))
 	}
 	return Div(x, Sqrt(v))

@@ -38,8 +38,15 @@ func (l *LoRANodes) add(y, x *Node, name string) *Node {
 	if l.Dropout != nil {
 		x = l.Dropout(x)
 	}
-	xa := DotGeneral(x, []int{x.Rank() - 1}, nil, p.A, []int{1}, nil)      // [..., r]
-	delta := DotGeneral(xa, []int{xa.Rank() - 1}, nil, p.B, []int{1}, nil) // [..., out]
+	// The products on rows [rows, in]: with x [B, S, in] the gradient of B would contract the
+	// incoming gradient [B, S, out] on two leading axes, which GoMLX's pure-Go backend
+	// (compute v0.1.14) transposes to [out, B, S] element by element (its generic transpose);
+	// on [rows, out] that transpose is its blocked 2-D one.
+	in := x.Shape().Dimensions[x.Rank()-1]
+	rows := Reshape(x, x.Shape().Size()/in, in)
+	xa := DotGeneral(rows, []int{1}, nil, p.A, []int{1}, nil)  // [rows, r]
+	delta := DotGeneral(xa, []int{1}, nil, p.B, []int{1}, nil) // [rows, out]
+	delta = Reshape(delta, y.Shape().Dimensions...)
 	return Add(y, ConvertDType(MulScalar(delta, l.Scale), y.DType()))
 }
 

@@ -173,7 +173,11 @@ func TestGradientsAgainstFiniteDifferences(t *testing.T) {
 		tr.Trainable[1].Data[i] = float32(math.Sin(float64(i)))
 	}
 	batch := tr.microBatches(1)[0]
-	sum, grads, err := tr.forwardBackward(batch, 1)
+	grads := make([][]float32, len(tr.Trainable))
+	for i, x := range tr.Trainable {
+		grads[i] = make([]float32, len(x.Data))
+	}
+	sum, err := tr.forwardBackward(batch, 1, grads, false)
 	if err != nil {
 		t.Fatal(err)
 	}
