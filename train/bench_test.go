@@ -22,7 +22,7 @@ import (
 // dtype (f32, bf16 or bf16-stored, as torch-lora-bench's --base-dtype),
 // $OCTLM_TRAIN_BENCH_RECOMPUTE=1 recomputes the layers, and $OCTLM_TRAIN_BENCH_FULL=1 trains every
 // weight instead (a full fine-tune, AdamW's two moments for each). Run it alone, on a quiet
-// machine (bench_train.sh runs it alternated with PyTorch):
+// machine (bench/train.sh runs it alternated with PyTorch):
 //
 //	OCTLM_TRAIN_BENCH_MODEL=/tmp/q06 go test ./train -run XXX -bench LoRATrainStep -benchtime 4x
 func BenchmarkLoRATrainStep(b *testing.B) {

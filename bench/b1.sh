@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# bench_b1.sh: is B = 1 as fast after the batch axis as before it? Builds octlm at 4805c6f (the
+# bench/b1.sh: is B = 1 as fast after the batch axis as before it? Builds octlm at 4805c6f (the
 # commit before the batch axis) and at HEAD, and runs `octlm bench` on a full-size synthetic
 # Qwen3-0.6B alternated old, new, old, new on each backend, then prints prefill and decode
 # tokens/s per run and the new/old ratio of the medians. Run it on a quiet machine; it prints the
 # load average before and after.
 #
-#   ./bench_b1.sh                 # backends onnx and go, 2 rounds
-#   BACKENDS=go ROUNDS=3 ./bench_b1.sh
+#   ./bench/b1.sh                 # backends onnx and go, 2 rounds
+#   BACKENDS=go ROUNDS=3 ./bench/b1.sh
 set -euo pipefail
 export GOTOOLCHAIN=auto GOEXPERIMENT=simd
 
@@ -18,7 +18,7 @@ ROUNDS=${ROUNDS:-2}
 ARGS=(--json --prompt 128 --decode 32)
 OUT=${OUT:-$(mktemp -d /tmp/bench_b1.XXXXXX)}
 mkdir -p "$OUT"
-repo=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ ! -d "$OLD_TREE" ]; then
 	git -C "$repo" worktree add --detach "$OLD_TREE" "$OLD_COMMIT" >/dev/null

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# bench_depth.sh: decode at depth 4,096 against depth 0, the binary before the in-place KV cache
+# bench/depth.sh: decode at depth 4,096 against depth 0, the binary before the in-place KV cache
 # against the one after, on both engines, alternated (before, after, before, after) in one
 # sitting, with llama.cpp's peer at the same depths. Run it on a quiet machine:
 #
-#   BEFORE=/tmp/octlm-before AFTER=/tmp/octlm-after REPS=2 ./bench_depth.sh
+#   BEFORE=/tmp/octlm-before AFTER=/tmp/octlm-after REPS=2 ./bench/depth.sh
 #
 # BEFORE and AFTER are `octlm` binaries (go build -o … ./cmd/octlm at each commit); MODEL is a
 # random Qwen3-0.6B (made with `octlm synth --like qwen3-0.6b` if absent); LLAMA is the peer

@@ -1,18 +1,18 @@
 #!/bin/bash
-# bench_train.sh: the LoRA fine-tuning side-by-side of docs/finetune.md ("Speed"), for a quiet
+# bench/train.sh: the LoRA fine-tuning side-by-side of docs/finetune.md ("Speed"), for a quiet
 # machine. Each round runs PyTorch (../shared/peer/torch-lora-bench), then octlm's
 # BenchmarkLoRATrainStep with float32 weights, --base-dtype bf16 and --gradient-checkpointing,
 # one after the other (so PyTorch and octlm alternate); then the roofline
 # (BenchmarkMatMulFLOPs, a 2048³ float32 product on the same pure-Go backend). It prints one
 # markdown table: tokens/s, peak RSS, the ratios to PyTorch and to the roofline.
 #
-#   ./bench_train.sh                       # MODEL=/tmp/q06 ROUNDS=2 STEPS=3
+#   ./bench/train.sh                       # MODEL=/tmp/q06 ROUNDS=2 STEPS=3
 #
 # LoRA r 16 (alpha 32) on all seven projections of the Qwen3-0.6B shape, batch 1 × 256 tokens.
 # PyTorch: best timed step of STEPS (its first step is a warm-up it does not time); octlm: the
 # mean of STEPS steps after a compiled warm-up. Peak RSS is each process's VmHWM / ru_maxrss.
 set -euo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")/.."
 MODEL=${MODEL:-/tmp/q06}
 ROUNDS=${ROUNDS:-2}
 STEPS=${STEPS:-3}
