@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/sidebyside_table.py: the JSON lines of bench/sidebyside.sh as a Markdown table.
+"""bench/sidebyside_table.py: the JSON objects bench/sidebyside.sh prints, as a Markdown table.
 
     python3 bench/sidebyside_table.py sitting.jsonl
 
@@ -22,7 +22,14 @@ def key(run):
 
 
 def main(path):
-    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip().startswith("{")]
+    text, rows, at = open(path, encoding="utf-8").read(), [], 0
+    decoder = json.JSONDecoder()
+    while True:  # one object per run, octlm's spread over several lines
+        at = text.find("{", at)
+        if at < 0:
+            break
+        row, at = decoder.raw_decode(text, at)
+        rows.append(row)
     peers = {key(r["run"]): r for r in rows if r["run"].startswith("llama.cpp") and "error" not in r}
     print("| run | prefill tokens/s | decode tokens/s | prefill ÷ llama.cpp | decode ÷ llama.cpp | peak RSS | B=8 tokens/s (× B=1) |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -92,9 +92,12 @@ const (
 // [out, in] 8; the head (1024 → 151,936): columns 13 GB/s, rows in blocks of 2,048 7.5.
 //
 // ONNX Runtime: the table looked up by slices, measured on a full-size Qwen3-0.6B: decode 5.6 →
-// 7.7 tokens/s and peak RSS 2.36 → 1.21× the weights against one gather per step. The table as
-// columns in 4 blocks (onnxTableBlocks): decode 7.05–7.14 → 7.27–7.32 tokens/s against rows,
-// alternated (Intel Xeon, 2 threads).
+// 7.7 tokens/s and peak RSS 2.36 → 1.21× the weights against one gather per step. The table in
+// 4 blocks (onnxTableBlocks): as columns, decode 7.05–7.14 → 7.27–7.32 tokens/s against one
+// block of rows (Intel Xeon, 2 threads); now as rows in 4 blocks, as fast for one row
+// (BenchmarkHeadMatVec) and streamed for several. Linear weights as stored (LinearRows): B = 1
+// decode unchanged, prefill 1.49–1.52× → 1.75–1.77× llama.cpp's, 8 sequences decoded together
+// 2.1× → 3.3–3.4× one (docs/performance.md, 2026-12-02).
 //
 // XLA (and any other engine): rows, one gather; XLA parallelises a product by itself.
 //
