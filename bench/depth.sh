@@ -6,15 +6,15 @@
 #   BEFORE=/tmp/octlm-before AFTER=/tmp/octlm-after REPS=2 ./bench/depth.sh
 #
 # BEFORE and AFTER are `octlm` binaries (go build -o … ./cmd/octlm at each commit); MODEL is a
-# random Qwen3-0.6B (made with `octlm synth --like qwen3-0.6b` if absent); LLAMA is the peer
-# (skipped if absent). Prints one line per run and a table of decode ms/token, the depth-4096
+# random Qwen3-0.6B (made with `octlm synth --like qwen3-0.6b` if absent); LLAMACPP_BENCH is
+# llama.cpp's llamacpp-bench peer script (skipped if unset). Prints one line per run and a table of decode ms/token, the depth-4096
 # step over the depth-0 step, and peak RSS, with the load average at each run. The raw JSON
 # lines go to $OUT (default /tmp/bench_depth.jsonl).
 set -euo pipefail
 BEFORE=${BEFORE:-/tmp/octlm-before}
 AFTER=${AFTER:-/tmp/octlm-after}
 MODEL=${MODEL:-/tmp/q06}
-LLAMA=${LLAMA:-/work/shared/peer/llamacpp-bench}
+LLAMA=${LLAMACPP_BENCH:-}
 REPS=${REPS:-2}
 THREADS=${THREADS:-2}
 OUT=${OUT:-/tmp/bench_depth.jsonl}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/sidebyside.sh: issue 34's table in one sitting. octlm bench and llama.cpp (through
-# ../shared/peer/llamacpp-bench, which a user of this repository may not have: point
-# LLAMACPP_BENCH at it) on a random Qwen3-0.6B, 2 threads each, engines alternated run by run:
+# bench/sidebyside.sh: issue 34's table in one sitting. octlm bench and llama.cpp (through the
+# llamacpp-bench peer script, not part of this repository: LLAMACPP_BENCH names it) on a random
+# Qwen3-0.6B, 2 threads each, engines alternated run by run:
 #
 #   depth 0, prompt 128, decode 32:  llama.cpp f32, octlm onnx f32 (+ batch 1,8), octlm go f32,
 #                                    llama.cpp bf16, octlm go bf16        (ROUNDS rounds, default 2)
@@ -18,7 +18,11 @@ set -uo pipefail
 octlm="${1:-octlm}"
 model="${2:-/tmp/q06}"
 rounds="${ROUNDS:-2}"
-llama="${LLAMACPP_BENCH:-$(dirname "$0")/../../shared/peer/llamacpp-bench}"
+llama="${LLAMACPP_BENCH:-}"
+if [ ! -x "$llama" ]; then
+	echo "sidebyside.sh: set LLAMACPP_BENCH to llama.cpp's llamacpp-bench peer script" >&2
+	exit 2
+fi
 export GOMAXPROCS=2
 if [ ! -s "$model/model.safetensors" ]; then
 	"$octlm" synth --like qwen3-0.6b --out "$model" >&2 || exit 1

@@ -1,6 +1,7 @@
 #!/bin/bash
 # bench/train.sh: the LoRA fine-tuning side-by-side of docs/finetune.md ("Speed"), for a quiet
-# machine. Each round runs PyTorch (../shared/peer/torch-lora-bench), then octlm's
+# machine. Each round runs PyTorch (the torch-lora-bench peer script, not part of this
+# repository: TORCH_LORA_BENCH names it), then octlm's
 # BenchmarkLoRATrainStep with float32 weights, --base-dtype bf16 and --gradient-checkpointing,
 # one after the other (so PyTorch and octlm alternate); then the roofline
 # (BenchmarkMatMulFLOPs, a 2048³ float32 product on the same pure-Go backend). It prints one
@@ -16,8 +17,11 @@ cd "$(dirname "$0")/.."
 MODEL=${MODEL:-/tmp/q06}
 ROUNDS=${ROUNDS:-2}
 STEPS=${STEPS:-3}
-PEER=${PEER:-../shared/peer/torch-lora-bench}
-[ -x "$PEER" ] || PEER=/work/shared/peer/torch-lora-bench
+PEER=${TORCH_LORA_BENCH:-}
+if [ ! -x "$PEER" ]; then
+	echo "train.sh: set TORCH_LORA_BENCH to PyTorch's torch-lora-bench peer script" >&2
+	exit 2
+fi
 export GOTOOLCHAIN=auto GOEXPERIMENT=simd
 BIN=$(mktemp -d)/train.test
 trap 'rm -rf "$(dirname "$BIN")"' EXIT

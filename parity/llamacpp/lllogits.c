@@ -15,17 +15,11 @@
 // to the context (llama_set_adapters_lora) at scale LLB_LORA_SCALE (default 1): llama.cpp then
 // adds scale * (alpha / r) * B·A·x to each adapted matmul, alpha from the adapter's
 // adapter.lora.alpha, r = rank of its lora_b (adapter.sh).
-#include "ggml.h"
-#include "ggml-backend.h"
-#include "llama.h"
+#include "llcommon.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void quiet(enum ggml_log_level level, const char *text, void *ud) {
-    (void)ud;
-    if (level >= GGML_LOG_LEVEL_WARN || getenv("LLB_VERBOSE")) fputs(text, stderr);
-}
 
 static const char *dump_dir, *dump_names = "l_out-";
 
@@ -90,14 +84,8 @@ int main(int argc, char **argv) {
     if (fread(toks, 4, n, f) != (size_t)n) { fprintf(stderr, "%s: short read\n", argv[4]); return 2; }
     fclose(f);
 
-    llama_log_set(quiet, NULL);
-    const char *bins = getenv("LLB_BINS");
-    if (bins) ggml_backend_load_all_from_path(bins); else ggml_backend_load_all();
-    llama_backend_init();
-    struct llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    struct llama_model *model = llama_model_load_from_file(argv[2], mp);
-    if (!model) { fprintf(stderr, "%s: llama.cpp could not load it\n", argv[2]); return 1; }
+    struct llama_model *model = load_cpu_model(argv[2]);
+    if (!model) return 1;
     int V = llama_vocab_n_tokens(llama_model_get_vocab(model));
     for (int i = 0; i < n; i++)
         if (toks[i] < 0 || toks[i] >= V) { fprintf(stderr, "token %d at %d outside [0, %d)\n", toks[i], i, V); return 2; }

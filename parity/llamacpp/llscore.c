@@ -23,9 +23,7 @@
 // (LLS_KV=f16 for llama.cpp's default f16), flash attention off (LLB_FA=1 or -1 to change).
 // Built against the llama.cpp headers and prebuilt CPU libraries of npm's node-llama-cpp 3.22.1
 // by setup.sh; LLB_BINS names the folder of the ggml backend libraries.
-#include "ggml.h"
-#include "ggml-backend.h"
-#include "llama.h"
+#include "llcommon.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +36,6 @@ static double now(void) {
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-static void quiet(enum ggml_log_level level, const char *text, void *ud) {
-    (void)ud;
-    if (level >= GGML_LOG_LEVEL_WARN || getenv("LLB_VERBOSE")) fputs(text, stderr);
-}
 
 typedef struct {
     int index, n_ctx, n_cont, max_length;
@@ -126,14 +120,8 @@ int main(int argc, char **argv) {
     fclose(f);
     if (n == 0) { fprintf(stderr, "%s: no requests\n", path); return 2; }
 
-    llama_log_set(quiet, NULL);
-    const char *bins = getenv("LLB_BINS");
-    if (bins) ggml_backend_load_all_from_path(bins); else ggml_backend_load_all();
-    llama_backend_init();
-    struct llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    struct llama_model *model = llama_model_load_from_file(argv[1], mp);
-    if (!model) { fprintf(stderr, "%s: llama.cpp could not load it\n", argv[1]); return 1; }
+    struct llama_model *model = load_cpu_model(argv[1]);
+    if (!model) return 1;
     int V = llama_vocab_n_tokens(llama_model_get_vocab(model));
     for (int r = 0; r < n; r++)
         for (int i = 0; i < reqs[r].n_ctx + reqs[r].n_cont; i++) {

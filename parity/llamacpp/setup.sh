@@ -15,7 +15,7 @@ if [ ! -d "$src/gguf-py" ]; then
 	git clone -q "$cache/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$src" 2>/dev/null
 fi
 for tool in lllogits llscore; do
-	if [ ! -x "$cache/$tool" ] || [ "$repo/parity/llamacpp/$tool.c" -nt "$cache/$tool" ]; then
+	if [ ! -x "$cache/$tool" ] || [ "$repo/parity/llamacpp/$tool.c" -nt "$cache/$tool" ] || [ "$repo/parity/llamacpp/llcommon.h" -nt "$cache/$tool" ]; then
 		gcc -O2 -Wall -o "$cache/$tool.tmp" "$repo/parity/llamacpp/$tool.c" -I"$src/include" -I"$src/ggml/include" \
 			"$bins/libllama.v0.5.0.so" "$bins/libggml.v0.5.0.so" "$bins/libggml-base.so" -lm -Wl,-rpath,"$bins"
 		mv "$cache/$tool.tmp" "$cache/$tool"
