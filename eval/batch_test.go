@@ -13,8 +13,8 @@ import (
 	"github.com/octlm/octlm/xla"
 )
 
-// taskRunner builds task (a YAML path) and a runner for it on m.
-func taskRunner(t *testing.T, m LM, tok *tokenizer.Tokenizer, path string, maxLength int) (*Instances, *Runner) {
+// buildTask loads the task at path (a YAML file) and builds its instances with no options.
+func buildTask(t testing.TB, path string) *Instances {
 	t.Helper()
 	task, err := LoadTask(path)
 	if err != nil {
@@ -24,6 +24,13 @@ func taskRunner(t *testing.T, m LM, tok *tokenizer.Tokenizer, path string, maxLe
 	if err != nil {
 		t.Fatal(err)
 	}
+	return in
+}
+
+// taskRunner builds task (a YAML path) and a runner for it on m.
+func taskRunner(t *testing.T, m LM, tok *tokenizer.Tokenizer, path string, maxLength int) (*Instances, *Runner) {
+	t.Helper()
+	in := buildTask(t, path)
 	r, err := NewRunner(m, tok, maxLength, nil)
 	if err != nil {
 		t.Fatal(err)

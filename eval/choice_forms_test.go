@@ -10,14 +10,7 @@ import (
 // request order), then scores it.
 func answered(t *testing.T, path string, lls []float64) (*Instances, *Document) {
 	t.Helper()
-	task, err := LoadTask(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := task.Build(BuildOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := buildTask(t, path)
 	d := in.Docs[0]
 	if len(d.Requests) != len(lls) {
 		t.Fatalf("%d requests, want %d", len(d.Requests), len(lls))

@@ -121,14 +121,7 @@ func TestReferenceEval(t *testing.T) {
 			t.Fatalf("reference line %d: %v", i, err)
 		}
 		t.Run(ref.Task, func(t *testing.T) {
-			task, err := LoadTask(tasks[i])
-			if err != nil {
-				t.Fatal(err)
-			}
-			in, err := task.Build(BuildOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := buildTask(t, tasks[i])
 			r, err := NewRunner(m, tok, referenceMaxLength, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -10,14 +10,7 @@ const toolTask = "../examples/tasks/tool-calls/tool_calls.yaml"
 
 // TestToolCallAST checks BFCL's simple AST rules on replies to the example's first document.
 func TestToolCallAST(t *testing.T) {
-	task, err := LoadTask(toolTask)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := task.Build(BuildOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := buildTask(t, toolTask)
 	weather := in.Docs[0].Target
 	area := in.Docs[1].Target
 	call := func(body string) string { return "<tool_call>\n" + body + "\n</tool_call>" }
