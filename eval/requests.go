@@ -211,8 +211,8 @@ func goldIndices(target any, choices []string) ([]int, error) {
 	check = func(v any) (int, error) {
 		switch x := v.(type) {
 		case int64:
-			if x < 0 || int(x) >= len(choices) {
-				return 0, fmt.Errorf("the answer index %d is out of range: the document has %d choices", x, len(choices))
+			if err := checkChoiceIndex(x, len(choices)); err != nil {
+				return 0, err
 			}
 			return int(x), nil
 		case bool:
@@ -302,6 +302,26 @@ func (t *Task) resolveDescription(doc *Object) (string, error) {
 	return t.Description.render(doc)
 }
 
+// checkChoiceIndex refuses an answer index outside a document's n choices.
+func checkChoiceIndex(i int64, n int) error {
+	if i < 0 || i >= int64(n) {
+		return fmt.Errorf("the answer index %d is out of range: the document has %d choices", i, n)
+	}
+	return nil
+}
+
+// choiceAt is the document's choice (doc_to_choice) at answer index i.
+func (t *Task) choiceAt(doc *Object, features map[string]bool, i int64) (string, error) {
+	c, err := t.DocToChoice.choices(doc, features)
+	if err != nil {
+		return "", err
+	}
+	if err := checkChoiceIndex(i, len(c)); err != nil {
+		return "", err
+	}
+	return c[i], nil
+}
+
 // shot is build_qa_turn of one labelled example, as text. With multi (multiple_input), the
 // question is the example's choice at its doc_to_text index and the answer its doc_to_target.
 func (t *Task) shot(doc *Object, features map[string]bool, multi bool) (string, error) {
@@ -311,14 +331,9 @@ func (t *Task) shot(doc *Object, features map[string]bool, multi bool) (string, 
 		return "", err
 	}
 	if i, isInt := q.(int64); isInt && multi {
-		c, err := t.DocToChoice.choices(doc, features)
-		if err != nil {
+		if q, err = t.choiceAt(doc, features, i); err != nil {
 			return "", err
 		}
-		if i < 0 || int(i) >= len(c) {
-			return "", fmt.Errorf("the answer index %d is out of range: the document has %d choices", i, len(c))
-		}
-		q = c[i]
 	}
 	qs, ok := q.(string)
 	if !ok {
@@ -333,14 +348,9 @@ func (t *Task) shot(doc *Object, features map[string]bool, multi bool) (string, 
 	}
 	answer := a
 	if i, isInt := a.(int64); isInt && hasChoices && !multi {
-		c, err := t.DocToChoice.choices(doc, features)
-		if err != nil {
+		if answer, err = t.choiceAt(doc, features, i); err != nil {
 			return "", err
 		}
-		if i < 0 || int(i) >= len(c) {
-			return "", fmt.Errorf("the answer index %d is out of range: the document has %d choices", i, len(c))
-		}
-		answer = c[i]
 	} else if list, isList := a.([]any); isList && len(list) > 0 {
 		answer = list[0]
 	}
