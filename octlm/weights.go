@@ -322,22 +322,18 @@ func fill(flat any, spec weightSpec, layout Layout, e loader.Entry, scratch *[]f
 	}
 	n := e.Info.NumElements()
 	if spec.Kind == tableWeight && layout.tableBlocks() > 1 {
-		// Rows in blocks: the rows as stored, then the last block's zero padding rows.
-		var err error
+		// Rows in blocks: the last block's padding rows zeroed, then the rows as stored, as a
+		// vector is filled below.
 		switch dst := flat.(type) {
 		case []float32:
-			err = fill(dst[:n], weightSpec{Kind: vectorWeight}, layout, e, scratch)
-			clear(dst[n:])
+			flat = zeroAfter(dst, n)
 		case []bfloat16.BFloat16:
-			err = fill(dst[:n], weightSpec{Kind: vectorWeight}, layout, e, scratch)
-			clear(dst[n:])
+			flat = zeroAfter(dst, n)
 		case []float16.Float16:
-			err = fill(dst[:n], weightSpec{Kind: vectorWeight}, layout, e, scratch)
-			clear(dst[n:])
+			flat = zeroAfter(dst, n)
 		default:
 			return fmt.Errorf("unsupported resident type %T", flat)
 		}
-		return err
 	}
 	if spec.Kind != linearWeight {
 		switch dst := flat.(type) {
@@ -345,7 +341,7 @@ func fill(flat any, spec weightSpec, layout Layout, e loader.Entry, scratch *[]f
 			return e.File.ReadFloat32(e.Info, dst)
 		case []bfloat16.BFloat16:
 			if e.Info.DType == loader.BF16 { // same bits: no conversion, no scratch
-				return e.File.ReadBFloat16(e.Info, unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(dst))), n))
+				return readBFloat16Bits(e, dst)
 			}
 		}
 	}
@@ -367,6 +363,18 @@ func fill(flat any, spec weightSpec, layout Layout, e loader.Entry, scratch *[]f
 		return fmt.Errorf("unsupported resident type %T", flat)
 	}
 	return nil
+}
+
+// readBFloat16Bits reads a bfloat16 checkpoint tensor into dst bit for bit: no conversion, no
+// scratch.
+func readBFloat16Bits(e loader.Entry, dst []bfloat16.BFloat16) error {
+	return e.File.ReadBFloat16(e.Info, unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)))
+}
+
+// zeroAfter zeroes dst from element n on and returns its first n elements.
+func zeroAfter[T any](dst []T, n int) []T {
+	clear(dst[n:])
+	return dst[:n]
 }
 
 // readScratch decodes the n elements of e into scratch as float32.
@@ -391,7 +399,7 @@ func fillLinear(flat any, spec weightSpec, layout Layout, e loader.Entry, width,
 		case []bfloat16.BFloat16:
 			if e.Info.DType == loader.BF16 {
 				rows := dst[offset*in : (offset+out)*in]
-				return e.File.ReadBFloat16(e.Info, unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(rows))), len(rows)))
+				return readBFloat16Bits(e, rows)
 			}
 		}
 	}
