@@ -3,6 +3,8 @@ package train
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 )
 
 // AdamW holds torch.optim.AdamW's settings (its defaults: betas 0.9/0.999, eps 1e-8; weight
@@ -33,26 +35,89 @@ func NewMoments(n int) Moments {
 //
 // Each value is computed in float64 and stored in float32.
 func (o AdamW) Update(param, grad []float32, m Moments, lr float64, step int) {
-	decay := 1 - lr*o.WeightDecay
-	w := 1 - o.Beta1
-	bc1 := 1 - math.Pow(o.Beta1, float64(step))
-	bc2sqrt := math.Sqrt(1 - math.Pow(o.Beta2, float64(step)))
-	stepSize := lr / bc1
+	c := o.consts(lr, step)
+	done := adamwVector(param, grad, m.ExpAvg, m.ExpAvgSq, c) // the same arithmetic, several values at a time
+	adamwScalar(param[done:], grad[done:], m.ExpAvg[done:], m.ExpAvgSq[done:], c)
+}
+
+// consts are the step's constants: decay, lerp weight, bias corrections.
+func (o AdamW) consts(lr float64, step int) adamwConsts {
+	return adamwConsts{
+		decay: 1 - lr*o.WeightDecay, w: 1 - o.Beta1, beta2: o.Beta2, oneMinusBeta2: 1 - o.Beta2,
+		bc2sqrt: math.Sqrt(1 - math.Pow(o.Beta2, float64(step))), eps: o.Eps,
+		stepSize: lr / (1 - math.Pow(o.Beta1, float64(step))),
+	}
+}
+
+// adamwScalar is Update's arithmetic one value at a time.
+func adamwScalar(param, grad, expAvg, expAvgSq []float32, c adamwConsts) {
 	for i, g32 := range grad {
 		g := float64(g32)
-		p := float64(param[i]) * decay
+		p := float64(param[i]) * c.decay
 		// torch's lerp: self + w·(end − self) for w < 0.5, else end − (end − self)·(1 − w).
-		a := float64(m.ExpAvg[i])
-		if w < 0.5 {
-			a += w * (g - a)
+		a := float64(expAvg[i])
+		if c.w < 0.5 {
+			a += c.w * (g - a)
 		} else {
-			a = g - (g-a)*(1-w)
+			a = g - (g-a)*(1-c.w)
 		}
-		v := float64(m.ExpAvgSq[i])*o.Beta2 + (1-o.Beta2)*g*g
-		m.ExpAvg[i], m.ExpAvgSq[i] = float32(a), float32(v)
-		denom := math.Sqrt(float64(m.ExpAvgSq[i]))/bc2sqrt + o.Eps
-		param[i] = float32(p - stepSize*float64(m.ExpAvg[i])/denom)
+		v := float64(expAvgSq[i])*c.beta2 + c.oneMinusBeta2*g*g
+		expAvg[i], expAvgSq[i] = float32(a), float32(v)
+		denom := math.Sqrt(float64(expAvgSq[i]))/c.bc2sqrt + c.eps
+		param[i] = float32(p - c.stepSize*float64(expAvg[i])/denom)
 	}
+}
+
+// adamwConsts are one AdamW step's constants, as Update computes them.
+type adamwConsts struct {
+	decay, w, beta2, oneMinusBeta2, bc2sqrt, eps, stepSize float64
+}
+
+// UpdateAll is Update for every tensor: params[i] with grads[i] and moments[i], the work split
+// into fixed chunks of updateChunk values run on GOMAXPROCS goroutines. Each value's arithmetic is
+// Update's, so the result does not depend on the split (a full fine-tune of Qwen3-0.6B updates
+// 596 M values a step: one core took 5 s of a 28 s step).
+func (o AdamW) UpdateAll(params, grads [][]float32, moments []Moments, lr float64, step int) {
+	forChunks(grads, func(i, lo, hi int) {
+		m := Moments{ExpAvg: moments[i].ExpAvg[lo:hi], ExpAvgSq: moments[i].ExpAvgSq[lo:hi]}
+		o.Update(params[i][lo:hi], grads[i][lo:hi], m, lr, step)
+	})
+}
+
+// updateChunk is the values one goroutine of UpdateAll or ScaleAll takes at a time.
+const updateChunk = 1 << 18
+
+// forChunks calls fn(i, lo, hi) for every chunk [lo, hi) of at most updateChunk values of every
+// tensors[i], on up to GOMAXPROCS goroutines, and returns when all have run.
+func forChunks(tensors [][]float32, fn func(i, lo, hi int)) {
+	type chunk struct{ i, lo, hi int }
+	var chunks []chunk
+	for i, t := range tensors {
+		for lo := 0; lo < len(t); lo += updateChunk {
+			chunks = append(chunks, chunk{i, lo, min(lo+updateChunk, len(t))})
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(chunks))
+	if workers <= 1 {
+		for _, c := range chunks {
+			fn(c.i, c.lo, c.hi)
+		}
+		return
+	}
+	next := make(chan chunk, len(chunks))
+	for _, c := range chunks {
+		next <- c
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c := range next {
+				fn(c.i, c.lo, c.hi)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // GlobalNorm is the L2 norm of all the gradients together (clip_grad_norm_'s total_norm with
@@ -81,11 +146,12 @@ func Scale(grads [][]float32, c float64) {
 	if c == 1 {
 		return
 	}
-	for _, g := range grads {
-		for i, v := range g {
-			g[i] = float32(float64(v) * c)
+	forChunks(grads, func(i, lo, hi int) {
+		g := grads[i][lo:hi]
+		for j, v := range g {
+			g[j] = float32(float64(v) * c)
 		}
-	}
+	})
 }
 
 // Schedule is a learning-rate schedule as transformers' get_*_schedule_with_warmup builds it.

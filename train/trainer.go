@@ -433,9 +433,11 @@ func (t *Trainer) RunStep(keepGrads bool) (res StepResult, err error) {
 	}
 	Scale(grads, ClipCoefficient(res.GradNorm, t.Settings.MaxGradNorm))
 	res.LR = t.Settings.LR * t.Settings.Schedule.Factor(step)
+	params := make([][]float32, len(t.Trainable))
 	for i, tr := range t.Trainable {
-		t.Settings.AdamW.Update(tr.Data, grads[i], t.Moments[i], res.LR, step)
+		params[i] = tr.Data
 	}
+	t.Settings.AdamW.UpdateAll(params, grads, t.Moments, res.LR, step)
 	t.Step = step
 	return res, nil
 }
