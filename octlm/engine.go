@@ -7,6 +7,7 @@ package octlm
 // runs; this file is the only one in the package that does, by the typed xla.Engine.
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/octlm/octlm/xla"
 )
@@ -35,6 +37,12 @@ type Layout struct {
 	// EmbedSlices looks each token's embedding row up with a DynamicSlice of its own instead of
 	// one Gather (rows only; see ops.embed).
 	EmbedSlices bool
+	// HostEmbed looks a step's token embeddings up on the host, in the resident table (a
+	// buffer the backend shares with Go, read in place), and gives the step graph those rows
+	// [B, S, d] instead of the token IDs: the graph has no lookup at all (see hostEmbeddings).
+	// Load turns it off on a backend without shared buffers, where reading the table would copy
+	// it to the host. The trace and the training forward still look up in the graph.
+	HostEmbed bool
 	// PadMACs pads the rows of a product with zeros until rows × in × out reaches it (at most
 	// maxPadRows rows); 0 never pads. See ops.padRows.
 	PadMACs int
@@ -125,6 +133,7 @@ func LayoutFor(engine xla.Engine) Layout {
 	case xla.EngineONNX:
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
+		l.HostEmbed = true
 		l.FuseProjections = true
 		l.PadMACs = 0
 		l.SigmoidByExp = true
@@ -340,7 +349,9 @@ func (o ops) embed(table, ids *Node) *Node {
 // pairs. With EmbedSlices each token's row or column is a DynamicSlice of its own: GoMLX's ONNX
 // Runtime backend turns a Gather into a Transpose of the whole table (even an identity one) and
 // a GatherND, a 600 MB copy on every step. One node per token makes long chunks slow to compile
-// (7.5 s for 1024 tokens against 0.5), once per length bucket. Otherwise one Gather of rows.
+// (7.5 s for 1024 tokens against 0.5), once per length bucket and batch size, so the step graph
+// on ONNX Runtime takes embeddings looked up on the host instead (HostEmbed); the trace and
+// the training forward still look up here. Otherwise one Gather of rows.
 func (o ops) embedRows(table, ids *Node) *Node {
 	seqLen := ids.Shape().Dimensions[0]
 	g := ids.Graph()
@@ -421,6 +432,62 @@ func tableBlock(ids *Node, perBlock int) (block, at *Node) {
 	per := ConstAs(ids, perBlock)
 	block = Div(ids, per)
 	return block, Sub(ids, Mul(block, per))
+}
+
+// hostEmbeddings looks the token IDs of each row of ids up on the host in table, the resident
+// embedding as layout l stores it (rows or columns, in blocks or not, read in place), for
+// HostEmbed: [len(ids), seqLen, d] in the table's dtype, each row's tokens followed by token
+// 0's embedding up to seqLen (the step graph's padding ID). IDs must lie in [0, vocab).
+func (l Layout) hostEmbeddings(table *tensors.Tensor, ids [][]int, seqLen, vocab int) (*tensors.Tensor, error) {
+	dims := table.Shape().Dimensions
+	size := table.DType().Size()
+	var d int
+	var at func(t, k int) int // the element index of component k of token t's embedding
+	switch {
+	case !l.TableColumns:
+		// Rows [vocab, d] or [blocks, perBlock, d], the padding rows after the last token:
+		// token t is row t of the flat table either way.
+		d = dims[len(dims)-1]
+	case len(dims) == 2: // columns [d, vocab]
+		d = dims[0]
+		at = func(t, k int) int { return k*dims[1] + t }
+	default: // columns in blocks [blocks, d, perBlock]
+		d = dims[1]
+		at = func(t, k int) int {
+			block, column := l.tableColumn(t, vocab)
+			return (block*d+k)*dims[2] + column
+		}
+	}
+	out := tensors.FromShape(shapes.Make(table.DType(), len(ids), seqLen, d))
+	var bad error
+	err := table.ConstBytes(func(src []byte) {
+		bad = out.MutableBytes(func(dst []byte) {
+			for b, row := range ids {
+				for j := range seqLen {
+					t := 0
+					if j < len(row) {
+						t = row[j]
+					}
+					to := dst[((b*seqLen)+j)*d*size:][:d*size]
+					if at == nil {
+						copy(to, src[t*d*size:(t+1)*d*size])
+						continue
+					}
+					for k := range d {
+						copy(to[k*size:(k+1)*size], src[at(t, k)*size:][:size])
+					}
+				}
+			}
+		})
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		_ = out.FinalizeAll()
+		return nil, fmt.Errorf("octlm: looking up the embeddings of %d sequences in %s: %w", len(ids), table.Shape(), err)
+	}
+	return out, nil
 }
 
 // head is the output projection logits = hidden · tableᵀ for hidden [P, d], with the table (the
