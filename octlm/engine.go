@@ -107,6 +107,12 @@ const (
 // decode unchanged, prefill 1.49–1.52× → 1.75–1.77× llama.cpp's, 8 sequences decoded together
 // 2.1× → 3.3–3.4× one (docs/performance.md, 2026-12-02).
 //
+// On ONNX Runtime the step graph takes the embeddings looked up on the host (HostEmbed): one
+// DynamicSlice per token made a graph of B sequences of S tokens B·S lookups, and ONNX Runtime's
+// session build grows faster than linearly with them: the tiny synth shape's loglikelihood
+// benchmark compiled its 4 graphs of 4 × 64–192 tokens in 57 s at batch 4 (0.73 s with
+// HostEmbed) and had not compiled batch 16's in 300 s (0.43 s), 2026-12-02.
+//
 // XLA (and any other engine): rows, one gather; XLA parallelises a product by itself.
 //
 // ONNX Runtime's logistic function is built from its Exp (SigmoidByExp): its own Sigmoid is

@@ -50,7 +50,7 @@ func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
 	fs.SetOutput(stderr)
 	a.model.register(fs, "")
 	a.model.registerAdapter(fs)
-	tasks := fs.String("tasks", "", "task `YAML|DIR[,...]`: lm-eval task files, or folders of them")
+	tasks := fs.String("tasks", "", "task `YAML|DIR[,...]`: lm-eval task or group files, or folders of them")
 	fs.StringVar(&a.output, "output", "", "write results_<date>.json (and samples) under `DIR`/<model>, as lm-eval's --output_path")
 	fs.BoolVar(&a.logSamples, "log-samples", false, "also write samples_<task>_<date>.jsonl: every document's requests, responses and metrics")
 	fs.Float64Var(&a.limit, "limit", 0, "evaluate only the first `N` documents of each task (below 1: that fraction)")
