@@ -36,7 +36,9 @@ const benchDocs = 32
 // 160 words of random text, a one-word continuation) on a random checkpoint of Qwen3-0.6B's
 // shape (or $OCTLM_EVAL_BENCH_SHAPE's; the backend is $GOMLX_BACKEND's, else the automatic
 // choice) at batch 1, 4 and 16, and reports requests/s and tokens/s (the context and
-// continuation tokens run), and for batch 4 and 16 their ratio to batch 1 (x-batch1).
+// continuation tokens run), the step graphs compiled and the seconds spent compiling them
+// (graphs, compile-s: included in the rates), and for batch 4 and 16 their ratio to batch 1
+// (x-batch1).
 func BenchmarkLoglikelihoodBatch(b *testing.B) {
 	shape := os.Getenv(EnvBenchShape)
 	if shape == "" {
@@ -85,6 +87,7 @@ func BenchmarkLoglikelihoodBatch(b *testing.B) {
 			r.Batch = batch
 			requests, tokens := 0, 0
 			var in *Instances
+			before := m.CompileStats()
 			for b.Loop() {
 				if in, err = task.Build(BuildOptions{}); err != nil {
 					b.Fatal(err)
@@ -104,8 +107,11 @@ func BenchmarkLoglikelihoodBatch(b *testing.B) {
 			}
 			secs := b.Elapsed().Seconds()
 			rate := float64(requests) / secs
+			after := m.CompileStats()
 			b.ReportMetric(rate, "requests/s")
 			b.ReportMetric(float64(tokens)/secs, "tokens/s")
+			b.ReportMetric(float64(after.Graphs-before.Graphs), "graphs")
+			b.ReportMetric((after.Time - before.Time).Seconds(), "compile-s")
 			b.ReportMetric(0, "ns/op") // one op is a whole task: requests/s says more
 			if batch == 1 {
 				base = rate

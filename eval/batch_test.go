@@ -10,7 +10,6 @@ import (
 
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/tokenizer"
-	"github.com/octlm/octlm/xla"
 )
 
 // buildTask loads the task at path (a YAML file) and builds its instances with no options.
@@ -95,7 +94,7 @@ func TestBatchSameNumbers(t *testing.T) {
 // go back to a shared context) with octlm/tokenizer's small byte-level tokenizer, whose IDs fit
 // its vocabulary: batch 4 gives batch 1's numbers (to float32 rounding).
 func TestBatchQwen35(t *testing.T) {
-	backend, _, err := xla.Open("go")
+	backend, err := testBackend()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gomlx/compute"
+
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/tokenizer"
 	"github.com/octlm/octlm/xla"
@@ -27,11 +29,22 @@ var fixture struct {
 	err   error
 }
 
-// fixtureModel loads the fixture's model once on the pure-Go backend.
+// testBackend is the backend the model tests run on: $GOMLX_BACKEND's (GOMLX_BACKEND=onnx go
+// test ./eval runs them on ONNX Runtime), else the pure-Go one.
+func testBackend() (compute.Backend, error) {
+	name := "go"
+	if os.Getenv(xla.EnvBackend) != "" {
+		name = "" // xla.Open reads it
+	}
+	backend, _, err := xla.Open(name)
+	return backend, err
+}
+
+// fixtureModel loads the fixture's model once on the test backend (testBackend).
 func fixtureModel(t testing.TB) (*octlm.Model, *tokenizer.Tokenizer) {
 	t.Helper()
 	fixture.once.Do(func() {
-		backend, _, err := xla.Open("go")
+		backend, err := testBackend()
 		if err != nil {
 			fixture.err = err
 			return

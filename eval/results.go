@@ -121,12 +121,17 @@ type RunConfig struct {
 	TotalSeconds                                 float64
 }
 
-// ResultsJSON is the results file as lm-eval writes it: results, group_subtasks, configs,
-// versions, n-shot, higher_is_better, n-samples, config, date.
-func ResultsJSON(tasks []TaskResult, cfg RunConfig) ([]byte, error) {
-	results, subtasks, configs, versions, nshot, hib, nsamples := NewObject(), NewObject(), NewObject(), NewObject(), NewObject(), NewObject(), NewObject()
+// ResultsJSON is the results file as lm-eval writes it: results, groups, group_subtasks,
+// configs, versions, n-shot, higher_is_better, n-samples, config, date. Of groups (LoadSuite's,
+// parents first) only those whose leaf tasks are all among tasks are written: each one's
+// results (aggregated where it has an aggregate_metric_list, after the tasks, subgroups before
+// their parents), its members, its version, and its n-shot and higher_is_better as lm-eval
+// carries them up from the members.
+func ResultsJSON(tasks []TaskResult, groups []*Group, cfg RunConfig) ([]byte, error) {
+	results, subtasks, configs, nsamples := NewObject(), NewObject(), NewObject(), NewObject()
 	sorted := append([]TaskResult(nil), tasks...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Instances.Task.Name < sorted[j].Instances.Task.Name })
+	v := viewGroups(tasks, groups)
 	for _, tr := range tasks {
 		in := tr.Instances
 		name := in.Task.Name
@@ -138,19 +143,29 @@ func ResultsJSON(tasks []TaskResult, cfg RunConfig) ([]byte, error) {
 			r.Set(k, finite(tr.Result.Values[k]))
 		}
 		results.Set(name, r)
-		subtasks.Set(name, []any{})
+	}
+	grouped := NewObject()
+	for _, g := range bottomUp(v.finished) {
+		results.Set(g.Name, v.results[g.Name])
+		if len(g.Aggregate) > 0 {
+			grouped.Set(g.Name, v.results[g.Name])
+		}
+	}
+	for _, g := range v.finished {
+		var names []any
+		for _, m := range g.Members {
+			names = append(names, m.Name())
+		}
+		subtasks.Set(g.Name, names)
+	}
+	for _, tr := range tasks {
+		if name := tr.Instances.Task.Name; !v.member[name] {
+			subtasks.Set(name, []any{})
+		}
 	}
 	for _, tr := range sorted {
 		in := tr.Instances
-		name := in.Task.Name
-		configs.Set(name, in.Task.dumpConfig(in.NumFewshot))
-		versions.Set(name, in.Task.Version)
-		nshot.Set(name, int64(in.NumFewshot))
-		h := NewObject()
-		for _, mc := range in.Task.Metrics {
-			h.Set(mc.Metric, mc.HigherIsBetter)
-		}
-		hib.Set(name, h)
+		configs.Set(in.Task.Name, in.Task.dumpConfig(in.NumFewshot))
 	}
 	for _, tr := range tasks {
 		n := NewObject()
@@ -175,11 +190,18 @@ func ResultsJSON(tasks []TaskResult, cfg RunConfig) ([]byte, error) {
 	c.Set("bootstrap_iters", int64(BootstrapIters))
 	out := NewObject()
 	out.Set("results", results)
+	if len(grouped.Keys) > 0 {
+		out.Set("groups", grouped)
+	}
 	out.Set("group_subtasks", subtasks)
 	out.Set("configs", configs)
-	out.Set("versions", versions)
-	out.Set("n-shot", nshot)
-	out.Set("higher_is_better", hib)
+	out.Set("versions", sortedObject(v.versions))
+	out.Set("n-shot", sortedObject(v.nshot))
+	hibs := map[string]any{}
+	for k, h := range v.hib {
+		hibs[k] = h
+	}
+	out.Set("higher_is_better", sortedObject(hibs))
 	out.Set("n-samples", nsamples)
 	out.Set("config", c)
 	out.Set("date", cfg.Date)
@@ -193,6 +215,82 @@ func ResultsJSON(tasks []TaskResult, cfg RunConfig) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(pretty.String() + "\n"), nil
+}
+
+// groupView is what a results file says of the tasks and the finished groups (those all of
+// whose leaf tasks are done): each group's results entry, and every task's and group's
+// version, n-shot and higher_is_better, the groups' carried up from their members as lm-eval's
+// _propagate_num_fewshot and _propagate_higher_is_better do it, over the groups in order
+// (parents before their subgroups): the members' one n-shot, if they agree; each metric's
+// direction, null where two members disagree.
+type groupView struct {
+	finished []*Group
+	results  map[string]*Object
+	member   map[string]bool // names that are a finished group's members
+	versions map[string]any
+	nshot    map[string]any
+	hib      map[string]*Object
+}
+
+func viewGroups(tasks []TaskResult, groups []*Group) groupView {
+	v := groupView{results: map[string]*Object{}, member: map[string]bool{}, versions: map[string]any{}, nshot: map[string]any{}, hib: map[string]*Object{}}
+	scores := map[string]taskScores{}
+	for _, tr := range tasks {
+		in := tr.Instances
+		name := in.Task.Name
+		scores[name] = taskScores{result: tr.Result, sampleLen: len(in.Docs)}
+		v.versions[name] = in.Task.Version
+		v.nshot[name] = int64(in.NumFewshot)
+		h := NewObject()
+		for _, mc := range in.Task.Metrics {
+			h.Set(mc.Metric, mc.HigherIsBetter)
+		}
+		v.hib[name] = h
+	}
+	v.finished = finishedGroups(groups, scores)
+	for _, g := range v.finished {
+		v.results[g.Name] = g.groupResult(scores)
+		v.versions[g.Name] = g.Version()
+		shots := map[any]bool{}
+		var shot any
+		merged := NewObject()
+		for _, m := range g.Members {
+			v.member[m.Name()] = true
+			if n, ok := v.nshot[m.Name()]; ok {
+				shots[n], shot = true, n
+			}
+			if h, ok := v.hib[m.Name()]; ok {
+				for _, k := range h.Keys {
+					if old, ok := merged.Get(k); !ok {
+						merged.Set(k, h.Values[k])
+					} else if old != nil && old != h.Values[k] {
+						merged.Set(k, nil)
+					}
+				}
+			}
+		}
+		if len(shots) == 1 {
+			v.nshot[g.Name] = shot
+		}
+		if len(merged.Keys) > 0 {
+			v.hib[g.Name] = merged
+		}
+	}
+	return v
+}
+
+// sortedObject is m as an object with its keys sorted (Python's dict(sorted(...)).
+func sortedObject(m map[string]any) *Object {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	o := NewObject()
+	for _, k := range keys {
+		o.Set(k, m[k])
+	}
+	return o
 }
 
 func indentJSON(w io.Writer, b []byte) error {
@@ -272,8 +370,6 @@ func SanitizeModelName(name string) string { return unsafeModelName.ReplaceAllSt
 // Table writes lm-eval's results table (make_table) in Markdown: task, version, filter,
 // n-shot, metric, direction, value and standard error; task text is escaped for the terminal.
 func Table(w io.Writer, tasks []TaskResult) error {
-	header := []string{"Tasks", "Version", "Filter", "n-shot", "Metric", "", "Value", "", "Stderr"}
-	right := []bool{false, true, false, true, false, false, true, false, true}
 	var rows [][]string
 	for _, tr := range tasks {
 		in := tr.Instances
@@ -311,6 +407,117 @@ func Table(w io.Writer, tasks []TaskResult) error {
 			name, version = "", ""
 		}
 	}
+	return writeTable(w, "Tasks", rows)
+}
+
+// GroupTable writes lm-eval's groups table (make_table(results, "groups")) after Table: a row
+// per metric of each finished group with an aggregate_metric_list, in the order of the groups'
+// hierarchy (walked from the roots, members by name), a subgroup's name indented by its depth.
+// It writes nothing when no group has results.
+func GroupTable(w io.Writer, tasks []TaskResult, groups []*Group) error {
+	v := viewGroups(tasks, groups)
+	available := map[string]bool{}
+	children := map[string][]string{}
+	child := map[string]bool{}
+	var names []string
+	for _, g := range v.finished {
+		if len(g.Aggregate) > 0 {
+			available[g.Name] = true
+		}
+		names = append(names, g.Name)
+		for _, m := range g.Members {
+			children[g.Name] = append(children[g.Name], m.Name())
+			child[m.Name()] = true
+		}
+	}
+	if len(available) == 0 {
+		return nil
+	}
+	// lm-eval's _build_hierarchy_info.
+	depth := map[string]int{}
+	var ordered []string
+	var visit func(name string, d int)
+	visit = func(name string, d int) {
+		depth[name] = d
+		if available[name] {
+			ordered = append(ordered, name)
+		}
+		kids := append([]string(nil), children[name]...)
+		sort.Strings(kids)
+		for _, c := range kids {
+			visit(c, d+1)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !child[name] {
+			visit(name, 0)
+		}
+	}
+	var rest []string
+	for name := range available {
+		if _, ok := depth[name]; !ok {
+			rest = append(rest, name)
+		}
+	}
+	sort.Strings(rest)
+	ordered = append(ordered, rest...)
+	var rows [][]string
+	for _, k := range ordered {
+		r := v.results[k]
+		alias, _ := r.Get("alias")
+		name := termsafe.Name(pyStr(alias))
+		if d := depth[k]; d > 0 {
+			name = strings.Repeat(" ", d) + "- " + name
+		}
+		version := termsafe.Name(pyStr(v.versions[k]))
+		shots := " "
+		if n, ok := v.nshot[k]; ok {
+			shots = fmt.Sprint(n)
+		}
+		hib := v.hib[k]
+		var keys []string
+		for _, key := range r.Keys {
+			switch key {
+			case "alias", "name", "sample_len", "sample_count":
+			default:
+				keys = append(keys, key)
+			}
+		}
+		sort.Strings(keys)
+		for _, key := range keys {
+			m, f, _ := strings.Cut(key, ",")
+			if strings.HasSuffix(m, "_stderr") {
+				continue
+			}
+			arrow := ""
+			if hib != nil {
+				if up, ok := hib.Values[m].(bool); ok {
+					arrow = map[bool]string{true: "↑", false: "↓"}[up]
+				}
+			}
+			se, pm := "", ""
+			if s, ok := r.Get(m + "_stderr," + f); ok {
+				pm = "±"
+				if s == "N/A" {
+					se = "   N/A"
+				} else {
+					se = formatValue(s)
+				}
+			}
+			val, _ := r.Get(key)
+			rows = append(rows, []string{name, version, termsafe.Name(f), shots, m, arrow, formatValue(val), pm, se})
+			name, version = "", ""
+		}
+	}
+	return writeTable(w, "Groups", rows)
+}
+
+// writeTable writes rows under lm-eval's table header (first names the first column) as
+// pytablewriter lays a Markdown table out.
+func writeTable(w io.Writer, first string, rows [][]string) error {
+	header := []string{first, "Version", "Filter", "n-shot", "Metric", "", "Value", "", "Stderr"}
+	right := []bool{false, true, false, true, false, false, true, false, true}
 	// pytablewriter's layout, which lm-eval's table uses: at least 3 wide, headers centred,
 	// numbers right-aligned, a column holding "N/A" among its numbers left-aligned.
 	for _, r := range rows {

@@ -3,9 +3,7 @@ package eval
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -110,37 +108,13 @@ var hookKeys = map[string]bool{
 }
 
 // LoadTasks reads the tasks named by spec: a YAML file, or a folder whose *.yaml and *.yml
-// files (not recursing) are each a task.
+// files (not recursing) are each a task or a task group; a group gives its tasks (LoadSuite).
 func LoadTasks(spec string) ([]*Task, error) {
-	st, err := os.Stat(spec)
+	s, err := LoadSuite(spec)
 	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", spec, err)
+		return nil, err
 	}
-	if !st.IsDir() {
-		t, err := LoadTask(spec)
-		if err != nil {
-			return nil, err
-		}
-		return []*Task{t}, nil
-	}
-	var files []string
-	for _, pat := range []string{"*.yaml", "*.yml"} {
-		m, _ := filepath.Glob(filepath.Join(spec, pat))
-		files = append(files, m...)
-	}
-	sort.Strings(files)
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no task YAML (*.yaml, *.yml) in this folder: %w", spec, ErrBadTask)
-	}
-	var tasks []*Task
-	for _, f := range files {
-		t, err := LoadTask(f)
-		if err != nil {
-			return nil, err
-		}
-		tasks = append(tasks, t)
-	}
-	return tasks, nil
+	return s.Tasks, nil
 }
 
 // maxTaskBytes bounds a task YAML (1 MiB).
@@ -178,7 +152,15 @@ func ParseTask(path string, data []byte) (*Task, error) {
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
 		return nil, taskError(path, &root, "", "a task file holds one mapping of task fields")
 	}
-	m := root.Content[0]
+	if isGroupNode(root.Content[0]) {
+		return nil, taskError(path, root.Content[0], "group", "this file is a task group (group: with a task: list); load it with LoadSuite")
+	}
+	return parseTaskNode(path, root.Content[0])
+}
+
+// parseTaskNode reads a task from m, a mapping of task fields in the YAML file path (a task
+// file's root, or a task given inline in a group's task: list).
+func parseTaskNode(path string, m *yaml.Node) (*Task, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -191,17 +191,22 @@ func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
 	seqLen := lengthBucket(ch.seqLen)
 	numBlocks := ch.caches[0].covering(maxStart) // the blocks follow one schedule: the same sizes in every cache
 
-	padded := make([]int32, batch*seqLen)
 	start := make([]int32, batch)
 	valid := make([]int32, batch)
 	wanted := 1
 	for i, ids := range ch.ids {
-		for j, id := range ids {
-			padded[i*seqLen+j] = int32(id)
-		}
 		start[i], valid[i] = int32(ch.caches[i].Len()), int32(len(ids))
 		wanted = max(wanted, len(ch.rows[i]))
 	}
+	// The rows per sequence in a length bucket too (never past seqLen's), so that runs of
+	// every length wanting all their rows (a loglikelihood request's continuation) share
+	// graphs as their chunks do; the extra rows are fillers.
+	wanted = lengthBucket(wanted)
+	tokens, err := m.stepTokens(ch.ids, seqLen)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tokens.FinalizeAll() }()
 	logitRows := make([]int32, batch*wanted)
 	for i, r := range ch.rows {
 		for j := range wanted {
@@ -214,8 +219,7 @@ func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
 	}
 	specs := ch.caches[0].specs
 	args := make([]any, 0, numStepInputs+len(m.weights)+batch*len(specs)*max(numBlocks, 1))
-	args = append(args, tensors.FromFlatDataAndDimensions(padded, batch, seqLen), start, valid,
-		tensors.FromFlatDataAndDimensions(logitRows, batch, wanted))
+	args = append(args, tokens, start, valid, tensors.FromFlatDataAndDimensions(logitRows, batch, wanted))
 	for _, w := range m.weights {
 		args = append(args, w)
 	}
@@ -268,6 +272,22 @@ func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
 		out[i] = data[i*wanted*vocab : (i*wanted+len(r))*vocab]
 	}
 	return out, nil
+}
+
+// stepTokens is the step graph's first input for the chunks ids, each padded with token 0 to
+// seqLen: their IDs, int32 [B, seqLen], or with Layout.HostEmbed their embeddings looked up on
+// the host [B, seqLen, d].
+func (m *Model) stepTokens(ids [][]int, seqLen int) (*tensors.Tensor, error) {
+	if m.layout.HostEmbed {
+		return m.layout.hostEmbeddings(m.weights[m.embedding], ids, seqLen, m.shape.Vocab)
+	}
+	padded := make([]int32, len(ids)*seqLen)
+	for i, row := range ids {
+		for j, id := range row {
+			padded[i*seqLen+j] = int32(id)
+		}
+	}
+	return tensors.FromFlatDataAndDimensions(padded, len(ids), seqLen), nil
 }
 
 // keepState takes a step's state outputs (see stepGraph) into the caches of ch: the new rows of

@@ -7,6 +7,7 @@ package octlm
 // runs; this file is the only one in the package that does, by the typed xla.Engine.
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/octlm/octlm/xla"
 )
@@ -35,6 +37,12 @@ type Layout struct {
 	// EmbedSlices looks each token's embedding row up with a DynamicSlice of its own instead of
 	// one Gather (rows only; see ops.embed).
 	EmbedSlices bool
+	// HostEmbed looks a step's token embeddings up on the host, in the resident table (a
+	// buffer the backend shares with Go, read in place), and gives the step graph those rows
+	// [B, S, d] instead of the token IDs: the graph has no lookup at all (see hostEmbeddings).
+	// Load turns it off on a backend without shared buffers, where reading the table would copy
+	// it to the host. The trace and the training forward still look up in the graph.
+	HostEmbed bool
 	// PadMACs pads the rows of a product with zeros until rows × in × out reaches it (at most
 	// maxPadRows rows); 0 never pads. See ops.padRows.
 	PadMACs int
@@ -99,6 +107,12 @@ const (
 // decode unchanged, prefill 1.49–1.52× → 1.75–1.77× llama.cpp's, 8 sequences decoded together
 // 2.1× → 3.3–3.4× one (docs/performance.md, 2026-12-02).
 //
+// On ONNX Runtime the step graph takes the embeddings looked up on the host (HostEmbed): one
+// DynamicSlice per token made a graph of B sequences of S tokens B·S lookups, and ONNX Runtime's
+// session build grows faster than linearly with them: the tiny synth shape's loglikelihood
+// benchmark compiled its 4 graphs of 4 × 64–192 tokens in 57 s at batch 4 (0.73 s with
+// HostEmbed) and had not compiled batch 16's in 300 s (0.43 s), 2026-12-02.
+//
 // XLA (and any other engine): rows, one gather; XLA parallelises a product by itself.
 //
 // ONNX Runtime's logistic function is built from its Exp (SigmoidByExp): its own Sigmoid is
@@ -125,6 +139,7 @@ func LayoutFor(engine xla.Engine) Layout {
 	case xla.EngineONNX:
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
+		l.HostEmbed = true
 		l.FuseProjections = true
 		l.PadMACs = 0
 		l.SigmoidByExp = true
@@ -340,7 +355,9 @@ func (o ops) embed(table, ids *Node) *Node {
 // pairs. With EmbedSlices each token's row or column is a DynamicSlice of its own: GoMLX's ONNX
 // Runtime backend turns a Gather into a Transpose of the whole table (even an identity one) and
 // a GatherND, a 600 MB copy on every step. One node per token makes long chunks slow to compile
-// (7.5 s for 1024 tokens against 0.5), once per length bucket. Otherwise one Gather of rows.
+// (7.5 s for 1024 tokens against 0.5), once per length bucket and batch size, so the step graph
+// on ONNX Runtime takes embeddings looked up on the host instead (HostEmbed); the trace and
+// the training forward still look up here. Otherwise one Gather of rows.
 func (o ops) embedRows(table, ids *Node) *Node {
 	seqLen := ids.Shape().Dimensions[0]
 	g := ids.Graph()
@@ -421,6 +438,62 @@ func tableBlock(ids *Node, perBlock int) (block, at *Node) {
 	per := ConstAs(ids, perBlock)
 	block = Div(ids, per)
 	return block, Sub(ids, Mul(block, per))
+}
+
+// hostEmbeddings looks the token IDs of each row of ids up on the host in table, the resident
+// embedding as layout l stores it (rows or columns, in blocks or not, read in place), for
+// HostEmbed: [len(ids), seqLen, d] in the table's dtype, each row's tokens followed by token
+// 0's embedding up to seqLen (the step graph's padding ID). IDs must lie in [0, vocab).
+func (l Layout) hostEmbeddings(table *tensors.Tensor, ids [][]int, seqLen, vocab int) (*tensors.Tensor, error) {
+	dims := table.Shape().Dimensions
+	size := table.DType().Size()
+	var d int
+	var at func(t, k int) int // the element index of component k of token t's embedding
+	switch {
+	case !l.TableColumns:
+		// Rows [vocab, d] or [blocks, perBlock, d], the padding rows after the last token:
+		// token t is row t of the flat table either way.
+		d = dims[len(dims)-1]
+	case len(dims) == 2: // columns [d, vocab]
+		d = dims[0]
+		at = func(t, k int) int { return k*dims[1] + t }
+	default: // columns in blocks [blocks, d, perBlock]
+		d = dims[1]
+		at = func(t, k int) int {
+			block, column := l.tableColumn(t, vocab)
+			return (block*d+k)*dims[2] + column
+		}
+	}
+	out := tensors.FromShape(shapes.Make(table.DType(), len(ids), seqLen, d))
+	var bad error
+	err := table.ConstBytes(func(src []byte) {
+		bad = out.MutableBytes(func(dst []byte) {
+			for b, row := range ids {
+				for j := range seqLen {
+					t := 0
+					if j < len(row) {
+						t = row[j]
+					}
+					to := dst[((b*seqLen)+j)*d*size:][:d*size]
+					if at == nil {
+						copy(to, src[t*d*size:(t+1)*d*size])
+						continue
+					}
+					for k := range d {
+						copy(to[k*size:(k+1)*size], src[at(t, k)*size:][:size])
+					}
+				}
+			}
+		})
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		_ = out.FinalizeAll()
+		return nil, fmt.Errorf("octlm: looking up the embeddings of %d sequences in %s: %w", len(ids), table.Shape(), err)
+	}
+	return out, nil
 }
 
 // head is the output projection logits = hidden · tableᵀ for hidden [P, d], with the table (the

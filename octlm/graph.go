@@ -26,7 +26,8 @@ import (
 // the chunk itself (T = 0).
 type step struct {
 	ops       ops   // the engine's layout: products, lookups, rsqrt
-	ids       *Node // int32 [B, S]: token IDs, padded with zeros
+	ids       *Node // int32 [B, S]: token IDs, padded with zeros (nil where embedded is set)
+	embedded  *Node // [B, S, d]: the embeddings of ids looked up on the host (Layout.HostEmbed), or nil
 	start     *Node // int32 [B]: cache position of ids[b, 0]
 	valid     *Node // int32 [B]: how many of the S ids of each row are real
 	positions *Node // int32 [B, S]: start + 0..S-1
@@ -46,6 +47,15 @@ type step struct {
 	// recompute marks each layer's input as a gradient checkpoint (training): the backward pass
 	// recomputes a layer's activations from it instead of keeping them.
 	recompute bool
+}
+
+// embed is the chunk's token embeddings [B, S, d]: those the host looked up, else table's rows
+// for ids (ops.embed).
+func (s *step) embed(table *Node) *Node {
+	if s.embedded != nil {
+		return s.embedded
+	}
+	return s.ops.embed(table, s.ids)
 }
 
 // kvAt is the blocks of position-indexed state spec i (nil without a cache).
@@ -78,7 +88,8 @@ func (s *step) layersOutput(hidden *Node) *Node {
 type kvBlocks [][]*Node
 
 // newStep builds a step for ids [B, S] starting at start [B] with valid [B] real rows, attending
-// over slots cache slots (below start) and the chunk itself.
+// over slots cache slots (below start) and the chunk itself. ids may instead be the chunk's
+// embeddings [B, S, d] (Layout.HostEmbed): then they are the step's embedded and ids is nil.
 func newStep(o ops, ids, start, valid *Node, slots int, cached bool) *step {
 	g := ids.Graph()
 	batch, seqLen := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
@@ -91,7 +102,7 @@ func newStep(o ops, ids, start, valid *Node, slots int, cached bool) *step {
 		past := LessThan(slot, Reshape(start, batch, 1, 1)) // [B, S, T]
 		causal = Concatenate([]*Node{past, causal}, 2)
 	}
-	return &step{
+	s := &step{
 		ops:       o,
 		ids:       ids,
 		start:     start,
@@ -101,6 +112,10 @@ func newStep(o ops, ids, start, valid *Node, slots int, cached bool) *step {
 		causal:    causal,
 		cached:    cached,
 	}
+	if ids.Rank() == 3 {
+		s.ids, s.embedded = nil, ids
+	}
+	return s
 }
 
 // forward runs an architecture's layers and returns the hidden state after the last one
@@ -112,7 +127,7 @@ func forward(a architecture, s *step, w weightSet, state []*Node) (*Node, []*Nod
 
 // stepInputs are the non-weight inputs of the step graph, in order, for a batch of B sequences.
 const (
-	inIDs       = iota // int32 [B, S]: token IDs, padded
+	inIDs       = iota // int32 [B, S]: token IDs, padded; with Layout.HostEmbed their embeddings [B, S, d]
 	inStart            // int32 [B]: cache position of ids[b, 0]
 	inValid            // int32 [B]: how many of the S ids of each row are real
 	inLogitRows        // int32 [B, P]: rows of each sequence's chunk whose logits are returned

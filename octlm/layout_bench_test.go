@@ -95,6 +95,12 @@ func TestLayouts(t *testing.T) {
 		// 320 tokens as rows in 3 blocks of 107 (the last padded by one row).
 		{"rows in 3 blocks, linear rows", Layout{TableBlocks: 3, LinearRows: true}, []int{3, 107, 64}, false},
 		{"rows in 3 blocks, slices, fused, linear rows", Layout{TableBlocks: 3, EmbedSlices: true, FuseProjections: true, LinearRows: true}, []int{3, 107, 64}, true},
+		// The embeddings looked up on the host, in each table layout (both backends share
+		// their buffers with Go, so Load keeps HostEmbed).
+		{"rows, host lookup", Layout{HostEmbed: true}, rows, false},
+		{"go, host lookup", Layout{TableColumns: true, PadMACs: goPadMACs, HostEmbed: true}, columns, false},
+		{"columns in 3 blocks, host lookup", Layout{TableColumns: true, TableBlocks: 3, ColumnRows: 96, HostEmbed: true}, []int{3, 64, 107}, false},
+		{"rows in 3 blocks, host lookup, fused, linear rows", Layout{TableBlocks: 3, HostEmbed: true, FuseProjections: true, LinearRows: true}, []int{3, 107, 64}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,6 +111,9 @@ func TestLayouts(t *testing.T) {
 			}
 			for _, name := range fixtures {
 				m := loadLayoutOn(t, backend, name, tt.layout)
+				if m.layout.HostEmbed != tt.layout.HostEmbed {
+					t.Errorf("loaded with HostEmbed %v, want %v", m.layout.HostEmbed, tt.layout.HostEmbed)
+				}
 				if name == "tiny-qwen3" {
 					// A Linear weight in → out is resident [in, out], or [out, in] as stored.
 					linear := func(in, out int) []int {

@@ -57,7 +57,10 @@ type Model struct {
 	specs   []weightSpec      // the architecture's weight table
 	adapter *LoRA             // applied unmerged in the step graph; nil: none
 	weights []*tensors.Tensor // one per spec, in the layout
-	chunks  ChunkOptions
+	// embedding is the index in weights of the embedding table (the first of the
+	// architecture's sizeNames), which Layout.HostEmbed reads.
+	embedding int
+	chunks    ChunkOptions
 
 	mu      sync.Mutex           // guards step compilation and runs
 	steps   map[string]*stepExec // the step graph compiled for each set of argument shapes

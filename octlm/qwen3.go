@@ -99,7 +99,7 @@ func (q qwen3) state() []stateSpec {
 // and its new keys and values (its cache is all position-indexed: s.kv, no fixed-size state).
 func (q qwen3) layers(s *step, w weightSet, _ []*Node) ([]*Node, []*Node) {
 	cos, sin := rotaryTables(s.positions, q.c.HeadWidth(), q.c.Base()) // Qwen3RotaryEmbedding
-	hidden := s.ops.embed(w.get(EmbeddingName), s.ids)                 // [B, S, d]
+	hidden := s.embed(w.get(EmbeddingName))                            // [B, S, d]
 	hiddens := []*Node{hidden}
 	var newCache []*Node
 	for i := range q.c.NLayers {

@@ -29,7 +29,7 @@ func (q qwen35) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 	c := q.c
 	cos, sin := rotaryTables(s.positions, c.RotaryDim, c.RopeTheta) // Qwen3_5TextRotaryEmbedding, text positions
 	p := c.WeightPrefix()
-	hidden := s.ops.embed(w.get(p+"embed_tokens.weight"), s.ids) // [B, S, hidden]
+	hidden := s.embed(w.get(p + "embed_tokens.weight")) // [B, S, hidden]
 	hiddens := []*Node{hidden}
 	var newState []*Node
 	for i := range c.LayerTypes {

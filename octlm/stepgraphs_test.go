@@ -2,8 +2,9 @@ package octlm
 
 import "testing"
 
-// TestStepGraphsBounded runs a prompt in chunks of growing lengths, so that it needs more step
-// graphs (chunk length × attended length) than a model keeps: the least recently used are freed,
+// TestStepGraphsBounded runs a prompt in chunks of growing lengths, then a short prompt in
+// batches of 1 to maxStepGraphs+1 copies, so that it needs more step graphs (batch × chunk
+// length × attended length × logit rows) than a model keeps: the least recently used are freed,
 // at most maxStepGraphs stay compiled, and the logits still match the prompt run in one chunk.
 func TestStepGraphsBounded(t *testing.T) {
 	m := loadFixture(t, "tiny-qwen3", Float32)
@@ -27,6 +28,26 @@ func TestStepGraphsBounded(t *testing.T) {
 		}
 		got.Rows, got.Vocab = got.Rows+l.Rows, l.Vocab
 		got.Data = append(got.Data, l.Data...)
+	}
+	short := ids[:3]
+	one, err := m.Forward(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := 1; b <= maxStepGraphs+1; b++ {
+		seqs := make([][]int, b)
+		for i := range seqs {
+			seqs[i] = short
+		}
+		out, err := m.ForwardBatch(seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range out {
+			if d := maxAbsError(t, l, one); d > 1e-5 {
+				t.Errorf("batch of %d, sequence %d: logits differ from the prompt alone by %g", b, i, d)
+			}
+		}
 	}
 	if n := m.CompileStats().Graphs; n <= maxStepGraphs {
 		t.Fatalf("the chunks compiled %d graphs, want more than %d to exercise freeing", n, maxStepGraphs)

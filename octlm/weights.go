@@ -95,6 +95,9 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	if opts.Layout != nil {
 		layout = *opts.Layout
 	}
+	if !opts.Backend.HasSharedBuffers() {
+		layout.HostEmbed = false // reading the table on the host would copy it there
+	}
 	specs := residentSpecs(arch.weights(), layout)
 	if opts.Adapter != nil {
 		if err := opts.Adapter.check(specs); err != nil {
@@ -116,6 +119,11 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	}
 	m = &Model{shape: arch.shape(), DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs, adapter: opts.Adapter,
 		chunks: opts.Chunks.withDefaults(), weights: make([]*tensors.Tensor, len(specs))}
+	embedding, _ := arch.sizeNames()
+	m.embedding = slices.IndexFunc(specs, func(s weightSpec) bool { return s.Name == embedding[0] })
+	if m.embedding < 0 {
+		m.layout.HostEmbed = false // no table of that name to read (the graph looks it up)
+	}
 	fusing := map[int]*fusedFill{} // fused weights with parts still to come
 	partial := m                   // error returns set m to nil; partial is what to free
 	defer func() {

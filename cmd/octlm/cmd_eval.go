@@ -50,7 +50,7 @@ func parseEvalArgs(args []string, stderr io.Writer) (evalArgs, error) {
 	fs.SetOutput(stderr)
 	a.model.register(fs, "")
 	a.model.registerAdapter(fs)
-	tasks := fs.String("tasks", "", "task `YAML|DIR[,...]`: lm-eval task files, or folders of them")
+	tasks := fs.String("tasks", "", "task `YAML|DIR[,...]`: lm-eval task or group files, or folders of them")
 	fs.StringVar(&a.output, "output", "", "write results_<date>.json (and samples) under `DIR`/<model>, as lm-eval's --output_path")
 	fs.BoolVar(&a.logSamples, "log-samples", false, "also write samples_<task>_<date>.jsonl: every document's requests, responses and metrics")
 	fs.Float64Var(&a.limit, "limit", 0, "evaluate only the first `N` documents of each task (below 1: that fraction)")
@@ -121,23 +121,16 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// Every task and its data are read before the model: bad input fails at once.
 	var all []*eval.Instances
-	names := map[string]string{}
-	for _, spec := range a.tasks {
-		tasks, err := eval.LoadTasks(spec)
+	suite, err := eval.LoadSuite(a.tasks...)
+	if err != nil {
+		return err
+	}
+	for _, t := range suite.Tasks {
+		in, err := t.Build(eval.BuildOptions{NumFewshot: a.numFewshot, Limit: a.limit})
 		if err != nil {
 			return err
 		}
-		for _, t := range tasks {
-			if prev, dup := names[t.Name]; dup {
-				return fmt.Errorf("task %q is defined twice (%s and %s)", t.Name, prev, t.Path)
-			}
-			names[t.Name] = t.Path
-			in, err := t.Build(eval.BuildOptions{NumFewshot: a.numFewshot, Limit: a.limit})
-			if err != nil {
-				return err
-			}
-			all = append(all, in)
-		}
+		all = append(all, in)
 	}
 	dir, err := a.model.resolve(ctx)
 	if err != nil {
@@ -204,7 +197,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stderr, "%s: %d documents scored\n", printable(in.Task.Name), len(in.Docs))
 		if outDir != "" {
 			cfg.TotalSeconds = time.Since(begin).Seconds()
-			if err := writeResults(outDir, dateID, done, cfg); err != nil {
+			if err := writeResults(outDir, dateID, done, suite.Groups, cfg); err != nil {
 				return err
 			}
 		}
@@ -213,6 +206,13 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(out, "octlm (%s), limit: %s, num_fewshot: %s, batch_size: %d\n", printable(cfg.ModelArgs()), limitText(a.limit), shotsText(a.numFewshot), a.batch)
 	if err := eval.Table(out, done); err != nil {
 		return err
+	}
+	var groups strings.Builder
+	if err := eval.GroupTable(&groups, done, suite.Groups); err != nil {
+		return err
+	}
+	if groups.Len() > 0 {
+		fmt.Fprintf(out, "\n%s", groups.String())
 	}
 	if outDir != "" {
 		fmt.Fprintf(stderr, "results: %s\n", printable(filepath.Join(outDir, "results_"+dateID+".json")))
@@ -276,8 +276,8 @@ func evalTask(ctx context.Context, r *eval.Runner, in *eval.Instances, outDir, d
 	return eval.TaskResult{Instances: in, Result: in.Aggregate()}, nil
 }
 
-func writeResults(outDir, dateID string, done []eval.TaskResult, cfg eval.RunConfig) error {
-	b, err := eval.ResultsJSON(done, cfg)
+func writeResults(outDir, dateID string, done []eval.TaskResult, groups []*eval.Group, cfg eval.RunConfig) error {
+	b, err := eval.ResultsJSON(done, groups, cfg)
 	if err != nil {
 		return err
 	}

@@ -90,6 +90,52 @@ func TestEvalCommand(t *testing.T) {
 	}
 }
 
+// TestEvalGroup runs a group over the fixture's quiz task: the group's results are the task's
+// (one leaf task: its mean, and a pooled standard error equal to its own), under results and
+// groups, and the groups table follows the tasks'.
+func TestEvalGroup(t *testing.T) {
+	out, dir := t.TempDir(), t.TempDir()
+	group := filepath.Join(dir, "quizzes.yaml")
+	if err := os.WriteFile(group, []byte("group: quizzes\ntask: [tiny_quiz]\naggregate_metric_list:\n  - metric: acc_norm\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err := runEval(context.Background(), []string{"--model", filepath.Join(evalFixture, "model"), "--backend", "go",
+		"--tasks", filepath.Join(evalFixture, "tasks") + "," + group, "--max-length", "32", "--output", out}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if !regexp.MustCompile(`(?m)^\|Groups *\|`).MatchString(stdout.String()) || !regexp.MustCompile(`(?m)^\|quizzes *\|.*\|acc_norm\|.*0\.5000\|± *\|0\.2236\|$`).MatchString(stdout.String()) {
+		t.Errorf("no groups table with the quiz's acc_norm:\n%s", stdout.String())
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*", "results_*.json"))
+	if len(files) != 1 {
+		t.Fatalf("results files %v, want one", files)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Results       map[string]map[string]any `json:"results"`
+		Groups        map[string]map[string]any `json:"groups"`
+		GroupSubtasks map[string][]string       `json:"group_subtasks"`
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	g := res.Results["quizzes"]
+	if g["acc_norm,none"] != 0.5 || g["sample_len"] != 6.0 {
+		t.Errorf("results.quizzes = %v", g)
+	}
+	if v, _ := g["acc_norm_stderr,none"].(float64); math.Abs(v-0.22360679774997896) > 1e-12 {
+		t.Errorf("acc_norm_stderr,none = %v, want the task's 0.2236", v)
+	}
+	if res.Groups["quizzes"] == nil || len(res.GroupSubtasks["quizzes"]) != 1 || res.GroupSubtasks["tiny_prose"] == nil {
+		t.Errorf("groups %v, group_subtasks %v", res.Groups, res.GroupSubtasks)
+	}
+}
+
 // TestEvalBadInput checks the usage errors and that a bad task fails before the model loads.
 func TestEvalBadInput(t *testing.T) {
 	model := filepath.Join(evalFixture, "model")
