@@ -7,7 +7,7 @@
 #
 # BEFORE and AFTER are `octlm` binaries (go build -o … ./cmd/octlm at each commit); MODEL is a
 # random Qwen3-0.6B (made with `octlm synth --like qwen3-0.6b` if absent); LLAMACPP_BENCH is
-# llama.cpp's llamacpp-bench peer script (skipped if unset). Prints one line per run and a table of decode ms/token, the depth-4096
+# llama.cpp's llamacpp-bench peer script (skipped if unset); BACKENDS the engines (default "go onnx"). Prints one line per run and a table of decode ms/token, the depth-4096
 # step over the depth-0 step, and peak RSS, with the load average at each run. The raw JSON
 # lines go to $OUT (default /tmp/bench_depth.jsonl).
 set -euo pipefail
@@ -18,6 +18,7 @@ LLAMA=${LLAMACPP_BENCH:-}
 REPS=${REPS:-2}
 THREADS=${THREADS:-2}
 OUT=${OUT:-/tmp/bench_depth.jsonl}
+BACKENDS=${BACKENDS:-go onnx}
 [ -f "$MODEL/model.safetensors" ] || "$AFTER" synth --like qwen3-0.6b --out "$MODEL"
 : > "$OUT"
 
@@ -33,8 +34,8 @@ octlm_run() { # label binary backend depth
 	local l
 	l=$(load)
 	"$bin" bench --model "$MODEL" --backend "$backend" --json "${args[@]}" 2>/dev/null |
-		jq -c --arg label "$label" --arg backend "$backend" --arg load "$l" \
-			'{label: $label, backend: $backend, depth: .depth, load: ($load|tonumber),
+		jq -c --arg lab "$label" --arg backend "$backend" --arg load "$l" \
+			'{"label": $lab, backend: $backend, depth: .depth, load: ($load|tonumber),
 			  decode_ms: .decode_ms_per_token, decode_tps: .decode_tokens_per_second,
 			  prefill_tps: .prefill_tokens_per_second, peak_rss_gib: (.peak_rss_bytes / 1073741824)}' | tee -a "$OUT"
 }
@@ -49,14 +50,14 @@ llama_run() { # depth
 	l=$(load)
 	"$LLAMA" "${args[@]}" --threads "$THREADS" --reps 1 2>/dev/null | tail -1 |
 		jq -c --arg load "$l" --argjson depth "$depth" \
-			'{label: "llama.cpp", backend: "llama.cpp", depth: $depth, load: ($load|tonumber),
+			'{"label": "llama.cpp", backend: "llama.cpp", depth: $depth, load: ($load|tonumber),
 			  decode_ms: (1000 / .decode_tokens_per_second), decode_tps: .decode_tokens_per_second,
 			  prefill_tps: .prefill_tokens_per_second, peak_rss_gib: null}' | tee -a "$OUT"
 }
 
 for rep in $(seq "$REPS"); do
 	echo "# rep $rep" >&2
-	for backend in go onnx; do
+	for backend in $BACKENDS; do
 		for depth in 0 4096; do
 			octlm_run before "$BEFORE" "$backend" "$depth"
 			octlm_run after "$AFTER" "$backend" "$depth"

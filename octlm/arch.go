@@ -37,7 +37,8 @@ type architecture interface {
 	// last before the final norm; the trace compares them all), and the new cache state, one
 	// node per stateSpec with a leading batch axis (nil without a cache: s.cached false): for a
 	// fixed-size state the new state, same shape and dtype as the one given in state; for a
-	// position-indexed one (given as blocks in s.kv, nil in state) the chunk's S new rows.
+	// position-indexed one (given as blocks in s.kv, nil in state) the chunk's S new rows, laid
+	// out as the layout stores the state (Layout.stateSpecs: values transposed with CacheLeft).
 	layers(s *step, w weightSet, state []*Node) (hiddens, newState []*Node)
 	// logits is the final norm and the output head on the rows that want logits, hidden
 	// [P, d]: [P, vocab].
@@ -136,6 +137,9 @@ type stateSpec struct {
 	PosAxis int
 	// Float32 stores the state in float32 whatever the cache's dtype (a recurrent state).
 	Float32 bool
+	// Values marks attention's values, declared [kvHeads, positions, hd]: a layout may store them
+	// transposed, [kvHeads, hd, positions] (Layout.CacheLeft, see Layout.stateSpecs).
+	Values bool
 }
 
 // shape is the state's shape for a cache of the given capacity.

@@ -1,6 +1,7 @@
 package octlm
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -17,9 +18,12 @@ import (
 // over a Qwen3-0.6B layer's cache at 4,096 positions (8 kv heads × 2 query heads each × 128),
 // scaled to 28 layers, on ONNX Runtime and the pure-Go backend.
 //
-// "blocks" is what the step graph runs (attention in blocks.go): the cache's blocks (64, 64, 128,
-// … 1,024 positions, see nextBlock) read in place, shared with Go, plus the chunk's own key; it
-// writes nothing. The other variants are the graph before it, whole and in parts: the cache
+// "blocks/…" is what the step graph runs (attention in blocks.go): the cache's blocks (64, 64,
+// 128, … 1,024 positions, see nextBlock) read in place, shared with Go, plus the chunk's own key;
+// it writes nothing. "stored" multiplies the blocks as the pure-Go backend's layout does (q·Kᵀ
+// and p·V, the blocks on the right), "left" as ONNX Runtime's (Layout.CacheLeft: K·qᵀ and Vᵀ·pᵀ,
+// the values stored transposed); "-5120" reads the 5,120 slots a decode step after a 32-token
+// prompt at depth 4,096 reads, the last block of 1,024 nearly empty. The other variants are the graph before it, whole and in parts: the cache
 // written into a new buffer each step (ScatterND, "scatteronly"), the attended slots sliced off
 // (a copy each, "sliceonly"), the scores and the weighted values. With glibc's threshold for
 // mapping large blocks fixed at 256 KiB, every 17 MB buffer was mapped and zero-filled afresh on
@@ -36,7 +40,6 @@ func BenchmarkAttentionAtDepth(b *testing.B) {
 		b.Run(e.name, func(b *testing.B) {
 			backend := e.backend(b)
 			o := ops{layout: LayoutFor(e.engine)}
-			blocks := blockSizes(depth)
 			kc := tensors.FromShape(shapes.Make(dtypes.Float32, kvH, capacity, hd))
 			vc := tensors.FromShape(shapes.Make(dtypes.Float32, kvH, capacity, hd))
 			q := randomTensor(b, dtypes.Float32, kvH, group, hd)
@@ -58,32 +61,49 @@ func BenchmarkAttentionAtDepth(b *testing.B) {
 				}
 				b.ReportMetric(float64(time.Since(begin).Microseconds())/float64(b.N)*layers/1000, "ms/28layers")
 			}
-			b.Run("blocks", func(b *testing.B) {
-				args := []any{randomTensor(b, dtypes.Float32, 1, 1, kvH*group, hd), randomTensor(b, dtypes.Float32, 1, 1, kvH, hd), int32(depth)}
-				for range 2 { // keys, values
-					for _, n := range blocks {
-						t, err := tensors.FromShapeForBackend(backend, 0, shapes.Make(dtypes.Float32, kvH, n, hd))
-						if err != nil {
-							b.Fatal(err)
+			// What the step graph runs, in the engine's cache layout and the other one, over the
+			// blocks that cover depth (4,096 slots) and over those a decode step after a prompt
+			// at that depth reads (5,120: the last block of 1,024 barely begun).
+			for _, c := range []struct {
+				name  string
+				left  bool
+				slots int
+			}{{"stored", false, depth}, {"left", true, depth}, {"stored-5120", false, depth + 1024}, {"left-5120", true, depth + 1024}} {
+				b.Run("blocks/"+c.name, func(b *testing.B) {
+					o := o
+					o.layout.CacheLeft = c.left
+					blocks := blockSizes(c.slots)
+					start := min(c.slots, depth+32)
+					args := []any{randomTensor(b, dtypes.Float32, 1, 1, kvH*group, hd), randomTensor(b, dtypes.Float32, 1, 1, kvH, hd), int32(start)}
+					for _, values := range []bool{false, true} {
+						for _, n := range blocks {
+							dims := []int{kvH, n, hd}
+							if values && c.left {
+								dims = []int{kvH, hd, n}
+							}
+							t, err := tensors.FromShapeForBackend(backend, 0, shapes.Make(dtypes.Float32, dims...))
+							if err != nil {
+								b.Fatal(err)
+							}
+							args = append(args, t)
 						}
-						args = append(args, t)
 					}
-				}
-				exec, err := NewExec(backend, func(g *Graph, in []*Node) []*Node {
-					query, key, start := in[0], in[1], InsertAxes(in[2], 0)
-					ids := Zeros(g, shapes.Make(dtypes.Int32, 1, 1))
-					s := newStep(o, ids, start, OnesLike(start), depth, true)
-					s.kvDType = dtypes.Float32
-					kb, vb := kvBlocks{in[3 : 3+len(blocks)]}, kvBlocks{in[3+len(blocks):]}
-					ctx, _, _ := attention(s, query, key, key, kb, vb)
-					return []*Node{ctx}
+					exec, err := NewExec(backend, func(g *Graph, in []*Node) []*Node {
+						query, key, start := in[0], in[1], InsertAxes(in[2], 0)
+						ids := Zeros(g, shapes.Make(dtypes.Int32, 1, 1))
+						s := newStep(o, ids, start, OnesLike(start), c.slots, true)
+						s.kvDType = dtypes.Float32
+						kb, vb := kvBlocks{in[3 : 3+len(blocks)]}, kvBlocks{in[3+len(blocks):]}
+						ctx, _, _ := attention(s, query, key, key, kb, vb)
+						return []*Node{ctx}
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer exec.Finalize()
+					run(b, exec, args)
 				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer exec.Finalize()
-				run(b, exec, args)
-			})
+			}
 			variants := map[string]func(q, k, kc, vc, start *Node) []*Node{
 				"full": func(q, k, kc, vc, start *Node) []*Node {
 					nk := scatterOne(kc, k, start)
@@ -153,4 +173,85 @@ func scatterOne(cache, rows, start *Node) *Node {
 	idx := shapes.Make(dtypes.Int32, heads, seqLen, 1)
 	slots := Add(Reshape(ConvertDType(start, dtypes.Int32), 1, 1, 1), Iota(g, idx, 1))
 	return ScatterSum(cache, Concatenate([]*Node{Iota(g, idx, 0), slots}, -1), rows, true, true)
+}
+
+// BenchmarkCacheProducts is the cache's products alone on ONNX Runtime, as a decode step at
+// depth runs them: 28 layers' blocks covering 5,120 slots (1.17 GB of float32 keys and values,
+// more than the L3) in one graph, each layer's two query rows per kv head against its own
+// blocks. "keys-*" are the scores (ops.cacheScores), "values-*" the context (ops.cacheContext)
+// with the blocks multiplied on the right ("stored": q·Kᵀ, p·V) or on the left (Layout.CacheLeft:
+// K·qᵀ, Vᵀ·pᵀ on values stored transposed); "sum" reads the same keys and adds them up, the read
+// alone. It reports the fastest call.
+func BenchmarkCacheProducts(b *testing.B) {
+	const kvH, group, hd, layers, slots = 8, 2, 128, 28, 5120
+	backend := onnxBackend(b)
+	blocks := blockSizes(slots)
+	q := randomTensor(b, dtypes.Float32, kvH, group, hd)
+	p := randomTensor(b, dtypes.Float32, kvH, group, slots)
+	stored, left := ops{layout: Layout{}}, ops{layout: Layout{CacheLeft: true}}
+	variants := []struct {
+		name       string
+		small      *tensors.Tensor
+		transposed bool // blocks [kvH, hd, n]
+		fn         func(small *Node, blocks []*Node) *Node
+	}{
+		{"keys-stored", q, false, stored.cacheScores},
+		{"keys-left", q, false, left.cacheScores},
+		{"values-stored", p, false, stored.cacheContext},
+		{"values-left", p, true, left.cacheContext},
+		{"sum", q, false, func(_ *Node, bl []*Node) *Node {
+			parts := make([]*Node, len(bl))
+			for i, x := range bl {
+				parts[i] = ReduceAllSum(x)
+			}
+			return Stack(parts, 0)
+		}},
+	}
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			args := []any{v.small}
+			for range layers {
+				for _, n := range blocks {
+					dims := []int{kvH, n, hd}
+					if v.transposed {
+						dims = []int{kvH, hd, n}
+					}
+					t, err := tensors.FromShapeForBackend(backend, 0, shapes.Make(dtypes.Float32, dims...))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer t.FinalizeAll()
+					args = append(args, t)
+				}
+			}
+			exec, err := NewExec(backend, func(g *Graph, in []*Node) []*Node {
+				out := make([]*Node, layers)
+				for l := range out {
+					out[l] = v.fn(in[0], in[1+l*len(blocks):1+(l+1)*len(blocks)])
+				}
+				return out
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer exec.Finalize()
+			call := func() {
+				out, err := exec.Call(args...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, t := range out {
+					t.FinalizeAll()
+				}
+			}
+			call()
+			best := time.Duration(math.MaxInt64)
+			for b.Loop() {
+				begin := time.Now()
+				call()
+				best = min(best, time.Since(begin))
+			}
+			b.ReportMetric(float64(best.Microseconds())/1000, "best-ms")
+		})
+	}
 }

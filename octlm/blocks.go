@@ -69,13 +69,15 @@ func mlp(o ops, w weightSet, x *Node) *Node {
 // [B, S, heads, hd], key and value [B, S, kvHeads, hd] (after any norm and RoPE). With a cache
 // (s.cached) the query attends over the cache's blocks kCache/vCache (per sequence, each
 // [kvHeads, n, hd], read as they are: no copy, no write; the slots at or past a sequence's start
-// are masked) and over the chunk's own keys and values, rounded to the cache's dtype as the cache
-// will hold them; without one over the chunk alone. The scores against the blocks and against the
+// are masked; values [kvHeads, hd, n] where the layout has CacheLeft) and over the chunk's own
+// keys and values, rounded to the cache's dtype as the cache will hold them; without one over the
+// chunk alone. The scores against the blocks and against the
 // chunk are concatenated (they are small: [kvHeads, group·S, T+S]), the mask s.causal added as a
 // bias (0 or −inf) in float32, then softmax, then the context [B, S, heads·hd] (head h = kv·group +
 // g) as the sum of the probabilities' parts times each block's values and the chunk's. Returns the
-// context and the chunk's new keys and values [B, kvHeads, S, hd] in the cache's dtype, which the
-// host writes into the cache (nil without a cache).
+// context and the chunk's new keys and values [B, kvHeads, S, hd] in the cache's dtype (values
+// [B, kvHeads, hd, S] with CacheLeft), which the host writes into the cache (nil without a
+// cache). The products against the blocks are the layout's (ops.cacheScores, ops.cacheContext).
 func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, newK, newV *Node) {
 	o := s.ops
 	batch, seqLen, heads, hd := query.Shape().Dimensions[0], query.Shape().Dimensions[1], query.Shape().Dimensions[2], query.Shape().Dimensions[3]
@@ -109,12 +111,7 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	if slots > 0 {
 		past := make([]*Node, batch)
 		for b := range batch {
-			qb := perSeq(q, b)
-			parts := make([]*Node, len(kCache[b]))
-			for j, block := range kCache[b] {
-				parts[j] = wide(o.dotLastAxes(qb, ConvertDType(block, dtype), 1)) // [kvHeads, group·S, n]
-			}
-			past[b] = concatenate(parts, 2)
+			past[b] = o.cacheScores(perSeq(q, b), kCache[b]) // [kvHeads, group·S, T]
 		}
 		scores = Concatenate([]*Node{stack(past), scores}, 3) // [B, kvHeads, group·S, T+S]
 	}
@@ -134,22 +131,14 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	if slots > 0 {
 		past := make([]*Node, batch)
 		for b := range batch {
-			pb := perSeq(probs, b)
-			offset := 0
-			for _, block := range vCache[b] {
-				n := block.Shape().Dimensions[1]
-				part := o.batchMatMul(SliceAxis(pb, 2, AxisRange(offset, offset+n)), ConvertDType(block, values.DType()), 1)
-				offset += n
-				if past[b] == nil {
-					past[b] = part
-				} else {
-					past[b] = Add(past[b], part)
-				}
-			}
+			past[b] = o.cacheContext(perSeq(probs, b), vCache[b]) // [kvHeads, group·S, hd]
 		}
 		ctx = Add(stack(past), ctx)
 	}
 	ctx = TransposeAllAxes(Reshape(ctx, batch, kvHeads, group, seqLen, hd), 0, 3, 1, 2, 4)
+	if newV != nil && o.layout.CacheLeft {
+		newV = Transpose(newV, 2, 3) // [B, kvHeads, hd, S], as the cache stores values
+	}
 	return Reshape(ConvertDType(ctx, dtype), batch, seqLen, heads*hd), newK, newV
 }
 

@@ -11,7 +11,9 @@ import (
 )
 
 // Cache is a model's cache on its backend: per layer what the architecture keeps (see
-// stateSpec), for Qwen3 keys and values [kvHeads, positions, headDim].
+// stateSpec), for Qwen3 keys and values [kvHeads, positions, headDim] (values [kvHeads, headDim,
+// positions] where the layout has CacheLeft: see Layout.stateSpecs; writeRows then writes each
+// position's values as a column).
 //
 // Position-indexed state lives in blocks (see nextBlock: 64 positions, 64, 128, … doubling to
 // maxCacheBlock, then maxCacheBlock each), allocated as the cache grows and never moved: growing
@@ -87,7 +89,7 @@ func (m *Model) NewCacheDType(capacity int, dtype DType) (*Cache, error) {
 }
 
 func (m *Model) newCache(capacity int, dtype dtypes.DType) (*Cache, error) {
-	c := &Cache{model: m, dtype: dtype, specs: m.arch.state()}
+	c := &Cache{model: m, dtype: dtype, specs: m.layout.stateSpecs(m.arch.state())}
 	if err := c.reserve(max(capacity, 1)); err != nil {
 		c.Close()
 		return nil, err

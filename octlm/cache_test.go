@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/core/tensors"
+
+	"github.com/octlm/octlm/xla"
 )
 
 // TestChunkPaddingFitsCache runs chunks whose padded length bucket reaches past the cache's
@@ -213,6 +216,70 @@ func TestPad(t *testing.T) {
 	}
 	if err := cache.Pad(math.MaxInt); !errors.As(err, &ce) || cache.Len() != 106 {
 		t.Errorf("Pad(MaxInt): %v (len %d), want a *ContextError and the cache unchanged", err, cache.Len())
+	}
+}
+
+// TestCacheLeftValues: with Layout.CacheLeft a cache stores each layer's values transposed,
+// [kvHeads, hd, positions], and holds exactly the numbers the stored layout holds
+// [kvHeads, positions, hd] (keys unchanged), across a block boundary; the stored layout's specs
+// are the architecture's.
+func TestCacheLeftValues(t *testing.T) {
+	ids := make([]int, 70) // past the first block of 64
+	for i := range ids {
+		ids[i] = (i*29 + 3) % 200
+	}
+	caches := make([]*Cache, 2)
+	for i, left := range []bool{false, true} {
+		layout := LayoutFor(xla.EngineGo)
+		layout.CacheLeft = left
+		m, err := Load(fixtureDir("tiny-qwen3"), LoadOptions{Backend: goBackend(t), DType: Float32, Layout: &layout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		if caches[i], err = m.NewCache(1); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(caches[i].Close)
+		if _, err := m.ForwardCached(ids, caches[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored, left := caches[0], caches[1]
+	if !reflect.DeepEqual(stored.specs, stored.model.arch.state()) {
+		t.Errorf("the stored layout's specs differ from the architecture's")
+	}
+	for i, spec := range left.specs {
+		ws := stored.specs[i]
+		want, wantAxis := ws.shape(0), ws.PosAxis
+		if i%2 == 1 { // layers.N.v
+			want, wantAxis = []int{ws.Dims[0], ws.Dims[2], 0}, 2
+		}
+		if got := spec.shape(0); !reflect.DeepEqual(got, want) || spec.PosAxis != wantAxis || spec.Values != ws.Values {
+			t.Fatalf("spec %s: shape %v, position axis %d, want %v, %d", spec.Name, got, spec.PosAxis, want, wantAxis)
+		}
+		a, err := stateFlat(stored, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := stateFlat(left, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvHeads, capacity, hd := stored.specs[i].Dims[0], stored.Capacity(), stored.specs[i].Dims[2]
+		for h := range kvHeads {
+			for pos := range capacity {
+				for j := range hd {
+					at := (h*capacity+pos)*hd + j
+					if spec.Values {
+						at = (h*hd+j)*capacity + pos
+					}
+					if got, want := b[at], a[(h*capacity+pos)*hd+j]; got != want {
+						t.Fatalf("%s head %d position %d element %d: %g, want %g", spec.Name, h, pos, j, got, want)
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -68,6 +68,13 @@ type Layout struct {
 	// [Σ out, in]), instead of transposed: one row is multiplied as x·Wᵀ, several rows as
 	// (W·xᵀ)ᵀ, so that the engine streams the weight and packs only the rows (see ops.linear).
 	LinearRows bool
+	// CacheLeft multiplies attention's cache blocks as the left-hand operand of their products,
+	// as they lie, so that the engine packs only the small operand (the query rows, the
+	// probabilities) and never copies a block: the scores against a key block [kvHeads, n, hd]
+	// as (K·qᵀ)ᵀ, the context of a value block as (Vᵀ·pᵀ)ᵀ, with the values stored transposed,
+	// [kvHeads, hd, n] (stateSpec.Values; the host writes each chunk's values as columns). See
+	// ops.cacheScores and ops.cacheContext.
+	CacheLeft bool
 }
 
 // Defaults chosen by measurement (see docs/performance.md for the full tables).
@@ -115,6 +122,9 @@ const (
 //
 // XLA (and any other engine): rows, one gather; XLA parallelises a product by itself.
 //
+// ONNX Runtime multiplies the KV cache's blocks on the left as they lie (CacheLeft, values stored
+// transposed): a decode step at depth 4,096 took 0.83–0.97× the time (see ops.cacheScores).
+//
 // ONNX Runtime's logistic function is built from its Exp (SigmoidByExp): its own Sigmoid is
 // off by up to 2e-3 relative below −6 (see ops.sigmoid).
 //
@@ -144,8 +154,28 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.PadMACs = 0
 		l.SigmoidByExp = true
 		l.LinearRows = true
+		l.CacheLeft = true
 	}
 	return l
+}
+
+// stateSpecs are an architecture's state specs as this layout stores them: with CacheLeft
+// attention's values (stateSpec.Values, declared [kvHeads, positions, hd]) are stored
+// [kvHeads, hd, positions], the position axis last.
+func (l Layout) stateSpecs(specs []stateSpec) []stateSpec {
+	if !l.CacheLeft {
+		return specs
+	}
+	out := slices.Clone(specs)
+	for i, s := range out {
+		if !s.Values || s.PosAxis != len(s.Dims)-2 {
+			continue
+		}
+		dims := slices.Clone(s.Dims)
+		dims[s.PosAxis], dims[s.PosAxis+1] = dims[s.PosAxis+1], dims[s.PosAxis]
+		out[i].Dims, out[i].PosAxis = dims, s.PosAxis+1
+	}
+	return out
 }
 
 // tableShape is the resident shape of a [vocab, d] table.
@@ -627,6 +657,86 @@ func (o ops) dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
 	out := DotGeneral(ConvertDType(lhs, dtypes.Float32), []int{lhs.Rank() - 1}, batch,
 		ConvertDType(rhs, dtypes.Float32), []int{rhs.Rank() - 1}, batch)
 	return ConvertDType(out, dtype)
+}
+
+// cacheScores is the scores of query rows q [kvHeads, rows, hd] against a sequence's key blocks
+// (each [kvHeads, n, hd], in the cache's dtype) side by side: [kvHeads, rows, T] in float32
+// (wide), T the blocks' slots, q·Kᵀ per block.
+//
+// With CacheLeft each block is the left-hand operand, K·qᵀ [kvHeads, n, rows], and the
+// transposed scores of all blocks are transposed back once: GoMLX's ONNX Runtime backend
+// (compute-onnx v0.1.13) lowers q·Kᵀ, which contracts the block's last axis, to a Transpose of
+// the block (a copy of every key block on every step) and a MatMul, whose right-hand operand
+// MLAS packs again whenever the product has more than one row (grouped-query decoding has two
+// per kv head); as the left operand the block is read once, as it lies, and only qᵀ is packed.
+// BenchmarkCacheProducts and BenchmarkDecodeAtDepthLayouts are the measurement: at depth 4,096 on
+// Qwen3-0.6B (AMD Zen 5, 2 threads, load 1.5–1.8) the products took 0.72–0.84× the time and the
+// decode step 0.83–0.97× (docs/performance.md, 2026-12-02).
+func (o ops) cacheScores(q *Node, blocks []*Node) *Node {
+	dtype := q.DType()
+	if !o.layout.CacheLeft {
+		parts := make([]*Node, len(blocks))
+		for j, block := range blocks {
+			parts[j] = wide(o.dotLastAxes(q, ConvertDType(block, dtype), 1)) // [kvHeads, rows, n]
+		}
+		return concatenate(parts, 2)
+	}
+	if dtype != dtypes.Float32 && o.layout.UpcastHalfDot {
+		dtype = dtypes.Float32
+	}
+	q = ConvertDType(q, dtype)
+	parts := make([]*Node, len(blocks))
+	for j, block := range blocks {
+		parts[j] = DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, q, []int{2}, []int{0}) // [kvHeads, n, rows]
+	}
+	return Transpose(wide(concatenate(parts, 1)), 1, 2)
+}
+
+// cacheContext is probs [kvHeads, rows, T(+more)] (the probabilities of a sequence's rows, the
+// blocks' T slots first) times the sequence's value blocks as the layout stores them, summed:
+// [kvHeads, rows, hd] in probs' dtype. As stored each block is [kvHeads, n, hd] and the product
+// p·V; with CacheLeft [kvHeads, hd, n] and the product (Vᵀ·pᵀ)ᵀ, the block on the left, read as
+// it lies, and only the probabilities packed (see cacheScores).
+func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
+	dtype := probs.DType()
+	var sum *Node
+	add := func(part *Node) {
+		if sum == nil {
+			sum = part
+		} else {
+			sum = Add(sum, part)
+		}
+	}
+	if !o.layout.CacheLeft {
+		offset := 0
+		for _, block := range blocks {
+			n := block.Shape().Dimensions[1]
+			add(o.batchMatMul(SliceAxis(probs, 2, AxisRange(offset, offset+n)), ConvertDType(block, dtype), 1))
+			offset += n
+		}
+		return sum
+	}
+	if o.layout.SpreadHalfRows && dtype != dtypes.Float32 && dtype != dtypes.Float64 {
+		// The pure-Go backend's half-precision large kernel (see spreadRows): the hd rows of
+		// each product, multiplied in float32 instead.
+		dtype = dtypes.Float32
+	}
+	slots := 0
+	for _, block := range blocks {
+		slots += block.Shape().Dimensions[2]
+	}
+	pT := Transpose(ConvertDType(SliceAxis(probs, 2, AxisRange(0, slots)), dtype), 1, 2) // [kvHeads, T, rows]
+	offset := 0
+	for _, block := range blocks {
+		n := block.Shape().Dimensions[2]
+		part := pT
+		if n != slots {
+			part = SliceAxis(pT, 1, AxisRange(offset, offset+n))
+		}
+		add(DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, part, []int{1}, []int{0})) // [kvHeads, hd, rows]
+		offset += n
+	}
+	return ConvertDType(Transpose(sum, 1, 2), probs.DType())
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -9,24 +9,35 @@ import (
 // step, the logits of the whole sequence run in one pass (which reads no cache), over 150
 // positions that cross two cache growths (the blocks of 64, 64 and 128 positions), for one
 // sequence and for three ragged ones decoded together (each reading as many blocks as the
-// furthest, its own slots past its length masked), both architectures, both engines.
+// furthest, its own slots past its length masked), both architectures, both engines, each with
+// the cache's blocks multiplied on the left (Layout.CacheLeft, the values stored transposed) and
+// on the right, whichever its own layout does.
 func TestDecodeInPlace(t *testing.T) {
 	t.Parallel()
 	const total = 150
 	for _, fixture := range []string{"tiny-qwen3", "tiny-qwen35"} {
 		for _, engine := range []string{"go", "onnx"} {
-			t.Run(fixture+"/"+engine, func(t *testing.T) {
-				m, err := Load(fixtureDir(fixture), LoadOptions{Backend: engineBackend(t, engine)})
-				if err != nil {
-					t.Fatal(err)
+			for _, left := range []bool{false, true} {
+				name := fixture + "/" + engine + "/stored"
+				if left {
+					name = fixture + "/" + engine + "/left"
 				}
-				defer m.Close()
-				for _, prompts := range [][]int{{5}, {3, 9, 70}} {
-					t.Run(fmt.Sprint(len(prompts), "sequences"), func(t *testing.T) {
-						decodeInPlace(t, m, prompts, total)
-					})
-				}
-			})
+				t.Run(name, func(t *testing.T) {
+					backend := engineBackend(t, engine)
+					layout := layoutOf(backend)
+					layout.CacheLeft = left
+					m, err := Load(fixtureDir(fixture), LoadOptions{Backend: backend, Layout: &layout})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer m.Close()
+					for _, prompts := range [][]int{{5}, {3, 9, 70}} {
+						t.Run(fmt.Sprint(len(prompts), "sequences"), func(t *testing.T) {
+							decodeInPlace(t, m, prompts, total)
+						})
+					}
+				})
+			}
 		}
 	}
 }
