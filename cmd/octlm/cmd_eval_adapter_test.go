@@ -80,22 +80,12 @@ func runEvalSamples(t *testing.T, args ...string) evalRun {
 		t.Fatalf("octlm eval %v: %v\n%s", args, err, stderr.String())
 	}
 	run := evalRun{logLikelihoods: map[string]float64{}, generations: map[string]string{}}
-	files, _ := filepath.Glob(filepath.Join(out, "*", "results_*.json"))
-	if len(files) != 1 {
-		t.Fatalf("results files %v, want one", files)
-	}
-	data, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	var res struct {
 		Results map[string]map[string]any `json:"results"`
 		Configs map[string]map[string]any `json:"configs"`
 		Config  map[string]any            `json:"config"`
 	}
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	readResults(t, out, &res)
 	run.results, run.config = res.Results, res.Config
 	samples, _ := filepath.Glob(filepath.Join(out, "*", "samples_*.jsonl"))
 	for _, f := range samples {

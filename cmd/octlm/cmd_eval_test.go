@@ -35,23 +35,13 @@ func TestEvalCommand(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", w, stdout.String())
 		}
 	}
-	files, _ := filepath.Glob(filepath.Join(out, "*", "results_*.json"))
-	if len(files) != 1 {
-		t.Fatalf("results files %v, want one", files)
-	}
-	data, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	var res struct {
 		Results map[string]map[string]any `json:"results"`
 		NShot   map[string]int            `json:"n-shot"`
 		Config  map[string]any            `json:"config"`
 		Configs map[string]map[string]any `json:"configs"`
 	}
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	readResults(t, out, &res)
 	if v := res.Results["tiny_quiz"]["acc_norm,none"]; v != 0.5 {
 		t.Errorf("acc_norm,none = %v, want 0.5", v)
 	}
@@ -108,22 +98,12 @@ func TestEvalGroup(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\|Groups *\|`).MatchString(stdout.String()) || !regexp.MustCompile(`(?m)^\|quizzes *\|.*\|acc_norm\|.*0\.5000\|± *\|0\.2236\|$`).MatchString(stdout.String()) {
 		t.Errorf("no groups table with the quiz's acc_norm:\n%s", stdout.String())
 	}
-	files, _ := filepath.Glob(filepath.Join(out, "*", "results_*.json"))
-	if len(files) != 1 {
-		t.Fatalf("results files %v, want one", files)
-	}
-	data, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	var res struct {
 		Results       map[string]map[string]any `json:"results"`
 		Groups        map[string]map[string]any `json:"groups"`
 		GroupSubtasks map[string][]string       `json:"group_subtasks"`
 	}
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	readResults(t, out, &res)
 	g := res.Results["quizzes"]
 	if g["acc_norm,none"] != 0.5 || g["sample_len"] != 6.0 {
 		t.Errorf("results.quizzes = %v", g)
@@ -269,5 +249,21 @@ func TestEvalInterrupted(t *testing.T) {
 		default:
 			t.Errorf("unexpected file %s", f)
 		}
+	}
+}
+
+// readResults decodes the one results_*.json file an eval run wrote below out into v.
+func readResults(t *testing.T, out string, v any) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(out, "*", "results_*.json"))
+	if len(files) != 1 {
+		t.Fatalf("results files %v, want one", files)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", files[0], err)
 	}
 }
