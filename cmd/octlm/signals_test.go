@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,12 +38,33 @@ func stalledHub(t *testing.T) (url string, arrived <-chan struct{}) {
 	return srv.URL, ch
 }
 
+// catchIgnored makes the commands a test starts begin with sigs at their default disposition
+// where this process ignores them (a test run under nohup ignores SIGHUP, the commands inherit
+// that, and octlm keeps a signal its parent ignored, as nohup asks): a caught signal is reset
+// by exec, an ignored one is not. Undone when the test ends.
+func catchIgnored(t *testing.T, sigs ...os.Signal) {
+	t.Helper()
+	var ignored []os.Signal
+	for _, s := range sigs {
+		if signal.Ignored(s) {
+			ignored = append(ignored, s)
+		}
+	}
+	if len(ignored) == 0 {
+		return
+	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, ignored...)
+	t.Cleanup(func() { signal.Stop(ch) })
+}
+
 // TestSignalsRemoveTemporaries: SIGTERM, SIGINT and SIGHUP end every command that writes the
 // same way: exit 128 + the signal's number, the output being written (parity --out's
 // temporary file beside the target, scratch folders under $TMPDIR) removed, the target as it
 // was. Each command is caught waiting on a Hub that never answers, after it started its
 // outputs.
 func TestSignalsRemoveTemporaries(t *testing.T) {
+	catchIgnored(t, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
 	signals := []struct {
 		sig  syscall.Signal
 		code int
