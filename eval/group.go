@@ -6,6 +6,7 @@ package eval
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -648,12 +649,7 @@ func discoverFilters(metric string, leaves []*Task, scores map[string]taskScores
 			}
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for f := range seen {
-		out = append(out, f)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // aggregateSubtasks is lm-eval's aggregate_subtask_metrics: the mean of values weighted by

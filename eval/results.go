@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -281,13 +283,8 @@ func viewGroups(tasks []TaskResult, groups []*Group) groupView {
 
 // sortedObject is m as an object with its keys sorted (Python's dict(sorted(...)).
 func sortedObject(m map[string]any) *Object {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	o := NewObject()
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		o.Set(k, m[k])
 	}
 	return o
@@ -382,32 +379,38 @@ func Table(w io.Writer, tasks []TaskResult) error {
 		for _, mc := range in.Task.Metrics {
 			hib[mc.Metric] = mc.HigherIsBetter
 		}
-		keys := append([]string(nil), tr.Result.Keys...)
-		sort.Strings(keys)
-		for _, k := range keys {
-			m, f, _ := strings.Cut(k, ",")
-			if strings.HasSuffix(m, "_stderr") {
-				continue
-			}
-			arrow := "↓"
+		rows = metricRows(rows, name, version, fmt.Sprint(in.NumFewshot), tr.Result.Values, tr.Result.Keys, func(m string) string {
 			if hib[m] {
-				arrow = "↑"
+				return "↑"
 			}
-			v := formatValue(tr.Result.Values[k])
-			se, pm := "", ""
-			if s, ok := tr.Result.Values[m+"_stderr,"+f]; ok {
-				pm = "±"
-				if s == "N/A" {
-					se = "   N/A"
-				} else {
-					se = formatValue(s)
-				}
-			}
-			rows = append(rows, []string{name, version, termsafe.Name(f), fmt.Sprint(in.NumFewshot), m, arrow, v, pm, se})
-			name, version = "", ""
-		}
+			return "↓"
+		})
 	}
 	return writeTable(w, "Tasks", rows)
+}
+
+// metricRows appends to rows the table rows of one task's or group's results values: a row per
+// metric of keys, in sorted order, with its standard error ("metric_stderr,filter") beside it
+// and arrow(metric) as its direction; the name and version on the first row only.
+func metricRows(rows [][]string, name, version, shots string, values map[string]any, keys []string, arrow func(metric string) string) [][]string {
+	for _, k := range slices.Sorted(slices.Values(keys)) {
+		m, f, _ := strings.Cut(k, ",")
+		if strings.HasSuffix(m, "_stderr") {
+			continue
+		}
+		se, pm := "", ""
+		if s, ok := values[m+"_stderr,"+f]; ok {
+			pm = "±"
+			if s == "N/A" {
+				se = "   N/A"
+			} else {
+				se = formatValue(s)
+			}
+		}
+		rows = append(rows, []string{name, version, termsafe.Name(f), shots, m, arrow(m), formatValue(values[k]), pm, se})
+		name, version = "", ""
+	}
+	return rows
 }
 
 // GroupTable writes lm-eval's groups table (make_table(results, "groups")) after Table: a row
@@ -484,31 +487,14 @@ func GroupTable(w io.Writer, tasks []TaskResult, groups []*Group) error {
 				keys = append(keys, key)
 			}
 		}
-		sort.Strings(keys)
-		for _, key := range keys {
-			m, f, _ := strings.Cut(key, ",")
-			if strings.HasSuffix(m, "_stderr") {
-				continue
-			}
-			arrow := ""
+		rows = metricRows(rows, name, version, shots, r.Values, keys, func(m string) string {
 			if hib != nil {
 				if up, ok := hib.Values[m].(bool); ok {
-					arrow = map[bool]string{true: "↑", false: "↓"}[up]
+					return map[bool]string{true: "↑", false: "↓"}[up]
 				}
 			}
-			se, pm := "", ""
-			if s, ok := r.Get(m + "_stderr," + f); ok {
-				pm = "±"
-				if s == "N/A" {
-					se = "   N/A"
-				} else {
-					se = formatValue(s)
-				}
-			}
-			val, _ := r.Get(key)
-			rows = append(rows, []string{name, version, termsafe.Name(f), shots, m, arrow, formatValue(val), pm, se})
-			name, version = "", ""
-		}
+			return ""
+		})
 	}
 	return writeTable(w, "Groups", rows)
 }
