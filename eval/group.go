@@ -250,14 +250,10 @@ func (l *suiteLoader) loadFile(path string) (*Task, *groupDef, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("task %s: %w", path, err)
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, nil, fmt.Errorf("%s: malformed YAML: %v: %w", path, err, ErrBadTask)
+	m, err := taskRoot(path, data)
+	if err != nil {
+		return nil, nil, err
 	}
-	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
-		return nil, nil, taskError(path, &root, "", "a task file holds one mapping of task fields")
-	}
-	m := root.Content[0]
 	if !isGroupNode(m) {
 		t, err := parseTaskNode(path, m)
 		if err != nil {

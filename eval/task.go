@@ -145,6 +145,18 @@ func taskError(path string, n *yaml.Node, field, format string, args ...any) err
 // ParseTask reads a task from the YAML text data of the file path (its folder is where the
 // data files are looked for).
 func ParseTask(path string, data []byte) (*Task, error) {
+	m, err := taskRoot(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if isGroupNode(m) {
+		return nil, taskError(path, m, "group", "this file is a task group (group: with a task: list); load it with LoadSuite")
+	}
+	return parseTaskNode(path, m)
+}
+
+// taskRoot is the one mapping the YAML text data of the task or group file path holds.
+func taskRoot(path string, data []byte) (*yaml.Node, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("%s: malformed YAML: %v: %w", path, err, ErrBadTask)
@@ -152,10 +164,7 @@ func ParseTask(path string, data []byte) (*Task, error) {
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
 		return nil, taskError(path, &root, "", "a task file holds one mapping of task fields")
 	}
-	if isGroupNode(root.Content[0]) {
-		return nil, taskError(path, root.Content[0], "group", "this file is a task group (group: with a task: list); load it with LoadSuite")
-	}
-	return parseTaskNode(path, root.Content[0])
+	return root.Content[0], nil
 }
 
 // parseTaskNode reads a task from m, a mapping of task fields in the YAML file path (a task
