@@ -32,26 +32,6 @@ func benchBatches(b *testing.B) []int {
 	return sizes
 }
 
-// benchCheckpointDir is $OCTLM_BENCH_CHECKPOINT, or skips the benchmark.
-func benchCheckpointDir(b *testing.B) string {
-	dir := os.Getenv("OCTLM_BENCH_CHECKPOINT")
-	if dir == "" {
-		b.Skip("set OCTLM_BENCH_CHECKPOINT to a checkpoint folder")
-	}
-	return dir
-}
-
-// loadONNXDir loads the checkpoint folder dir in float32 on ONNX Runtime with the given layout.
-func loadONNXDir(b *testing.B, dir string, layout Layout) *Model {
-	b.Helper()
-	m, err := Load(dir, LoadOptions{Backend: onnxBackend(b), Layout: &layout})
-	if err != nil {
-		b.Fatalf("loading %s: %v", dir, err)
-	}
-	b.Cleanup(m.Close)
-	return m
-}
-
 // batchDecoder decodes a batch of sequences greedily, one NextBatch step at a time, each on its
 // own cache after the same prompt; a step that would pass the caches' capacity refills them
 // first (not timed).
@@ -124,7 +104,7 @@ func (d *batchDecoder) step() time.Duration {
 //	OCTLM_BENCH_CHECKPOINT=/tmp/q06 GOEXPERIMENT=simd go test ./octlm/ -run '^$' \
 //	    -bench BatchDecode -benchtime 16x
 func BenchmarkBatchDecode(b *testing.B) {
-	m := loadONNXDir(b, benchCheckpointDir(b), LayoutFor(xla.EngineONNX))
+	m := loadBenchOn(b, onnxBackend(b), benchCheckpointDir(b), LayoutFor(xla.EngineONNX))
 	for _, n := range benchBatches(b) {
 		b.Run(fmt.Sprintf("B%d", n), func(b *testing.B) {
 			d := newBatchDecoder(b, m, n)
@@ -151,7 +131,7 @@ func BenchmarkBatchDecode(b *testing.B) {
 //	OCTLM_BENCH_CHECKPOINT=/tmp/q06 GOEXPERIMENT=simd go test ./octlm/ -run '^$' \
 //	    -bench BatchProducts -benchtime 16x
 func BenchmarkBatchProducts(b *testing.B) {
-	m := loadONNXDir(b, benchCheckpointDir(b), LayoutFor(xla.EngineONNX))
+	m := loadBenchOn(b, onnxBackend(b), benchCheckpointDir(b), LayoutFor(xla.EngineONNX))
 	c, ok := m.Qwen3Config()
 	if !ok {
 		b.Skip("a Qwen3 checkpoint is needed")

@@ -1,7 +1,6 @@
 package octlm
 
 import (
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -9,7 +8,7 @@ import (
 	"github.com/octlm/octlm/xla"
 )
 
-// BenchmarkDecodeAtDepthLayouts decodes on a full-size checkpoint ($OCTLM_DEPTH_MODEL, e.g. a
+// BenchmarkDecodeAtDepthLayouts decodes on a full-size checkpoint ($OCTLM_BENCH_CHECKPOINT, e.g. a
 // random Qwen3-0.6B from `octlm synth --like qwen3-0.6b`; skipped without it) at depth 4,096 on
 // ONNX Runtime with the cache multiplied on the right (q·Kᵀ, p·V) and on the left
 // (Layout.CacheLeft), alternated round by round in one process on the same loaded weights, as
@@ -20,15 +19,7 @@ import (
 // "depth0" is the same decode after a 128-token prompt on an empty cache, the engine's layout,
 // in the same rounds: the step at depth over it is issue 34's ratio (goal: 1.5).
 func BenchmarkDecodeAtDepthLayouts(b *testing.B) {
-	dir := os.Getenv("OCTLM_DEPTH_MODEL")
-	if dir == "" {
-		b.Skip("set OCTLM_DEPTH_MODEL to a full-size checkpoint")
-	}
-	m, err := Load(dir, LoadOptions{Backend: onnxBackend(b), DType: Float32})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := loadBenchOn(b, onnxBackend(b), benchCheckpointDir(b), LayoutFor(xla.EngineONNX))
 	const depth, prompt, decode = 4096, 32, 16
 	ids := make([]int, prompt)
 	for i := range ids {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomlx/compute"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
 
@@ -59,12 +60,28 @@ func loadBench(b *testing.B, dir string) *Model {
 
 func loadBenchLayout(b *testing.B, dir string, layout Layout) *Model {
 	b.Helper()
-	m, err := Load(dir, LoadOptions{Backend: goBackend(b), Layout: &layout})
+	return loadBenchOn(b, goBackend(b), dir, layout)
+}
+
+// loadBenchOn loads the checkpoint folder dir in float32 on backend with the given layout.
+func loadBenchOn(b *testing.B, backend compute.Backend, dir string, layout Layout) *Model {
+	b.Helper()
+	m, err := Load(dir, LoadOptions{Backend: backend, Layout: &layout})
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("loading %s: %v", dir, err)
 	}
 	b.Cleanup(m.Close)
 	return m
+}
+
+// benchCheckpointDir is $OCTLM_BENCH_CHECKPOINT, a full-size checkpoint folder, or skips the
+// benchmark.
+func benchCheckpointDir(b *testing.B) string {
+	dir := os.Getenv("OCTLM_BENCH_CHECKPOINT")
+	if dir == "" {
+		b.Skip("set OCTLM_BENCH_CHECKPOINT to a checkpoint folder")
+	}
+	return dir
 }
 
 func benchPrompt(n, vocab int) []int {
@@ -335,10 +352,7 @@ func BenchmarkPadLayouts(b *testing.B) {
 //
 // It needs memory for two copies of the model.
 func BenchmarkCheckpointLayouts(b *testing.B) {
-	dir := os.Getenv("OCTLM_BENCH_CHECKPOINT")
-	if dir == "" {
-		b.Skip("set OCTLM_BENCH_CHECKPOINT to a checkpoint folder")
-	}
+	dir := benchCheckpointDir(b)
 	before := Layout{UpcastHalfDot: true}
 	layouts := []layoutCase{{"before", before}, {"now", goLayout}}
 	b.Run("decode", func(b *testing.B) { decodeSideBySide(b, dir, layouts) })
