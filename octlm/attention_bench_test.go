@@ -45,19 +45,10 @@ func BenchmarkAttentionAtDepth(b *testing.B) {
 			q := randomTensor(b, dtypes.Float32, kvH, group, hd)
 			k := randomTensor(b, dtypes.Float32, kvH, 1, hd)
 			run := func(b *testing.B, exec *Exec, args []any) {
-				call := func() {
-					out, err := exec.Call(args...)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, t := range out {
-						t.FinalizeAll()
-					}
-				}
-				call()
+				callFreed(b, exec, args)
 				begin := time.Now()
 				for b.Loop() {
-					call()
+					callFreed(b, exec, args)
 				}
 				b.ReportMetric(float64(time.Since(begin).Microseconds())/float64(b.N)*layers/1000, "ms/28layers")
 			}
@@ -75,19 +66,8 @@ func BenchmarkAttentionAtDepth(b *testing.B) {
 					blocks := blockSizes(c.slots)
 					start := min(c.slots, depth+32)
 					args := []any{randomTensor(b, dtypes.Float32, 1, 1, kvH*group, hd), randomTensor(b, dtypes.Float32, 1, 1, kvH, hd), int32(start)}
-					for _, values := range []bool{false, true} {
-						for _, n := range blocks {
-							dims := []int{kvH, n, hd}
-							if values && c.left {
-								dims = []int{kvH, hd, n}
-							}
-							t, err := tensors.FromShapeForBackend(backend, 0, shapes.Make(dtypes.Float32, dims...))
-							if err != nil {
-								b.Fatal(err)
-							}
-							args = append(args, t)
-						}
-					}
+					args = append(args, cacheBlocks(b, backend, blocks, kvH, hd, false)...)
+					args = append(args, cacheBlocks(b, backend, blocks, kvH, hd, c.left)...)
 					exec, err := NewExec(backend, func(g *Graph, in []*Node) []*Node {
 						query, key, start := in[0], in[1], InsertAxes(in[2], 0)
 						ids := Zeros(g, shapes.Make(dtypes.Int32, 1, 1))
@@ -211,18 +191,7 @@ func BenchmarkCacheProducts(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			args := []any{v.small}
 			for range layers {
-				for _, n := range blocks {
-					dims := []int{kvH, n, hd}
-					if v.transposed {
-						dims = []int{kvH, hd, n}
-					}
-					t, err := tensors.FromShapeForBackend(backend, 0, shapes.Make(dtypes.Float32, dims...))
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer t.FinalizeAll()
-					args = append(args, t)
-				}
+				args = append(args, cacheBlocks(b, backend, blocks, kvH, hd, v.transposed)...)
 			}
 			exec, err := NewExec(backend, func(g *Graph, in []*Node) []*Node {
 				out := make([]*Node, layers)
@@ -235,23 +204,44 @@ func BenchmarkCacheProducts(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer exec.Finalize()
-			call := func() {
-				out, err := exec.Call(args...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, t := range out {
-					t.FinalizeAll()
-				}
-			}
-			call()
+			callFreed(b, exec, args)
 			best := time.Duration(math.MaxInt64)
 			for b.Loop() {
 				begin := time.Now()
-				call()
+				callFreed(b, exec, args)
 				best = min(best, time.Since(begin))
 			}
 			b.ReportMetric(float64(best.Microseconds())/1000, "best-ms")
 		})
+	}
+}
+
+// cacheBlocks is zero float32 cache blocks of the given sizes on backend, each [kvH, n, hd], or
+// [kvH, hd, n] transposed (values under Layout.CacheLeft), freed when the benchmark ends.
+func cacheBlocks(b *testing.B, backend compute.Backend, sizes []int, kvH, hd int, transposed bool) []any {
+	out := make([]any, len(sizes))
+	for i, n := range sizes {
+		dims := []int{kvH, n, hd}
+		if transposed {
+			dims = []int{kvH, hd, n}
+		}
+		t, err := tensors.FromShapeForBackend(backend, 0, shapes.Make(dtypes.Float32, dims...))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { t.FinalizeAll() })
+		out[i] = t
+	}
+	return out
+}
+
+// callFreed runs exec on args and frees its outputs.
+func callFreed(b *testing.B, exec *Exec, args []any) {
+	out, err := exec.Call(args...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range out {
+		t.FinalizeAll()
 	}
 }
