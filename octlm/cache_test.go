@@ -232,11 +232,8 @@ func TestCacheLeftValues(t *testing.T) {
 	for i, left := range []bool{false, true} {
 		layout := LayoutFor(xla.EngineGo)
 		layout.CacheLeft = left
-		m, err := Load(fixtureDir("tiny-qwen3"), LoadOptions{Backend: goBackend(t), DType: Float32, Layout: &layout})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Close)
+		m := loadLayout(t, "tiny-qwen3", layout)
+		var err error
 		if caches[i], err = m.NewCache(1); err != nil {
 			t.Fatal(err)
 		}

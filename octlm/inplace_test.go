@@ -26,11 +26,7 @@ func TestDecodeInPlace(t *testing.T) {
 					backend := engineBackend(t, engine)
 					layout := layoutOf(backend)
 					layout.CacheLeft = left
-					m, err := Load(fixtureDir(fixture), LoadOptions{Backend: backend, Layout: &layout})
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer m.Close()
+					m := loadLayoutOn(t, backend, fixture, layout)
 					for _, prompts := range [][]int{{5}, {3, 9, 70}} {
 						t.Run(fmt.Sprint(len(prompts), "sequences"), func(t *testing.T) {
 							decodeInPlace(t, m, prompts, total)
