@@ -88,8 +88,11 @@ func (m *Model) NewCacheDType(capacity int, dtype DType) (*Cache, error) {
 	return m.newCache(capacity, dtype.gomlx())
 }
 
+// stateSpecs are the model's cache state specs as its layout stores them (Layout.stateSpecs).
+func (m *Model) stateSpecs() []stateSpec { return m.layout.stateSpecs(m.arch.state()) }
+
 func (m *Model) newCache(capacity int, dtype dtypes.DType) (*Cache, error) {
-	c := &Cache{model: m, dtype: dtype, specs: m.layout.stateSpecs(m.arch.state())}
+	c := &Cache{model: m, dtype: dtype, specs: m.stateSpecs()}
 	if err := c.reserve(max(capacity, 1)); err != nil {
 		c.Close()
 		return nil, err

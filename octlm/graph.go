@@ -147,7 +147,7 @@ func (m *Model) stepGraph(g *Graph, inputs []*Node, kvDType dtypes.DType) []*Nod
 	w.adapter = m.adapter.nodes(g)
 	caches := inputs[numStepInputs+len(m.specs):]
 	batch, seqLen := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
-	specs := m.layout.stateSpecs(m.arch.state())
+	specs := m.stateSpecs()
 	fixed, positional := 0, 0
 	for _, spec := range specs {
 		if spec.PosAxis < 0 {

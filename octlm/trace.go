@@ -60,7 +60,7 @@ func (m *Model) Trace(ids []int) ([][]float32, error) {
 		w.adapter = m.adapter.nodes(g)
 		s := newStep(ops{layout: m.layout, vocab: m.shape.Vocab}, graph.InsertAxes(inputs[0], 0),
 			graph.Const(g, []int32{0}), graph.Const(g, []int32{int32(valid)}), 0, true)
-		specs := m.layout.stateSpecs(m.arch.state())
+		specs := m.stateSpecs()
 		s.kv, s.kvDType = make([]kvBlocks, len(specs)), m.cacheDType()
 		state := make([]*graph.Node, len(specs))
 		for i, spec := range specs {
