@@ -46,6 +46,10 @@ type Layout struct {
 	// PadMACs pads the rows of a product with zeros until rows × in × out reaches it (at most
 	// maxPadRows rows); 0 never pads. See ops.padRows.
 	PadMACs int
+	// PadRows pads the rows of a product that PadMACs pads, or need not pad, to at least this
+	// many (at most maxPadRows): the pure-Go backend splits a product over the cores only in
+	// whole micro-kernel row panels (goPadRows). 0 adds no rows beyond PadMACs'.
+	PadRows int
 	// UpcastHalfDot multiplies half-precision operands of ops.dotLastAxes in float32.
 	UpcastHalfDot bool
 	// SpreadHalfRows works around the pure-Go backend's large kernel (compute v0.1.14), which
@@ -85,6 +89,15 @@ const (
 	// weight at about 1 GB/s against the large kernel's 12 (BenchmarkMatVec, AMD Zen 5 with
 	// AVX-512). The router's threshold is internal, so the layout pads up to it.
 	goPadMACs = 4 << 20
+	// goPadRows: the pure-Go backend's packing kernel splits one product over its workers by
+	// column panels only when each worker's share of rows fills its micro-kernel (compute
+	// v0.1.14's Choose2DSplit keeps a split only if rowChunk ≥ LHSL1KernelRows, 8 rows with
+	// AVX-512, 4 with AVX2); a decode product of 1–4 rows ran on one core whatever the workers
+	// free. Padded to 8 rows, one row times a [1024, 6144] weight (BenchmarkMatMulRows, AMD
+	// Zen 5, 2 cores, num_executors=2): float32 17.5 → 31.1 GB/s on 1.0 → 1.8 cores, bfloat16
+	// 11.8 → 19.7 GB/s; the micro-kernel computes 8 rows whatever the real count, so the
+	// padding costs no arithmetic on AVX-512.
+	goPadRows = 8
 	// defaultColumnRows: 4,096 rows are 16 MiB of float32 scratch at Qwen3-0.6B's width
 	// instead of the whole table.
 	defaultColumnRows = 4096
@@ -146,6 +159,7 @@ func LayoutFor(engine xla.Engine) Layout {
 	case xla.EngineGo:
 		l.TableColumns = true
 		l.SpreadHalfRows = true
+		l.PadRows = goPadRows
 	case xla.EngineONNX:
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
@@ -581,15 +595,15 @@ func (o ops) head(hidden, table *Node) *Node {
 	return Reshape(logits, p, vocab)
 }
 
-// padRows appends zero rows to x [rows, in] so that rows × weightSize reaches PadMACs, where that
-// takes at most maxPadRows rows. The caller slices the padded rows' results off; the real rows'
-// results do not depend on them.
+// padRows appends zero rows to x [rows, in] so that rows × weightSize reaches PadMACs and rows
+// reach PadRows, where that takes at most maxPadRows rows. The caller slices the padded rows'
+// results off; the real rows' results do not depend on them.
 func (o ops) padRows(x *Node, weightSize int) *Node {
 	if o.layout.PadMACs <= 0 {
 		return x
 	}
 	rows := x.Shape().Dimensions[0]
-	want := ceilDiv(o.layout.PadMACs, weightSize)
+	want := max(ceilDiv(o.layout.PadMACs, weightSize), o.layout.PadRows)
 	if rows >= want || want > maxPadRows {
 		return x
 	}

@@ -13,6 +13,7 @@ import (
 	_ "github.com/gomlx/compute/gobackend"
 
 	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/xla"
 )
 
 // fixtures are the tiny random Qwen3 checkpoints with float32 reference logits.
@@ -28,7 +29,7 @@ var (
 
 func goBackend(t testing.TB) compute.Backend {
 	backendOnce.Do(func() {
-		b, err := compute.NewWithConfig("go")
+		b, _, err := xla.Open(xla.Go) // with the executors octlm's commands run it with
 		if err != nil {
 			t.Fatalf("go backend: %v", err)
 		}

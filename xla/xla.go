@@ -299,6 +299,7 @@ func (p Places) openBestXLA(opts, reason string) (compute.Backend, Info, error) 
 // "parallelism=1"; see gobackend.New). The backend announces a parallelism setting on stdout,
 // where octlm's commands print their results, so that line goes to stderr.
 func openGo(opts, reason string) (b compute.Backend, info Info, err error) {
+	opts, reason = goExecutorOptions(opts, reason)
 	err = protect("create the pure-Go backend", func() error {
 		stdout := os.Stdout
 		os.Stdout = os.Stderr

@@ -3,10 +3,12 @@ package xla
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -224,9 +226,44 @@ func TestOpenGoOptions(t *testing.T) {
 			t.Fatalf("Open(%q): %v", tt.name, err)
 		}
 		b.Finalize()
-		if info.Name != Go || "go,"+info.Options != tt.name || !strings.HasPrefix(info.String(), tt.name) {
+		if info.Name != Go || !strings.HasPrefix("go,"+info.Options, tt.name) || !strings.HasPrefix(info.String(), tt.name) {
 			t.Errorf("Open(%q): info %+v (%s)", tt.name, info, info)
 		}
+	}
+}
+
+// TestGoExecutors checks the executors octlm gives the pure-Go backend: one per core, few
+// enough that a product keeps a worker per core, at most compute's default of 8, and none added
+// where the name sets them.
+func TestGoExecutors(t *testing.T) {
+	for _, tt := range []struct{ cores, parallelism, want int }{
+		{1, 0, 1}, {2, 0, 2}, {4, 0, 4}, {16, 0, 8}, {64, 0, 8},
+		{2, 1, 1}, {2, 2, 1}, {4, 2, 1}, {8, 12, 5}, {2, 64, 2},
+	} {
+		if got := goExecutors(tt.cores, tt.parallelism); got != tt.want {
+			t.Errorf("goExecutors(%d cores, parallelism %d) = %d, want %d", tt.cores, tt.parallelism, got, tt.want)
+		}
+	}
+	want := fmt.Sprintf("num_executors=%d", goExecutors(runtime.GOMAXPROCS(0), 0))
+	for _, tt := range []struct{ opts, want string }{
+		{"", want},
+		{"dependency_order", "dependency_order," + want},
+		{"num_executors=3", "num_executors=3"},
+		{"ops_sequential", "ops_sequential"},
+		{"parallelism=1", "parallelism=1,num_executors=1"},
+	} {
+		opts, reason := goExecutorOptions(tt.opts, "asked")
+		if opts != tt.want || (opts != tt.opts) != strings.Contains(reason, "one graph executor per core") {
+			t.Errorf("goExecutorOptions(%q) = %q, %q; want %q", tt.opts, opts, reason, tt.want)
+		}
+	}
+	b, info, err := emptyPlaces(t).Open(Go)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Finalize()
+	if info.Options != want {
+		t.Errorf(`Open("go"): options %q, want %q`, info.Options, want)
 	}
 }
 
