@@ -203,12 +203,12 @@ func BenchmarkHeadMatVec(b *testing.B) {
 
 // BenchmarkMatMulCores is the reproduction for GoMLX's pure-Go backend keeping a large product
 // on one core: [8, 1024] · [1024, 6144] alone in its graph, and the same product between a
-// Concatenate that pads its rows and a Slice (as padRows and the model put it), on the default
-// backend and with ops_sequential. It reports milliseconds and the cores kept busy: on a 2-core
-// AMD Zen 5 with compute v0.1.14 every case kept 0.9–1.0 cores busy (one probe of the product
-// alone with ops_sequential reached 1.9 cores and twice the speed, not reproduced since), while
-// ONNX Runtime and llama.cpp keep both cores busy at decode. This is what holds the pure-Go
-// decode to about 12 GB/s of weights.
+// Concatenate that pads its rows and a Slice (as padRows and the model put it), on the backend
+// as compute configures it by default and with ops_sequential. It reports milliseconds and the
+// cores kept busy: on a 2-core AMD Zen 5 with compute v0.1.14 the default kept 1.0 core busy,
+// ops_sequential 1.8–1.9 at twice the speed (2026-12-04): compute's 8 default graph executors
+// hold the worker slots a product would fan out over. octlm opens the backend with one executor
+// per core (xla/go_executors.go), and pads products to 8 rows (BenchmarkMatMulRows).
 func BenchmarkMatMulCores(b *testing.B) {
 	x := randomTensor(b, dtypes.Float32, 4, 1024)
 	w := randomTensor(b, dtypes.Float32, 1024, 6144)
@@ -258,6 +258,48 @@ func BenchmarkMatMulCores(b *testing.B) {
 					run()
 				}
 				b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
+			})
+		}
+	}
+}
+
+// BenchmarkMatMulRows is the measurement behind Layout.PadRows: 1, 2, 4, 8 and 16 rows times a
+// Qwen3-0.6B gate/up weight (1024 → 6144), float32 and bfloat16, on the pure-Go backend as
+// octlm opens it (xla.Open, one graph executor per core), reporting the weight bytes read per
+// second and the cores kept busy. compute v0.1.14's packing kernel splits a product over its
+// workers only in whole 8-row micro-kernel panels (AVX-512), so 1–4 rows run on one core and 8
+// on all of them: on a 2-core AMD Zen 5, float32 17.5 GB/s on 1.0 core for 1–4 rows against
+// 31.1 on 1.8 for 8, bfloat16 11.8 against 19.7.
+//
+//	GOEXPERIMENT=simd go test ./octlm/ -run '^$' -bench MatMulRows -benchtime 40x
+func BenchmarkMatMulRows(b *testing.B) {
+	const in, out = 1024, 6144
+	backend := goBackend(b)
+	for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
+		w := randomTensor(b, dt, in, out)
+		for _, rows := range []int{1, 2, 4, 8, 16} {
+			x := randomTensor(b, dt, rows, in)
+			b.Run(fmt.Sprintf("%s/rows%d", dt, rows), func(b *testing.B) {
+				exec, err := NewExec(backend, func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{0}, nil) })
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer exec.Finalize()
+				run := func() {
+					outs, err := exec.Call(x, w)
+					if err != nil {
+						b.Fatal(err)
+					}
+					outs[0].FinalizeAll()
+				}
+				run()
+				b.ResetTimer()
+				cpu := cpuTime()
+				for b.Loop() {
+					run()
+				}
+				b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
+				b.ReportMetric(float64(in*out*dt.Size())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 			})
 		}
 	}
