@@ -176,3 +176,34 @@ func TestHalfForward(t *testing.T) {
 		})
 	}
 }
+
+// TestAfterIsExact checks that after(w, x), the weight held back until x is computed, is w to
+// the bit in every half and full precision, −0, infinities and NaN included, whatever x's first
+// element holds (NaN too).
+func TestAfterIsExact(t *testing.T) {
+	values := []float32{0, float32(math.Copysign(0, -1)), 1, -2.5, 1e-30, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16, dtypes.Float16} {
+		for _, first := range []float32{3, 0, float32(math.NaN()), float32(math.Inf(-1))} {
+			exec, err := NewExec(goBackend(t), func(w, x *Node) *Node {
+				w = ConvertDType(w, dt)
+				bits := dtypes.Int32
+				if dt.Size() == 2 {
+					bits = dtypes.Int16
+				}
+				return ConvertDType(Equal(Bitcast(after(w, ConvertDType(x, dt)), bits), Bitcast(w, bits)), dtypes.Int32)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Call(tensors.FromFlatDataAndDimensions(values, 2, 4), tensors.FromFlatDataAndDimensions([]float32{first, 1, 2, 3}, 2, 2))
+			exec.Finalize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			same := tensors.MustCopyFlatData[int32](out[0])
+			if slices.Contains(same, 0) {
+				t.Errorf("%s, x's first element %v: after(w, x) differs from w in its bits at %v", dt, first, same)
+			}
+		}
+	}
+}
