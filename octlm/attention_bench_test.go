@@ -155,16 +155,20 @@ func scatterOne(cache, rows, start *Node) *Node {
 	return ScatterSum(cache, Concatenate([]*Node{Iota(g, idx, 0), slots}, -1), rows, true, true)
 }
 
-// BenchmarkCacheProducts is the cache's products alone on ONNX Runtime, as a decode step at
+// BenchmarkCacheProducts is the cache's products alone, as a decode step at
 // depth runs them: 28 layers' blocks covering 5,120 slots (1.17 GB of float32 keys and values,
 // more than the L3) in one graph, each layer's two query rows per kv head against its own
 // blocks. "keys-*" are the scores (ops.cacheScores), "values-*" the context (ops.cacheContext)
 // with the blocks multiplied on the right ("stored": q·Kᵀ, p·V) or on the left (Layout.CacheLeft:
 // K·qᵀ, Vᵀ·pᵀ on values stored transposed); "sum" reads the same keys and adds them up, the read
-// alone. It reports the fastest call.
+// alone. It reports the fastest call, on ONNX Runtime and on the pure-Go backend.
 func BenchmarkCacheProducts(b *testing.B) {
+	b.Run("onnx", func(b *testing.B) { benchCacheProducts(b, onnxBackend(b)) })
+	b.Run("go", func(b *testing.B) { benchCacheProducts(b, goBackend(b)) })
+}
+
+func benchCacheProducts(b *testing.B, backend compute.Backend) {
 	const kvH, group, hd, layers, slots = 8, 2, 128, 28, 5120
-	backend := onnxBackend(b)
 	blocks := blockSizes(slots)
 	q := randomTensor(b, dtypes.Float32, kvH, group, hd)
 	p := randomTensor(b, dtypes.Float32, kvH, group, slots)

@@ -79,6 +79,10 @@ type Layout struct {
 	// [kvHeads, hd, n] (stateSpec.Values; the host writes each chunk's values as columns). See
 	// ops.cacheScores and ops.cacheContext.
 	CacheLeft bool
+	// CacheLeftRows bounds CacheLeft to products of at most this many query rows per kv head
+	// (decode steps); a prompt chunk's products take the blocks on the right, the values as
+	// stored contracted on their last axis. 0: no bound.
+	CacheLeftRows int
 }
 
 // Defaults chosen by measurement (see docs/performance.md for the full tables).
@@ -98,6 +102,12 @@ const (
 	// 11.8 → 19.7 GB/s; the micro-kernel computes 8 rows whatever the real count, so the
 	// padding costs no arithmetic on AVX-512.
 	goPadRows = 8
+	// goCacheLeftRows: on the pure-Go backend the blocks on the left (CacheLeft) took the
+	// values' products of a decode step from 135 to 42 ms (BenchmarkCacheProducts/go, 28 layers'
+	// blocks of 5,120 slots; the keys' 67 against 71) and a decode step at depth 4,096 from
+	// 300–313 to 230–246 ms, but a 32-token prompt there from 60–65 to 36–40 tokens/s: prompt
+	// chunks (more query rows per kv head than this) take the blocks on the right.
+	goCacheLeftRows = 16
 	// defaultColumnRows: 4,096 rows are 16 MiB of float32 scratch at Qwen3-0.6B's width
 	// instead of the whole table.
 	defaultColumnRows = 4096
@@ -160,6 +170,8 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.TableColumns = true
 		l.SpreadHalfRows = true
 		l.PadRows = goPadRows
+		l.CacheLeft = true
+		l.CacheLeftRows = goCacheLeftRows
 	case xla.EngineONNX:
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
@@ -692,6 +704,12 @@ func (o ops) dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
 	return ConvertDType(out, dtype)
 }
 
+// cacheLeft says whether the cache's products for rows query rows per kv head take the blocks
+// on the left (Layout.CacheLeft, up to CacheLeftRows rows when that is set).
+func (o ops) cacheLeft(rows int) bool {
+	return o.layout.CacheLeft && (o.layout.CacheLeftRows <= 0 || rows <= o.layout.CacheLeftRows)
+}
+
 // cacheScores is the scores of query rows q [kvHeads, rows, hd] against a sequence's key blocks
 // (each [kvHeads, n, hd], in the cache's dtype) side by side: [kvHeads, rows, T] in float32
 // (wide), T the blocks' slots, q·Kᵀ per block.
@@ -707,7 +725,7 @@ func (o ops) dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
 // decode step 0.83–0.97× (docs/performance.md, 2026-12-02).
 func (o ops) cacheScores(q *Node, blocks []*Node) *Node {
 	dtype := q.DType()
-	if !o.layout.CacheLeft {
+	if !o.cacheLeft(q.Shape().Dimensions[1]) {
 		parts := make([]*Node, len(blocks))
 		for j, block := range blocks {
 			parts[j] = wide(o.dotLastAxes(q, ConvertDType(block, dtype), 1)) // [kvHeads, rows, n]
@@ -745,6 +763,17 @@ func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 		for _, block := range blocks {
 			n := block.Shape().Dimensions[1]
 			add(o.batchMatMul(SliceAxis(probs, 2, AxisRange(offset, offset+n)), ConvertDType(block, dtype), 1))
+			offset += n
+		}
+		return sum
+	}
+	if !o.cacheLeft(probs.Shape().Dimensions[1]) {
+		// Many rows (a prompt chunk): p·V with the values as stored, [kvHeads, hd, n],
+		// contracted on their last axis.
+		offset := 0
+		for _, block := range blocks {
+			n := block.Shape().Dimensions[2]
+			add(o.dotLastAxes(SliceAxis(probs, 2, AxisRange(offset, offset+n)), ConvertDType(block, dtype), 1))
 			offset += n
 		}
 		return sum
