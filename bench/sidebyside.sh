@@ -3,14 +3,16 @@
 # llamacpp-bench peer script, not part of this repository: LLAMACPP_BENCH names it) on a random
 # Qwen3-0.6B, 2 threads each, engines alternated run by run:
 #
-#   depth 0, prompt 128, decode 32:  llama.cpp f32, octlm onnx f32 (+ batch 1,8), octlm go f32,
-#                                    llama.cpp bf16, octlm go bf16        (ROUNDS rounds, default 2)
+#   depth 0, prompt 128, decode 32:  llama.cpp f32, octlm onnx f32 (+ batch 1,8), octlm go f32
+#                                    (+ batch 1,8), llama.cpp bf16, octlm go bf16
+#                                    (ROUNDS rounds, default 2)
 #   depth 4096, prompt 32, decode 16: llama.cpp f32, octlm onnx f32, octlm go f32   (one round)
 #
 #   bash bench/sidebyside.sh [OCTLM_BINARY] [MODEL_DIR]
 #
 # The checkpoint (octlm synth: bfloat16 weights) is widened to float32 at load for the f32 runs.
-# With OLD_OCTLM=BINARY each round also runs that build's onnx and go f32 at depth 0.
+# With OLD_OCTLM=BINARY each round also runs that build's onnx f32, go f32 and go bf16 at depth 0,
+# and the sitting that build's go f32 at depth 4096.
 # Prints one JSON line per run (octlm's --json with the run's name and peak RSS; llama.cpp's line
 # with its peak RSS from /usr/bin/time) to stdout and the load average before each run to
 # stderr. A run that fails prints its name and error and the sitting goes on.
@@ -56,14 +58,18 @@ llama_run() { # name, then llamacpp-bench flags
 for round in $(seq "$rounds"); do
 	llama_run "llama.cpp f32 d0 r$round" --dtype f32 --prompt 128 --decode 32
 	octlm_run "onnx f32 d0 r$round" --model "$model" --backend onnx --prompt 128 --decode 32 --batch 1,8
-	octlm_run "go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32
+	octlm_run "go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32 --batch 1,8
 	llama_run "llama.cpp bf16 d0 r$round" --dtype bf16 --prompt 128 --decode 32
 	octlm_run "go bf16 d0 r$round" --model "$model" --backend go --dtype bf16 --prompt 128 --decode 32
 	if [ -n "${OLD_OCTLM:-}" ]; then # an earlier build, for a before/after beside the same runs
 		octlm="$OLD_OCTLM" octlm_run "old onnx f32 d0 r$round" --model "$model" --backend onnx --prompt 128 --decode 32
-		octlm="$OLD_OCTLM" octlm_run "old go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32
+		octlm="$OLD_OCTLM" octlm_run "old go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32 --batch 1,8
+		octlm="$OLD_OCTLM" octlm_run "old go bf16 d0 r$round" --model "$model" --backend go --dtype bf16 --prompt 128 --decode 32
 	fi
 done
 llama_run "llama.cpp f32 d4096" --dtype f32 --depth 4096 --prompt 32 --decode 16
 octlm_run "onnx f32 d4096" --model "$model" --backend onnx --depth 4096 --depth-fill zeros --prompt 32 --decode 16
 octlm_run "go f32 d4096" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16
+if [ -n "${OLD_OCTLM:-}" ]; then
+	octlm="$OLD_OCTLM" octlm_run "old go f32 d4096" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16
+fi

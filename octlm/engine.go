@@ -98,14 +98,14 @@ const (
 	// v0.1.14's Choose2DSplit keeps a split only if rowChunk ≥ LHSL1KernelRows, 8 rows with
 	// AVX-512, 4 with AVX2); a decode product of 1–4 rows ran on one core whatever the workers
 	// free. Padded to 8 rows, one row times a [1024, 6144] weight (BenchmarkMatMulRows, AMD
-	// Zen 5, 2 cores, num_executors=2): float32 17.5 → 31.1 GB/s on 1.0 → 1.8 cores, bfloat16
-	// 11.8 → 19.7 GB/s; the micro-kernel computes 8 rows whatever the real count, so the
+	// Zen 5, 2 cores, num_executors=2): float32 16–17 → 21–31 GB/s on 1.0 → 1.3–1.9 cores,
+	// bfloat16 11–12 → 20 GB/s; the micro-kernel computes 8 rows whatever the real count, so the
 	// padding costs no arithmetic on AVX-512.
 	goPadRows = 8
 	// goCacheLeftRows: on the pure-Go backend the blocks on the left (CacheLeft) took the
 	// values' products of a decode step from 135 to 42 ms (BenchmarkCacheProducts/go, 28 layers'
 	// blocks of 5,120 slots; the keys' 67 against 71) and a decode step at depth 4,096 from
-	// 300–313 to 230–246 ms, but a 32-token prompt there from 60–65 to 36–40 tokens/s: prompt
+	// 300–313 to 230–246 ms, but a 32-token prompt there from 50–78 to 36–40 tokens/s: prompt
 	// chunks (more query rows per kv head than this) take the blocks on the right.
 	goCacheLeftRows = 16
 	// defaultColumnRows: 4,096 rows are 16 MiB of float32 scratch at Qwen3-0.6B's width
@@ -125,7 +125,9 @@ const (
 //
 // Pure Go, chosen by BenchmarkMatVec and BenchmarkHeadMatVec (compute v0.1.14, AMD Zen 5 with
 // AVX-512): plain [in, out] Linear weights and the table as columns, so that every decode product
-// is a plain row × matrix product that the packing kernel splits over the cores once padded.
+// is a plain row × matrix product that the packing kernel splits over the cores once padded to
+// 8 rows (PadRows, BenchmarkMatMulRows); the cache's blocks on the left for decode steps
+// (CacheLeft up to CacheLeftRows, BenchmarkCacheProducts).
 // One row times a [1024, 3072] float32 weight: plain 12 GB/s (padded to 4 rows), nn.Linear's
 // [out, in] 8; the head (1024 → 151,936): columns 13 GB/s, rows in blocks of 2,048 7.5.
 //
