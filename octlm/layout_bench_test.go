@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/xla"
@@ -322,6 +325,37 @@ func TestPadRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkParity(t, name, 0, map[string]Logits{"token-by-token": steps}, ref)
+	}
+}
+
+// TestPadRowsCount checks how many rows ops.padRows gives a product: up to PadMACs
+// multiply-adds and PadRows rows (the go layout: 8, so that the pure-Go backend's kernel splits
+// a decode product over the cores), never past maxPadRows, and none without PadMACs.
+func TestPadRowsCount(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		layout           Layout
+		rows, weightSize int
+		want             int
+	}{
+		{"go, one row, q_proj", goLayout, 1, 1024 * 2048, 8},
+		{"go, one row, the head", goLayout, 1, 1024 * 151936, 8},
+		{"go, 5 rows", goLayout, 5, 1024 * 1024, 8},
+		{"go, 8 rows", goLayout, 8, 1024 * 1024, 8},
+		{"go, 12 rows", goLayout, 12, 1024 * 1024, 12},
+		{"go, a tiny model's weight", goLayout, 1, 64 * 64, 1},
+		{"go, 16 rows wanted by the threshold", goLayout, 1, 512 * 512, 16},
+		{"threshold alone", Layout{PadMACs: goPadMACs}, 1, 1024 * 2048, 2},
+		{"threshold alone, large weight", Layout{PadMACs: goPadMACs}, 1, 1024 * 151936, 1},
+		{"onnx", LayoutFor(xla.EngineONNX), 1, 1024 * 2048, 1},
+	} {
+		g := NewGraph(goBackend(t), "padRows")
+		x := Parameter(g, "x", shapes.Make(dtypes.Float32, tt.rows, 16))
+		got := ops{layout: tt.layout}.padRows(x, tt.weightSize).Shape().Dimensions[0]
+		g.Finalize()
+		if got != tt.want {
+			t.Errorf("%s: %d rows padded to %d, want %d", tt.name, tt.rows, got, tt.want)
+		}
 	}
 }
 
