@@ -121,23 +121,29 @@ func firstLine(err error) string {
 	return s
 }
 
-// TestONNXMemoryOptions adds the arena setting unless the name sets it, in any spelling, and
-// says so in the reason.
+// TestONNXMemoryOptions adds the arena and memory-pattern settings unless the name sets them,
+// in any spelling, and says so in the reason.
 func TestONNXMemoryOptions(t *testing.T) {
 	for _, c := range []struct{ opts, want string }{
-		{"", "cpu_mem_arena=false"},
-		{"intra_op_num_threads=2", "intra_op_num_threads=2,cpu_mem_arena=false"},
-		{"cpu_mem_arena=true", "cpu_mem_arena=true"},
-		{"cpumemarena=true", "cpumemarena=true"},
-		{"no_cpu_mem_arena", "no_cpu_mem_arena"},
-		{"CPU_MEM_ARENA=1,parallel", "CPU_MEM_ARENA=1,parallel"},
+		{"", "cpu_mem_arena=false,mem_pattern=false"},
+		{"intra_op_num_threads=2", "intra_op_num_threads=2,cpu_mem_arena=false,mem_pattern=false"},
+		{"cpu_mem_arena=true", "cpu_mem_arena=true,mem_pattern=false"},
+		{"cpumemarena=true", "cpumemarena=true,mem_pattern=false"},
+		{"no_cpu_mem_arena", "no_cpu_mem_arena,mem_pattern=false"},
+		{"CPU_MEM_ARENA=1,parallel", "CPU_MEM_ARENA=1,parallel,mem_pattern=false"},
+		{"mem_pattern=true", "mem_pattern=true,cpu_mem_arena=false"},
+		{"mempattern=true", "mempattern=true,cpu_mem_arena=false"},
+		{"no_mem_pattern,cpu_mem_arena=true", "no_mem_pattern,cpu_mem_arena=true"},
 	} {
 		opts, reason, _ := onnxMemoryOptions(c.opts, "why")
 		if opts != c.want {
 			t.Errorf("onnxMemoryOptions(%q) = %q, want %q", c.opts, opts, c.want)
 		}
-		if added := opts != c.opts; added != strings.Contains(reason, "cpu_mem_arena=false (") {
-			t.Errorf("onnxMemoryOptions(%q): reason %q does not say what was added", c.opts, reason)
+		for _, o := range []string{"cpu_mem_arena=false", "mem_pattern=false"} {
+			added := strings.Contains(opts, o) && !strings.Contains(c.opts, o)
+			if added != strings.Contains(reason, o+" (") {
+				t.Errorf("onnxMemoryOptions(%q): reason %q does not say whether %s was added", c.opts, reason, o)
+			}
 		}
 	}
 }

@@ -655,7 +655,7 @@ func TestOpenONNX(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Finalize()
-	if info.Name != ONNX || info.Engine != EngineONNX || info.ONNXVersion == "" || info.Options != "intra_op_num_threads=1,cpu_mem_arena=false" {
+	if info.Name != ONNX || info.Engine != EngineONNX || info.ONNXVersion == "" || info.Options != "intra_op_num_threads=1,cpu_mem_arena=false,mem_pattern=false" {
 		t.Errorf("info %+v", info)
 	}
 	if err := Check(b); err != nil {
