@@ -33,9 +33,9 @@ import (
 // one block on its first run and allocates that block on every run; off, each buffer is
 // allocated when it is made and freed at its last use. On an AMD Zen 5 (2 cores, a random
 // Qwen3-0.6B, prompt 128, alternated, 2026-12-04) off peaked at 1.107–1.108× the weights against
-// 1.124–1.125× (2.64 against 2.68 GB), prefilled at 320–347 against 309–316 tokens/s, and
-// decoded one sequence (12.9–13.5 tokens/s), 8 together (43–45) and at depth 4,096 (8.2–8.8,
-// 1.062× weights + cache either way) alike.
+// 1.124–1.125× (2.64 against 2.68 GB), and prefilled (309–347 against 309–322 tokens/s in two
+// alternated sets), decoded one sequence (12.9–13.5 tokens/s), 8 together (43–45) and at depth
+// 4,096 (8.2–8.8, 1.062× weights + cache either way) alike.
 var onnxMemory = []struct {
 	option, why string // added unless the backend name sets its key; why goes on the backend line
 }{
