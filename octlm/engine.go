@@ -760,22 +760,20 @@ func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 			sum = Add(sum, part)
 		}
 	}
-	if !o.layout.CacheLeft {
-		offset := 0
-		for _, block := range blocks {
-			n := block.Shape().Dimensions[1]
-			add(o.batchMatMul(SliceAxis(probs, 2, AxisRange(offset, offset+n)), ConvertDType(block, dtype), 1))
-			offset += n
-		}
-		return sum
-	}
 	if !o.cacheLeft(probs.Shape().Dimensions[1]) {
-		// Many rows (a prompt chunk): p·V with the values as stored, [kvHeads, hd, n],
-		// contracted on their last axis.
+		// The blocks on the right, p·V: the values as stored, [kvHeads, n, hd], or with
+		// CacheLeft (a prompt chunk's many rows) [kvHeads, hd, n] contracted on their last axis.
 		offset := 0
 		for _, block := range blocks {
-			n := block.Shape().Dimensions[2]
-			add(o.dotLastAxes(SliceAxis(probs, 2, AxisRange(offset, offset+n)), ConvertDType(block, dtype), 1))
+			values := ConvertDType(block, dtype)
+			if o.layout.CacheLeft {
+				n := block.Shape().Dimensions[2]
+				add(o.dotLastAxes(SliceAxis(probs, 2, AxisRange(offset, offset+n)), values, 1))
+				offset += n
+				continue
+			}
+			n := block.Shape().Dimensions[1]
+			add(o.batchMatMul(SliceAxis(probs, 2, AxisRange(offset, offset+n)), values, 1))
 			offset += n
 		}
 		return sum

@@ -239,25 +239,7 @@ func BenchmarkMatMulCores(b *testing.B) {
 				if fn == nil {
 					fn, in = func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{0}, nil) }, x8
 				}
-				exec, err := NewExec(backend, fn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer exec.Finalize()
-				run := func() {
-					out, err := exec.Call(in, w)
-					if err != nil {
-						b.Fatal(err)
-					}
-					out[0].FinalizeAll()
-				}
-				run()
-				b.ResetTimer()
-				cpu := cpuTime()
-				for b.Loop() {
-					run()
-				}
-				b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
+				loopCores(b, backend, fn, in, w)
 			})
 		}
 	}
@@ -268,8 +250,8 @@ func BenchmarkMatMulCores(b *testing.B) {
 // octlm opens it (xla.Open, one graph executor per core), reporting the weight bytes read per
 // second and the cores kept busy. compute v0.1.14's packing kernel splits a product over its
 // workers only in whole 8-row micro-kernel panels (AVX-512), so 1–4 rows run on one core and 8
-// on all of them: on a 2-core AMD Zen 5, float32 17.5 GB/s on 1.0 core for 1–4 rows against
-// 31.1 on 1.8 for 8, bfloat16 11.8 against 19.7.
+// on all of them: on a 2-core AMD Zen 5, float32 16–17 GB/s on 1.0 core for 1–4 rows against
+// 21–31 on 1.3–1.9 for 8, bfloat16 11–12 against 20.
 //
 //	GOEXPERIMENT=simd go test ./octlm/ -run '^$' -bench MatMulRows -benchtime 40x
 func BenchmarkMatMulRows(b *testing.B) {
@@ -280,29 +262,28 @@ func BenchmarkMatMulRows(b *testing.B) {
 		for _, rows := range []int{1, 2, 4, 8, 16} {
 			x := randomTensor(b, dt, rows, in)
 			b.Run(fmt.Sprintf("%s/rows%d", dt, rows), func(b *testing.B) {
-				exec, err := NewExec(backend, func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{0}, nil) })
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer exec.Finalize()
-				run := func() {
-					outs, err := exec.Call(x, w)
-					if err != nil {
-						b.Fatal(err)
-					}
-					outs[0].FinalizeAll()
-				}
-				run()
-				b.ResetTimer()
-				cpu := cpuTime()
-				for b.Loop() {
-					run()
-				}
-				b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
+				loopCores(b, backend, func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{0}, nil) }, x, w)
 				b.ReportMetric(float64(in*out*dt.Size())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 			})
 		}
 	}
+}
+
+// loopCores compiles fn on backend, calls it on args once untimed and then in b's loop, and
+// reports the cores kept busy.
+func loopCores(b *testing.B, backend compute.Backend, fn func(x, w *Node) *Node, args ...any) {
+	exec, err := NewExec(backend, fn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer exec.Finalize()
+	callFreed(b, exec, args)
+	b.ResetTimer()
+	cpu := cpuTime()
+	for b.Loop() {
+		callFreed(b, exec, args)
+	}
+	b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
 }
 
 // hostCopy is a new host tensor with t's float32 values.
