@@ -289,8 +289,8 @@ func (o ops) rowProduct(x *Node, weightSize int, product func(x *Node, weight fu
 	case rows <= maxSpreadRows:
 		y = gatherSpreadRows(product(o.padRows(spreadRows(x, 0), weightSize), inDType), 0, rows)
 	default:
-		wide := ConvertDType(x, dtypes.Float32)
-		y = ConvertDType(product(wide, func(w *Node) *Node { return ConvertDType(after(w, x), dtypes.Float32) }), dtype)
+		x32 := ConvertDType(x, dtypes.Float32)
+		y = ConvertDType(product(x32, func(w *Node) *Node { return ConvertDType(after(w, x), dtypes.Float32) }), dtype)
 	}
 	if y.Shape().Dimensions[0] != rows {
 		y = SliceAxis(y, 0, AxisRange(0, rows))
@@ -763,17 +763,14 @@ func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 	if !o.cacheLeft(probs.Shape().Dimensions[1]) {
 		// The blocks on the right, p·V: the values as stored, [kvHeads, n, hd], or with
 		// CacheLeft (a prompt chunk's many rows) [kvHeads, hd, n] contracted on their last axis.
+		posAxis, product := 1, o.batchMatMul
+		if o.layout.CacheLeft {
+			posAxis, product = 2, o.dotLastAxes
+		}
 		offset := 0
 		for _, block := range blocks {
-			values := ConvertDType(block, dtype)
-			if o.layout.CacheLeft {
-				n := block.Shape().Dimensions[2]
-				add(o.dotLastAxes(SliceAxis(probs, 2, AxisRange(offset, offset+n)), values, 1))
-				offset += n
-				continue
-			}
-			n := block.Shape().Dimensions[1]
-			add(o.batchMatMul(SliceAxis(probs, 2, AxisRange(offset, offset+n)), values, 1))
+			n := block.Shape().Dimensions[posAxis]
+			add(product(SliceAxis(probs, 2, AxisRange(offset, offset+n)), ConvertDType(block, dtype), 1))
 			offset += n
 		}
 		return sum

@@ -44,9 +44,6 @@ func goExecutorOptions(opts, reason string) (newOpts, newReason string) {
 			parallelism, _ = strconv.Atoi(strings.TrimSpace(val))
 		}
 	}
-	added := fmt.Sprintf("num_executors=%d", goExecutors(runtime.GOMAXPROCS(0), parallelism))
-	if opts != "" {
-		opts += ","
-	}
-	return opts + added, reason + "; " + added + " (one graph executor per core leaves the cores to each product)"
+	return withOption(opts, reason, fmt.Sprintf("num_executors=%d", goExecutors(runtime.GOMAXPROCS(0), parallelism)),
+		"one graph executor per core leaves the cores to each product")
 }

@@ -60,11 +60,7 @@ func onnxMemoryOptions(opts, reason string) (newOpts, newReason string, env []st
 	}
 	for _, d := range onnxMemory {
 		if key, _, _ := strings.Cut(d.option, "="); !set[key] {
-			if opts != "" {
-				opts += ","
-			}
-			opts += d.option
-			reason += "; " + d.option + " (" + d.why + ")"
+			opts, reason = withOption(opts, reason, d.option, d.why)
 		}
 	}
 	if arenas, threshold, ok := nativeHeapBound(); ok {

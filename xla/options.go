@@ -23,6 +23,15 @@ type option struct {
 	refused string
 }
 
+// withOption is opts (a backend's comma-separated options) with option added, and reason with
+// "; option (why)": an option octlm adds by default, said on the backend line.
+func withOption(opts, reason, option, why string) (newOpts, newReason string) {
+	if opts != "" {
+		opts += ","
+	}
+	return opts + option, reason + "; " + option + " (" + why + ")"
+}
+
 // intIn checks a whole number in [lo, hi].
 func intIn(lo, hi int) func(string) error {
 	return func(val string) error {
