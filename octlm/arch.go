@@ -82,11 +82,22 @@ type weightSpec struct {
 	// Parts, in a resident spec made by fusing (see residentSpecs), are the checkpoint tensors
 	// it holds, in output order; Name is then the group's Fuse and Shape [Σ out, in].
 	Parts []weightSpec
+	// Of, in a resident spec made by splitting (Layout.PieceMACs, see residentSpecs), is the
+	// checkpoint weight [out, in] (a Linear weight or a table) whose rows First..First+Shape[0]−1
+	// this piece holds, Shape being [n, in]; resident as a whole weight of its kind would be (a
+	// Linear piece [in, n] unless Layout.LinearRows, a table's piece as rows). The pieces of one
+	// weight are consecutive specs, in output order, and Name is Of#k.
+	Of    string
+	First int
 }
 
 // residentSpecs is the weight table as the engine holds it under layout l: specs as they are,
-// or with each Fuse group of Linear weights merged into one spec whose Parts they are.
+// or with each Fuse group of Linear weights merged into one spec whose Parts they are, or with
+// each Linear weight split into pieces (Layout.PieceMACs).
 func residentSpecs(specs []weightSpec, l Layout) []weightSpec {
+	if l.PieceMACs > 0 {
+		return l.pieceSpecs(specs)
+	}
 	if !l.FuseProjections {
 		return specs
 	}
@@ -156,8 +167,17 @@ type weightSet struct {
 	byName  map[string]*Node
 	rows    bool                 // Linear weights are resident as stored, [out, in] (Layout.LinearRows)
 	parts   map[string]fusedPart // checkpoint names held inside a fused resident weight
+	pieces  map[string]pieceSet  // checkpoint names held in pieces (Layout.PieceMACs)
 	prefix  string
 	adapter *LoRANodes // applied unmerged by ops.projections; nil: none
+}
+
+// pieceSet is a weight's resident pieces (Layout.PieceMACs), in output order, and the axis
+// their outputs lie along: 0 for pieces of rows [n, in] (tables, Linear weights with
+// Layout.LinearRows), 1 for pieces of columns [in, n].
+type pieceSet struct {
+	nodes []*Node
+	axis  int
 }
 
 // fusedPart is where a checkpoint Linear weight lies in a fused resident weight [in, Σ out]:
@@ -170,8 +190,17 @@ type fusedPart struct {
 // newWeightSet binds the resident weights (specs, the engine's table under layout l) to their
 // graph nodes.
 func newWeightSet(specs []weightSpec, l Layout, nodes []*Node) weightSet {
-	w := weightSet{byName: make(map[string]*Node, len(specs)), parts: map[string]fusedPart{}, rows: l.LinearRows}
+	w := weightSet{byName: make(map[string]*Node, len(specs)), parts: map[string]fusedPart{}, pieces: map[string]pieceSet{}, rows: l.LinearRows}
 	for i, s := range specs {
+		if s.Of != "" {
+			p := w.pieces[s.Of]
+			p.nodes = append(p.nodes, nodes[i])
+			if s.Kind == linearWeight && !l.LinearRows {
+				p.axis = 1
+			}
+			w.pieces[s.Of] = p
+			continue
+		}
 		w.byName[s.Name] = nodes[i]
 		offset := 0
 		for _, part := range s.Parts {
@@ -192,7 +221,19 @@ func (w weightSet) get(name string) *Node {
 	if p, ok := w.parts[w.prefix+name]; ok {
 		return SliceAxis(w.byName[p.fused], w.outAxis(), AxisRange(p.offset, p.offset+p.width))
 	}
+	if p, ok := w.pieces[w.prefix+name]; ok {
+		return concatenate(p.nodes, p.axis) // a copy: ops.projections multiplies the pieces instead
+	}
 	panic(fmt.Sprintf("octlm: the graph asks for weight %q, which the weight table does not declare", w.prefix+name))
+}
+
+// table is the table named prefix+name as its resident pieces of rows (Layout.PieceMACs), or
+// the whole table alone.
+func (w weightSet) table(name string) []*Node {
+	if p, ok := w.pieces[w.prefix+name]; ok {
+		return p.nodes
+	}
+	return []*Node{w.get(name)}
 }
 
 // fused is the resident weight that holds exactly the weights names, in this order, and their

@@ -279,7 +279,7 @@ func (m *Model) runBatchChunk(ch batchChunk) ([][]float32, error) {
 // the host [B, seqLen, d].
 func (m *Model) stepTokens(ids [][]int, seqLen int) (*tensors.Tensor, error) {
 	if m.layout.HostEmbed {
-		return m.layout.hostEmbeddings(m.weights[m.embedding], ids, seqLen, m.shape.Vocab)
+		return m.layout.hostEmbeddings(m.embeddingTensors(), ids, seqLen, m.shape.Vocab)
 	}
 	padded := make([]int32, len(ids)*seqLen)
 	for i, row := range ids {

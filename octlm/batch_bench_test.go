@@ -149,7 +149,7 @@ func BenchmarkBatchProducts(b *testing.B) {
 					gateUp := o.projections(x, lw.under("mlp."), "gate_proj.weight", "up_proj.weight")
 					x = rmsNormalized(o, o.project(Mul(gateUp[0], gateUp[1]), lw.under("mlp."), "down_proj.weight"), 1e-6)
 				}
-				return []*Node{o.head(x, w.get(EmbeddingName))}
+				return []*Node{o.head(x, w.table(EmbeddingName))}
 			})
 			if err != nil {
 				b.Fatal(err)

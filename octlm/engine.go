@@ -9,6 +9,7 @@ package octlm
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 
 	"github.com/gomlx/compute"
@@ -83,6 +84,24 @@ type Layout struct {
 	// (decode steps); a prompt chunk's products take the blocks on the right, the values as
 	// stored contracted on their last axis. 0: no bound.
 	CacheLeftRows int
+	// PieceMACs splits every Linear weight, and every table stored as rows (not TableColumns,
+	// one block), into pieces of n of its output rows, each a resident tensor of its own with
+	// PieceRows × n × in below PieceMACs (a Linear piece [in, n], or [n, in] with LinearRows; a
+	// table's [n, d]), and multiplies a product of up to PieceRows rows piece by piece, its rows
+	// padded to a multiple of pieceKernelRows (ops.linearPieces). It needs a backend with
+	// shared buffers (Load turns it off elsewhere). 0: whole weights.
+	PieceMACs int
+	// PieceRows is the most rows a product by pieces is sized for (see PieceMACs).
+	PieceRows int
+	// HalfLinearRows keeps Linear weights as stored ([out, in], LinearRows) in a half-precision
+	// model: the pure-Go backend's small kernel reads bfloat16 pieces of rows faster than pieces
+	// of columns, float32 ones about as fast, and its large kernel packs columns faster (a
+	// prompt's products), so float32 keeps columns.
+	HalfLinearRows bool
+	// PieceMultiple rounds each weight's count of pieces up to a multiple of it (the engine's
+	// graph executors, which multiply that many pieces at once), so that no core waits out a
+	// weight's last piece alone. 0 or 1: no rounding.
+	PieceMultiple int
 }
 
 // Defaults chosen by measurement (see docs/performance.md for the full tables).
@@ -116,6 +135,23 @@ const (
 	// blocks of columns, a batched product whose every output block stays in the cache
 	// (BenchmarkHeadMatVec, Intel Xeon, 2 threads, ONNX Runtime 1.30.0).
 	onnxTableBlocks = 4
+	// goSmallMACs is compute v0.1.14's SmallMatMulSizeThreshold: a product of batch × rows × in
+	// × out below it runs on the pure-Go backend's "small" kernel, straight from the weight,
+	// with no packing; at or above it on the packing "large" one, which packs the weight on
+	// every call. The threshold is internal, so the go layout splits its Linear weights into
+	// pieces under it (PieceMACs) for decode steps.
+	goSmallMACs = 4 << 20
+	// goPieceRows: the pieces are sized for products of up to 8 rows (batched decode). One row
+	// times a weight of Qwen3-0.6B's head size (1024 → 151,936, read from memory) in pieces,
+	// padded to 4 rows, ran at 41 (rows) and 37 (columns) GB/s in float32 and 29 and 18 in
+	// bfloat16, against 26 and 17 for the whole weight's 8-row packed product; 8 rows at 29
+	// and 20 in pieces of rows (BenchmarkMatMulPieces, AMD Zen 5, 2 cores, 2026-12-05). Pieces
+	// sized for 4 rows (twice as high) decoded Qwen3-0.6B no faster.
+	goPieceRows = 8
+	// pieceKernelRows: the small kernel multiplies rows four at a time (its AVX-512 assembly
+	// takes 4-row groups; the rows left over run on a slower Go loop, 3–10 GB/s), so products
+	// by pieces are padded to a multiple of four rows.
+	pieceKernelRows = 4
 	// maxPadRows bounds the padding: products that would need more rows are small enough (tiny
 	// test models) to run as they are.
 	maxPadRows = 16
@@ -123,13 +159,18 @@ const (
 
 // LayoutFor is the layout an engine runs fastest with.
 //
-// Pure Go, chosen by BenchmarkMatVec and BenchmarkHeadMatVec (compute v0.1.14, AMD Zen 5 with
-// AVX-512): plain [in, out] Linear weights and the table as columns, so that every decode product
-// is a plain row × matrix product that the packing kernel splits over the cores once padded to
-// 8 rows (PadRows, BenchmarkMatMulRows); the cache's blocks on the left for decode steps
-// (CacheLeft up to CacheLeftRows, BenchmarkCacheProducts).
-// One row times a [1024, 3072] float32 weight: plain 12 GB/s (padded to 4 rows), nn.Linear's
-// [out, in] 8; the head (1024 → 151,936): columns 13 GB/s, rows in blocks of 2,048 7.5.
+// Pure Go (compute v0.1.14, AMD Zen 5 with AVX-512): every Linear weight and the table in
+// pieces under the small kernel's threshold (PieceMACs, BenchmarkMatMulPieces), so that a decode
+// product runs on the small kernel straight from the weights, the pieces spread over the cores
+// by the graph's executors: Linear pieces as columns [in, n] in float32 (a prompt's products
+// pack them with the large kernel's fast packer), as rows [n, in] in half precision
+// (HalfLinearRows), the table's as rows, looked up on the host (HostEmbed). Qwen3-0.6B on 2 cores
+// (docs/performance.md, 2026-12-05): decode 9.0–9.3 → 12.3–12.6 tokens/s in float32 and
+// 10.9–11.0 → 16.1–16.2 in bfloat16; a 128-token prompt 308–316 → 269–281 tokens/s in float32
+// (the pieces' products each pack and allocate for themselves). Products that stay whole
+// (rows past PieceRows go through rowProduct; small weights) pad their rows to 8 (PadRows,
+// BenchmarkMatMulRows); the cache's blocks on the left for decode steps (CacheLeft up to
+// CacheLeftRows, BenchmarkCacheProducts).
 //
 // ONNX Runtime: the table looked up by slices, measured on a full-size Qwen3-0.6B: decode 5.6 →
 // 7.7 tokens/s and peak RSS 2.36 → 1.21× the weights against one gather per step. The table in
@@ -169,11 +210,15 @@ func LayoutFor(engine xla.Engine) Layout {
 	l := Layout{PadMACs: goPadMACs, UpcastHalfDot: true, ColumnRows: defaultColumnRows}
 	switch engine {
 	case xla.EngineGo:
-		l.TableColumns = true
+		l.HostEmbed = true
 		l.SpreadHalfRows = true
 		l.PadRows = goPadRows
 		l.CacheLeft = true
 		l.CacheLeftRows = goCacheLeftRows
+		l.PieceMACs = goSmallMACs
+		l.PieceRows = goPieceRows
+		l.HalfLinearRows = true
+		l.PieceMultiple = min(runtime.GOMAXPROCS(0), 8) // xla.Go's executors (xla/go_executors.go)
 	case xla.EngineONNX:
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
@@ -202,6 +247,38 @@ func (l Layout) stateSpecs(specs []stateSpec) []stateSpec {
 		dims := slices.Clone(s.Dims)
 		dims[s.PosAxis], dims[s.PosAxis+1] = dims[s.PosAxis+1], dims[s.PosAxis]
 		out[i].Dims, out[i].PosAxis = dims, s.PosAxis+1
+	}
+	return out
+}
+
+// pieceSpecs is specs with every Linear weight, and every table stored as rows, split into
+// pieces of rows (PieceMACs): as many
+// pieces of about equal height (a multiple of 16 rows, the kernels' column width) as keep
+// PieceRows × height × in below PieceMACs. A weight that fits whole stays whole.
+func (l Layout) pieceSpecs(specs []weightSpec) []weightSpec {
+	var out []weightSpec
+	for _, s := range specs {
+		if s.Kind != linearWeight && (s.Kind != tableWeight || l.TableColumns || l.tableBlocks() > 1) {
+			out = append(out, s)
+			continue
+		}
+		rows, in := s.Shape[0], s.Shape[1]
+		most := (l.PieceMACs - 1) / (max(l.PieceRows, 1) * in) / 16 * 16
+		if most < 16 || rows <= most {
+			out = append(out, s)
+			continue
+		}
+		n := ceilDiv(rows, most)
+		if m := l.PieceMultiple; m > 1 {
+			n = ceilDiv(n, m) * m
+		}
+		height := min(ceilDiv(ceilDiv(rows, n), 16)*16, most)
+		for k, first := 0, 0; first < rows; k, first = k+1, first+height {
+			piece := s
+			piece.Name, piece.Of, piece.First = fmt.Sprintf("%s#%d", s.Name, k), s.Name, first
+			piece.Shape = []int{min(height, rows-first), in}
+			out = append(out, piece)
+		}
 	}
 	return out
 }
@@ -255,7 +332,8 @@ type ops struct {
 // With LinearRows a product of several rows is computed as W·xᵀ and transposed back: ONNX
 // Runtime's MLAS packs the right-hand operand of every product with more than one row, on every
 // call, and reads the left one as it lies, so with the weight on the left it packs only the
-// rows. BenchmarkLinearRows is the measurement.
+// rows. BenchmarkLinearRows is the measurement. A layout with pieces (PieceMACs) keeps the weight
+// on the right, where SpreadHalfRows' care for the pure-Go engine's large kernel applies.
 func (o ops) linear(x, w *Node) *Node {
 	dims := x.Shape().Dimensions
 	in, out := w.Shape().Dimensions[0], w.Shape().Dimensions[1]
@@ -266,11 +344,57 @@ func (o ops) linear(x, w *Node) *Node {
 	}
 	rows := x.Shape().Size() / in
 	y := o.rowProduct(Reshape(x, rows, in), in*out, func(x *Node, weight func(*Node) *Node) *Node {
-		if o.layout.LinearRows && x.Shape().Dimensions[0] > 1 {
+		if o.layout.LinearRows && o.layout.PieceMACs == 0 && x.Shape().Dimensions[0] > 1 {
 			return Transpose(DotGeneral(weight(w), []int{1}, nil, x, []int{1}, nil), 0, 1)
 		}
 		return DotGeneral(x, []int{1}, nil, weight(w), []int{wIn}, nil)
 	})
+	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
+}
+
+// linearPieces is linear for a weight resident in pieces (Layout.PieceMACs): x [..., in] times
+// each piece, the outputs side by side: [..., Σ n]. Pieces of rows [n, in] (a table; Linear
+// weights with LinearRows) are multiplied as x·pieceᵀ, pieces of columns [in, n] (columns true)
+// as x·piece.
+//
+// A product of up to PieceRows rows is padded to a multiple of pieceKernelRows, so that every
+// piece's product runs on the pure-Go backend's small kernel, straight from the weight, and
+// the graph's executors multiply the pieces on all cores at once; the small kernel's
+// half-precision products are right, so nothing is spread. A longer product (a prompt) goes
+// through rowProduct: each piece packed by the large kernel, as a whole weight would be, which
+// packs columns with its AVX-512 strip packer and rows with its generic one (hence columns for
+// Linear weights: a 128-token prompt on Qwen3-0.6B took 1.27× as long with pieces of rows).
+func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
+	dims := x.Shape().Dimensions
+	inAxis := 1
+	if columns {
+		inAxis = 0
+	}
+	in, out := pieces[0].Shape().Dimensions[inAxis], 0
+	for _, p := range pieces {
+		out += p.Shape().Dimensions[1-inAxis]
+	}
+	rows := x.Shape().Size() / in
+	product := func(x *Node, weight func(*Node) *Node) *Node {
+		ys := make([]*Node, len(pieces))
+		for i, p := range pieces {
+			ys[i] = DotGeneral(x, []int{1}, nil, weight(p), []int{inAxis}, nil)
+		}
+		return concatenate(ys, 1)
+	}
+	x = Reshape(x, rows, in)
+	var y *Node
+	if rows <= o.layout.PieceRows {
+		if pad := ceilDiv(rows, pieceKernelRows)*pieceKernelRows - rows; pad > 0 {
+			x = Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), pad, in))}, 0)
+		}
+		y = product(x, func(w *Node) *Node { return ConvertDType(w, x.DType()) })
+		if y.Shape().Dimensions[0] != rows {
+			y = SliceAxis(y, 0, AxisRange(0, rows))
+		}
+	} else {
+		y = o.rowProduct(x, in*out, product)
+	}
 	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
 }
 
@@ -398,6 +522,10 @@ func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 	fused, widths, ok := w.fused(names)
 	if !ok {
 		for i, name := range names {
+			if p, ok := w.pieces[w.prefix+name]; ok {
+				out[i] = o.linearPieces(x, p.nodes, p.axis == 1)
+				continue
+			}
 			out[i] = o.linear(x, w.get(name))
 		}
 	} else {
@@ -517,11 +645,16 @@ func tableBlock(ids *Node, perBlock int) (block, at *Node) {
 	return block, Sub(ids, Mul(block, per))
 }
 
-// hostEmbeddings looks the token IDs of each row of ids up on the host in table, the resident
-// embedding as layout l stores it (rows or columns, in blocks or not, read in place), for
-// HostEmbed: [len(ids), seqLen, d] in the table's dtype, each row's tokens followed by token
-// 0's embedding up to seqLen (the step graph's padding ID). IDs must lie in [0, vocab).
-func (l Layout) hostEmbeddings(table *tensors.Tensor, ids [][]int, seqLen, vocab int) (*tensors.Tensor, error) {
+// hostEmbeddings looks the token IDs of each row of ids up on the host in tables, the resident
+// embedding as layout l stores it (rows or columns, in blocks or not, or its pieces of rows in
+// order: PieceMACs; read in place), for HostEmbed: [len(ids), seqLen, d] in the table's dtype,
+// each row's tokens followed by token 0's embedding up to seqLen (the step graph's padding ID).
+// IDs must lie in [0, vocab).
+func (l Layout) hostEmbeddings(tables []*tensors.Tensor, ids [][]int, seqLen, vocab int) (*tensors.Tensor, error) {
+	if len(tables) > 1 {
+		return pieceEmbeddings(tables, ids, seqLen)
+	}
+	table := tables[0]
 	dims := table.Shape().Dimensions
 	size := table.DType().Size()
 	var d int
@@ -573,8 +706,40 @@ func (l Layout) hostEmbeddings(table *tensors.Tensor, ids [][]int, seqLen, vocab
 	return out, nil
 }
 
+// pieceEmbeddings is hostEmbeddings for a table in pieces of rows, every piece as high as the
+// first but the last: token t is row t % height of piece t / height.
+func pieceEmbeddings(pieces []*tensors.Tensor, ids [][]int, seqLen int) (*tensors.Tensor, error) {
+	height, d := pieces[0].Shape().Dimensions[0], pieces[0].Shape().Dimensions[1]
+	size := pieces[0].DType().Size() * d // bytes per row
+	out := tensors.FromShape(shapes.Make(pieces[0].DType(), len(ids), seqLen, d))
+	var bad error
+	err := out.MutableBytes(func(dst []byte) {
+		for b, row := range ids {
+			for j := range seqLen {
+				t := 0
+				if j < len(row) {
+					t = row[j]
+				}
+				to := dst[((b*seqLen)+j)*size:][:size]
+				if bad = pieces[t/height].ConstBytes(func(src []byte) { copy(to, src[(t%height)*size:][:size]) }); bad != nil {
+					return
+				}
+			}
+		}
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		_ = out.FinalizeAll()
+		return nil, fmt.Errorf("octlm: looking up the embeddings of %d sequences in %d pieces: %w", len(ids), len(pieces), err)
+	}
+	return out, nil
+}
+
 // head is the output projection logits = hidden · tableᵀ for hidden [P, d], with the table (the
-// tied embedding or an untied lm_head.weight) as the layout stores it: [P, vocab].
+// tied embedding or an untied lm_head.weight) as the layout stores it, whole or in pieces of
+// rows (PieceMACs, multiplied as a Linear weight in pieces is): [P, vocab].
 //
 // As columns [d, vocab] it is the plain product (padded like linear). As rows [vocab, d] it
 // contracts the table's last axis, with a batch axis of one on both sides: the form the ONNX
@@ -585,7 +750,11 @@ func (l Layout) hostEmbeddings(table *tensors.Tensor, ids [][]int, seqLen, vocab
 // widen the table to a float32 copy (for Qwen3-8B in bfloat16 that copy would be 2.5 GB per
 // step); as columns on the pure-Go engine a prompt's rows are widened or spread around its
 // large kernel's half-precision bug (SpreadHalfRows).
-func (o ops) head(hidden, table *Node) *Node {
+func (o ops) head(hidden *Node, pieces []*Node) *Node {
+	if len(pieces) > 1 {
+		return o.linearPieces(hidden, pieces, false) // rows in pieces [n, d]
+	}
+	table := pieces[0]
 	p := hidden.Shape().Dimensions[0]
 	if o.layout.TableColumns && table.Rank() == 3 {
 		// Blocks [blocks, d, perBlock]: one batched product, the blocks side by side, the

@@ -49,13 +49,13 @@ type step struct {
 	recompute bool
 }
 
-// embed is the chunk's token embeddings [B, S, d]: those the host looked up, else table's rows
-// for ids (ops.embed).
-func (s *step) embed(table *Node) *Node {
+// embed is the chunk's token embeddings [B, S, d]: those the host looked up, else the rows of
+// w's table name for ids (ops.embed; a table in pieces is put back together first).
+func (s *step) embed(w weightSet, name string) *Node {
 	if s.embedded != nil {
 		return s.embedded
 	}
-	return s.ops.embed(table, s.ids)
+	return s.ops.embed(w.get(name), s.ids)
 }
 
 // kvAt is the blocks of position-indexed state spec i (nil without a cache).

@@ -83,7 +83,7 @@ func TestLayouts(t *testing.T) {
 		{"xla", LayoutFor(xla.EngineXLA), rows, false},
 		{"rows, unpadded", Layout{}, rows, false},
 		{"rows, slices", Layout{EmbedSlices: true}, rows, true},
-		{"go", LayoutFor(xla.EngineGo), columns, false},
+		{"go", LayoutFor(xla.EngineGo), rows, false},                                                    // tiny-qwen3 fits whole: no weight is split (TestLinearPieces splits them)
 		{"go, 96 rows at a time, unpadded", Layout{TableColumns: true, ColumnRows: 96}, columns, false}, // 320 rows load in four pieces, the last one short
 		// 320 tokens in 3 blocks of 107 (the last padded by one column), loaded 96 rows at a
 		// time so that pieces straddle blocks; looked up by one gather, then by slices.
@@ -252,8 +252,8 @@ func loadEdited(t *testing.T, fixture string, edit func([]loader.WriteTensor) []
 
 func TestTiedHead(t *testing.T) {
 	t.Parallel()
-	for _, layout := range []Layout{{}, {TableColumns: true}, {TableColumns: true, TableBlocks: 3}} {
-		t.Run(fmt.Sprintf("columns=%v,blocks=%d", layout.TableColumns, layout.TableBlocks), func(t *testing.T) {
+	for _, layout := range []Layout{{}, {TableColumns: true}, {TableColumns: true, TableBlocks: 3}, piecesLayout()} {
+		t.Run(fmt.Sprintf("columns=%v,blocks=%d,pieces=%v", layout.TableColumns, layout.TableBlocks, layout.PieceMACs > 0), func(t *testing.T) {
 			t.Parallel()
 			testTiedHead(t, layout)
 		})

@@ -114,6 +114,18 @@ func (m *Model) Close() {
 	m.weights = nil
 }
 
+// embeddingTensors is the resident embedding table: the whole weight, or its pieces of rows
+// in order (Layout.PieceMACs).
+func (m *Model) embeddingTensors() []*tensors.Tensor {
+	n := 1
+	if of := m.specs[m.embedding].Of; of != "" {
+		for n < len(m.specs)-m.embedding && m.specs[m.embedding+n].Of == of {
+			n++
+		}
+	}
+	return m.weights[m.embedding : m.embedding+n]
+}
+
 // WeightBytes is the size of the resident weights.
 func (m *Model) WeightBytes() int64 {
 	m.mu.Lock()

@@ -202,7 +202,7 @@ func BenchmarkLMHead(b *testing.B) {
 	eps := qwen3Of(b, m).Eps()
 	exec, err := NewExec(m.Backend, func(hidden, table, norm *Node) *Node {
 		o := ops{layout: m.layout, vocab: m.Shape().Vocab}
-		return o.head(rmsNorm(o, hidden, norm, eps), table)
+		return o.head(rmsNorm(o, hidden, norm, eps), []*Node{table})
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -99,7 +99,7 @@ func (q qwen3) state() []stateSpec {
 // and its new keys and values (its cache is all position-indexed: s.kv, no fixed-size state).
 func (q qwen3) layers(s *step, w weightSet, _ []*Node) ([]*Node, []*Node) {
 	cos, sin := rotaryTables(s.positions, q.c.HeadWidth(), q.c.Base()) // Qwen3RotaryEmbedding
-	hidden := s.embed(w.get(EmbeddingName))                            // [B, S, d]
+	hidden := s.embed(w, EmbeddingName)                                // [B, S, d]
 	hiddens := []*Node{hidden}
 	var newCache []*Node
 	for i := range q.c.NLayers {
@@ -163,5 +163,5 @@ func (q qwen3) logits(s *step, w weightSet, hidden *Node) *Node {
 	if q.c.UntiedHead {
 		head = TiedHeadName
 	}
-	return s.ops.head(hidden, w.get(head))
+	return s.ops.head(hidden, w.table(head))
 }

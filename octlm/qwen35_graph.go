@@ -29,7 +29,7 @@ func (q qwen35) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 	c := q.c
 	cos, sin := rotaryTables(s.positions, c.RotaryDim, c.RopeTheta) // Qwen3_5TextRotaryEmbedding, text positions
 	p := c.WeightPrefix()
-	hidden := s.embed(w.get(p + "embed_tokens.weight")) // [B, S, hidden]
+	hidden := s.embed(w, p+"embed_tokens.weight") // [B, S, hidden]
 	hiddens := []*Node{hidden}
 	var newState []*Node
 	for i := range c.LayerTypes {
@@ -74,7 +74,7 @@ func (q qwen35) logits(s *step, w weightSet, hidden *Node) *Node {
 	if !q.c.Tied {
 		head = TiedHeadName
 	}
-	return s.ops.head(hidden, w.get(head))
+	return s.ops.head(hidden, w.table(head))
 }
 
 // attention is Qwen3_5Attention: q_proj gives a query and an output gate per head; q_norm and

@@ -1,6 +1,7 @@
 package octlm
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -97,10 +98,14 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	}
 	if !opts.Backend.HasSharedBuffers() {
 		layout.HostEmbed = false // reading the table on the host would copy it there
+		layout.PieceMACs = 0     // pieces are filled in place (fillPieces)
+	}
+	if layout.HalfLinearRows && dtype != Float32 {
+		layout.LinearRows = true
 	}
 	specs := residentSpecs(arch.weights(), layout)
 	if opts.Adapter != nil {
-		if err := opts.Adapter.check(specs); err != nil {
+		if err := opts.Adapter.check(arch.weights()); err != nil {
 			return nil, err
 		}
 	}
@@ -108,6 +113,15 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	type place struct{ i, part int }
 	index := make(map[string]place, len(specs))
 	for i, s := range specs {
+		if s.Of != "" {
+			if s.First == 0 { // the first piece; the others follow it
+				index[s.Of] = place{i, -1}
+				if s.Copy != "" {
+					index[s.Copy] = place{i, -1}
+				}
+			}
+			continue
+		}
 		index[s.Name] = place{i, -1}
 		if s.Copy != "" {
 			index[s.Copy] = place{i, -1}
@@ -120,7 +134,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	m = &Model{shape: arch.shape(), DType: dtype, Backend: opts.Backend, arch: arch, layout: layout, specs: specs, adapter: opts.Adapter,
 		chunks: opts.Chunks.withDefaults(), weights: make([]*tensors.Tensor, len(specs))}
 	embedding, _ := arch.sizeNames()
-	m.embedding = slices.IndexFunc(specs, func(s weightSpec) bool { return s.Name == embedding[0] })
+	m.embedding = slices.IndexFunc(specs, func(s weightSpec) bool { return s.Name == embedding[0] || s.Of == embedding[0] })
 	if m.embedding < 0 {
 		m.layout.HostEmbed = false // no table of that name to read (the graph looks it up)
 	}
@@ -158,9 +172,12 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 			return nil, fmt.Errorf("octlm: %s: unexpected checkpoint tensor", where)
 		}
 		i := at.i
-		spec := specs[i]
+		spec, pieces := specs[i], 0
 		if at.part >= 0 {
 			spec = spec.Parts[at.part]
+		}
+		if spec.Of != "" {
+			spec, pieces = wholeOf(specs, i)
 		}
 		if !slices.Equal(e.Info.Shape, spec.Shape) {
 			return nil, fmt.Errorf("octlm: %s: shape %v does not match the config's %v", where, e.Info.Shape, spec.Shape)
@@ -188,9 +205,14 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 				return nil, fmt.Errorf("octlm: %s: stored twice", where)
 			}
 			// Either of the two copies filled the weight; the other must equal it.
-			if err := checkTiedCopy(from[i], e, m.weights[i], spec, layout, &scratch); err != nil {
+			if err := checkTiedCopy(from[i], e, m.weights[i:i+max(pieces, 1)], spec, layout, &scratch); err != nil {
 				return nil, fmt.Errorf("octlm: %s: checkpoint tied weights differ: %w", where, err)
 			}
+		case pieces > 0:
+			if err := fillPieces(opts.Backend, specs[i:i+pieces], layout, e, dtype, m.weights[i:i+pieces], &scratch); err != nil {
+				return nil, fmt.Errorf("octlm: %s: %w", where, err)
+			}
+			from[i] = e
 		default:
 			t, err := residentTensor(opts.Backend, spec, layout, e, dtype, &scratch)
 			if err != nil {
@@ -208,6 +230,9 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 			continue
 		}
 		missing := specs[i].Name
+		if specs[i].Of != "" {
+			missing = specs[i].Of
+		}
 		for j, part := range specs[i].Parts {
 			if f := fusing[i]; f == nil || !f.filled[j] {
 				missing = part.Name
@@ -217,6 +242,111 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 		return nil, fmt.Errorf("octlm: %s: missing checkpoint tensor %q", ckpt.Dir(), missing)
 	}
 	return m, nil
+}
+
+// wholeOf is the checkpoint Linear weight whose first piece is specs[i] (Layout.PieceMACs),
+// and how many pieces it is in (specs[i:i+pieces]).
+func wholeOf(specs []weightSpec, i int) (whole weightSpec, pieces int) {
+	whole = specs[i]
+	whole.Name, whole.Of, whole.First = specs[i].Of, "", 0
+	whole.Shape = []int{0, specs[i].Shape[1]}
+	for j := i; j < len(specs) && specs[j].Of == specs[i].Of; j++ {
+		whole.Shape[0] += specs[j].Shape[0]
+		pieces++
+	}
+	return whole, pieces
+}
+
+// fillPieces reads the rows of e, a checkpoint weight [out, in] (a Linear weight or a table),
+// into new resident pieces laid out as layout says, one per spec (their First and Shape say
+// which rows), set in dst: each piece's rows are decoded into its buffer (through scratch, one
+// piece's worth, where they are converted or transposed), so that no whole-weight copy is ever
+// held. On error none stays allocated.
+func fillPieces(backend compute.Backend, specs []weightSpec, layout Layout, e loader.Entry, dtype DType, dst []*tensors.Tensor, scratch *[]float32) (err error) {
+	defer func() {
+		if err != nil {
+			for k, t := range dst {
+				if t != nil {
+					t.FinalizeAll()
+					dst[k] = nil
+				}
+			}
+		}
+	}()
+	for k, s := range specs {
+		shape := shapes.Make(s.residentDType(dtype), s.residentShape(layout)...)
+		buffer, flat, err := backend.NewSharedBuffer(0, shape)
+		if err != nil {
+			return fmt.Errorf("allocating piece %d %s: %w", k, shape, err)
+		}
+		if dst[k], err = tensors.FromBuffer(buffer); err != nil {
+			_ = buffer.Finalize()
+			return err
+		}
+		if s.Kind == linearWeight && !layout.LinearRows {
+			err = fillColumnPiece(flat, s, e, scratch)
+		} else {
+			err = fillRowPiece(flat, s, e, scratch)
+		}
+		if err != nil {
+			return fmt.Errorf("piece %d (rows %d…%d): %w", k, s.First, s.First+s.Shape[0]-1, err)
+		}
+	}
+	return nil
+}
+
+// fillRowPiece decodes the rows of e that piece s holds into flat as they are stored, [n, in].
+func fillRowPiece(flat any, s weightSpec, e loader.Entry, scratch *[]float32) error {
+	first := s.First * s.Shape[1]
+	switch to := flat.(type) {
+	case []float32:
+		return e.File.ReadFloat32Range(e.Info, first, to)
+	case []bfloat16.BFloat16:
+		return readConverted(e, first, to, scratch, bfloat16.FromFloat32)
+	case []float16.Float16:
+		return readConverted(e, first, to, scratch, float16.FromFloat32)
+	}
+	return fmt.Errorf("unsupported resident type %T", flat)
+}
+
+// fillColumnPiece decodes the rows of e that piece s holds ([n, in]) through scratch into flat
+// as columns, [in, n].
+func fillColumnPiece(flat any, s weightSpec, e loader.Entry, scratch *[]float32) error {
+	n, in := s.Shape[0], s.Shape[1]
+	if cap(*scratch) < n*in {
+		*scratch = make([]float32, n*in)
+	}
+	values := (*scratch)[:n*in]
+	if err := e.File.ReadFloat32Range(e.Info, s.First*in, values); err != nil {
+		return err
+	}
+	switch to := flat.(type) {
+	case []float32:
+		parallelTiles(in, n, func(i0, i1, j0, j1 int) {
+			transpose32(to[i0*n+j0:], n, values[j0*in+i0:], in, j1-j0, i1-i0)
+		})
+	case []bfloat16.BFloat16:
+		placeTransposed(to, values, n, in, n, 0, bfloat16.FromFloat32)
+	case []float16.Float16:
+		placeTransposed(to, values, n, in, n, 0, float16.FromFloat32)
+	default:
+		return fmt.Errorf("unsupported resident type %T", flat)
+	}
+	return nil
+}
+
+// readConverted decodes len(dst) elements of e from element first on through scratch and
+// rounds them into dst (a bfloat16 value comes back as itself).
+func readConverted[T any](e loader.Entry, first int, dst []T, scratch *[]float32, convert func(float32) T) error {
+	if cap(*scratch) < len(dst) {
+		*scratch = make([]float32, len(dst))
+	}
+	values := (*scratch)[:len(dst)]
+	if err := e.File.ReadFloat32Range(e.Info, first, values); err != nil {
+		return err
+	}
+	convertAll(dst, values, convert)
+	return nil
 }
 
 // fusedFill is a fused resident weight ([in, Σ out], or [Σ out, in] with Layout.LinearRows) while its parts arrive: in a shared backend
@@ -571,9 +701,10 @@ func parallelTiles(rows, cols int, tile func(i0, i1, j0, j1 int)) {
 }
 
 // checkTiedCopy checks that a second stored copy of the embedding (e) equals the one the
-// resident weight was filled from (first): byte for byte when both are stored alike, else value
-// by value after decoding e, which needs a float32 copy of it.
-func checkTiedCopy(first, e loader.Entry, resident *tensors.Tensor, spec weightSpec, layout Layout, scratch *[]float32) error {
+// resident weight (whole, or its pieces of rows in order) was filled from (first): byte for
+// byte when both are stored alike, else value by value after decoding e, which needs a float32
+// copy of it.
+func checkTiedCopy(first, e loader.Entry, resident []*tensors.Tensor, spec weightSpec, layout Layout, scratch *[]float32) error {
 	same, err := loader.SameData(first, e)
 	if err != nil || same {
 		return err
@@ -597,26 +728,34 @@ func checkTiedCopy(first, e loader.Entry, resident *tensors.Tensor, spec weightS
 			return (block*d+j%d)*perBlock + column
 		}
 	}
+	// In pieces of rows (consecutive, in order) checkpoint element j lies in the piece that
+	// holds its row.
 	var mismatch error
-	err = resident.ConstFlatData(func(flat any) {
-		for j, v := range values {
-			var got float32
-			switch f := flat.(type) {
-			case []float32:
-				got = f[at(j)]
-			case []float16.Float16:
-				got, v = f[at(j)].Float32(), float16.FromFloat32(v).Float32()
-			case []bfloat16.BFloat16:
-				got, v = f[at(j)].Float32(), bfloat16.FromFloat32(v).Float32()
+	offset := 0
+	for _, piece := range resident {
+		size := piece.Shape().Size()
+		err = piece.ConstFlatData(func(flat any) {
+			for j, v := range values[offset : offset+size] {
+				j += offset
+				var got float32
+				switch f := flat.(type) {
+				case []float32:
+					got = f[at(j)-offset]
+				case []float16.Float16:
+					got, v = f[at(j)-offset].Float32(), float16.FromFloat32(v).Float32()
+				case []bfloat16.BFloat16:
+					got, v = f[at(j)-offset].Float32(), bfloat16.FromFloat32(v).Float32()
+				}
+				if got != v {
+					mismatch = fmt.Errorf("first difference at element %d: %g vs %g", j, got, v)
+					return
+				}
 			}
-			if got != v {
-				mismatch = fmt.Errorf("first difference at element %d: %g vs %g", j, got, v)
-				return
-			}
+		})
+		if err != nil || mismatch != nil {
+			return errors.Join(err, mismatch)
 		}
-	})
-	if err != nil {
-		return err
+		offset += size
 	}
-	return mismatch
+	return nil
 }

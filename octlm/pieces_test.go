@@ -1,0 +1,301 @@
+package octlm
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/octlm/octlm/loader"
+	"github.com/octlm/octlm/octlm/synth"
+	"github.com/octlm/octlm/xla"
+)
+
+// piecesLayout is the pure-Go engine's layout with pieces small enough for the tiny fixtures
+// (hidden 64): at most 32 rows for a 64-wide input, sized for 8-row products.
+func piecesLayout() Layout {
+	l := LayoutFor(xla.EngineGo)
+	l.PieceMACs = 8*64*32 + 1
+	return l
+}
+
+// TestPieceSpecs checks the split of each Linear weight and table stored as rows: pieces of
+// whole rows in order, every one within PieceMACs for PieceRows rows, heights a multiple of 16
+// but the last, about equal; other weights, Linear weights that fit and tables stored as
+// columns stay whole.
+func TestPieceSpecs(t *testing.T) {
+	l := Layout{LinearRows: true, PieceMACs: 4 << 20, PieceRows: 8}
+	specs := []weightSpec{
+		{Name: "norm", Shape: []int{1024}, Kind: vectorWeight},
+		{Name: "q", Shape: []int{2048, 1024}, Kind: linearWeight},
+		{Name: "down", Shape: []int{1024, 3072}, Kind: linearWeight},
+		{Name: "small", Shape: []int{64, 1024}, Kind: linearWeight},
+		{Name: "odd", Shape: []int{1000, 1024}, Kind: linearWeight},
+		{Name: "table", Shape: []int{151936, 1024}, Kind: tableWeight},
+	}
+	columns := l
+	columns.TableColumns = true
+	if got := columns.pieceSpecs(specs); !slices.ContainsFunc(got, func(s weightSpec) bool { return s.Name == "table" }) {
+		t.Errorf("a table stored as columns was split")
+	}
+	got := l.pieceSpecs(specs)
+	whole := map[string]bool{}
+	rows := map[string]int{}
+	for _, s := range got {
+		if s.Of == "" {
+			whole[s.Name] = true
+			continue
+		}
+		in := s.Shape[1]
+		if s.First != rows[s.Of] {
+			t.Errorf("%s starts at row %d, want %d", s.Name, s.First, rows[s.Of])
+		}
+		if macs := l.PieceRows * s.Shape[0] * in; macs >= l.PieceMACs {
+			t.Errorf("%s: %d rows × %v = %d MACs, want < %d", s.Name, l.PieceRows, s.Shape, macs, l.PieceMACs)
+		}
+		rows[s.Of] += s.Shape[0]
+	}
+	for _, name := range []string{"norm", "small"} {
+		if !whole[name] {
+			t.Errorf("%s was split", name)
+		}
+	}
+	for _, s := range specs[1:] {
+		if s.Name != "small" && rows[s.Name] != s.Shape[0] {
+			t.Errorf("%s: pieces hold %d rows, want %d", s.Name, rows[s.Name], s.Shape[0])
+		}
+	}
+	heights := func(of string) []int {
+		var h []int
+		for _, s := range got {
+			if s.Of == of {
+				h = append(h, s.Shape[0])
+			}
+		}
+		return h
+	}
+	for _, tt := range []struct {
+		of   string
+		want []int
+	}{{"q", []int{416, 416, 416, 416, 384}}, {"down", []int{160, 160, 160, 160, 160, 160, 64}}, {"odd", []int{336, 336, 328}}} {
+		if h := heights(tt.of); !slices.Equal(h, tt.want) {
+			t.Errorf("%s: heights %v, want %v", tt.of, h, tt.want)
+		}
+	}
+}
+
+// TestLinearPieces runs tiny-qwen3 and tiny-qwen35 with every Linear weight in pieces of rows
+// on the pure-Go backend: the full path (prompt rows, the large kernel per piece), the cached
+// path split at the half, token by token (one row padded to four, the small kernel) and four
+// sequences decoded together (four rows, the last ≡ 3 mod 4), each against the reference.
+func TestLinearPieces(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		fixture string
+		gate    float64 // what the fixture reaches with whole weights: 1e-4, and Qwen3.5's gate
+	}{{"tiny-qwen3", 1e-4}, {"tiny-qwen35", qwen35Gate}} {
+		fixture := tt.fixture
+		t.Run(fixture, func(t *testing.T) {
+			t.Parallel()
+			layout := piecesLayout()
+			m, err := Load(fixtureDir(fixture), LoadOptions{Backend: goBackend(t), Layout: &layout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(m.Close)
+			if n := countPieces(m); n == 0 {
+				t.Fatalf("no weight was split: the test runs nothing new")
+			}
+			refs := readReference(t, fixture)
+			for n, ref := range refs {
+				results := map[string]Logits{}
+				var err error
+				if results["full"], err = m.Forward(ref.ids); err != nil {
+					t.Fatal(err)
+				}
+				if results["token-by-token"], err = tokenByToken(m, ref.ids); err != nil {
+					t.Fatal(err)
+				}
+				cache, err := m.NewCache(len(ref.ids))
+				if err != nil {
+					t.Fatal(err)
+				}
+				split := max(1, len(ref.ids)/2)
+				first, err := m.ForwardCached(ref.ids[:split], cache)
+				if err == nil && split < len(ref.ids) {
+					var second Logits
+					second, err = m.ForwardCached(ref.ids[split:], cache)
+					first = concatLogits(first, second)
+				}
+				cache.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				results["cached"] = first
+				for path, got := range results {
+					if worst := maxAbsError(t, got, ref.logits); worst > tt.gate {
+						t.Errorf("case %d %s: max abs error %.3g > %g", n, path, worst, tt.gate)
+					}
+				}
+			}
+			checkBatchDecode(t, m, refs, tt.gate)
+		})
+	}
+}
+
+// countPieces is how many resident weights of m are pieces of a Linear weight.
+func countPieces(m *Model) int {
+	n := 0
+	for _, s := range m.specs {
+		if s.Of != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// checkBatchDecode decodes four sequences together, the two longest reference cases in turn,
+// one token each per step, for as many steps as the shorter has (at most 24), and checks each
+// step's logits against the reference within gate.
+func checkBatchDecode(t *testing.T, m *Model, refs []referenceCase, gate float64) {
+	t.Helper()
+	const batch = 4
+	longest := slices.SortedFunc(slices.Values(refs), func(a, b referenceCase) int { return len(b.ids) - len(a.ids) })
+	seqs := make([]referenceCase, batch)
+	steps := 24
+	for b := range seqs {
+		seqs[b] = longest[b%min(2, len(longest))]
+		steps = min(steps, len(seqs[b].ids))
+	}
+	caches := make([]*Cache, batch)
+	for b := range caches {
+		c, err := m.NewCache(steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		caches[b] = c
+	}
+	worst := 0.0
+	for step := range steps {
+		ids := make([][]int, batch)
+		for b := range ids {
+			ids[b] = []int{seqs[b].ids[step]}
+		}
+		next, err := m.NextBatch(ids, caches)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b, row := range next {
+			for c, w := range seqs[b].logits.Row(step) {
+				worst = max(worst, math.Abs(float64(row[c]-w)))
+			}
+		}
+	}
+	t.Logf("%d sequences decoded together, %d steps: max abs error %.3g", batch, steps, worst)
+	if worst > gate {
+		t.Errorf("%d sequences decoded together: max abs error %.3g > %g", batch, worst, gate)
+	}
+}
+
+// TestHalfPieces decodes a synthetic model in bfloat16 with its Linear weights in pieces, one
+// sequence and four together (the small kernel's half-precision products, rows ≡ 3 mod 4
+// included, unspread), against the same model in float32 with whole weights.
+func TestHalfPieces(t *testing.T) {
+	t.Parallel()
+	cfg := synth.QwenLike{VocabSize: 512, HiddenSize: 64, NumLayers: 2, NumHeads: 4, NumKVHeads: 2, HeadDim: 16,
+		IntermediateSize: 128, MaxPositionEmbeddings: 512, RopeTheta: 1_000_000, RMSNormEps: 1e-6, EOSTokenID: 1}
+	dir := t.TempDir()
+	if err := synth.WriteWith(dir, cfg, synth.Options{Seed: 7, NoTokenizer: true}); err != nil {
+		t.Fatal(err)
+	}
+	const steps, batch = 12, 4
+	ids := make([][]int, batch)
+	for b := range ids {
+		ids[b] = make([]int, steps)
+		for i := range ids[b] {
+			ids[b][i] = (i*977 + b*131 + 13) % cfg.VocabSize
+		}
+	}
+	decode := func(dtype DType, layout *Layout, sequences int) [][]float32 {
+		m, err := Load(dir, LoadOptions{Backend: goBackend(t), DType: dtype, Layout: layout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if layout != nil && countPieces(m) == 0 {
+			t.Fatalf("no weight was split")
+		}
+		caches := make([]*Cache, sequences)
+		for b := range caches {
+			if caches[b], err = m.NewCache(steps); err != nil {
+				t.Fatal(err)
+			}
+			defer caches[b].Close()
+		}
+		var out [][]float32
+		for i := range steps {
+			step := make([][]int, sequences)
+			for b := range step {
+				step[b] = []int{ids[b][i]}
+			}
+			next, err := m.NextBatch(step, caches)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, next...)
+		}
+		return out
+	}
+	layout := piecesLayout()
+	for _, sequences := range []int{1, batch} {
+		want := decode(Float32, nil, sequences)
+		got := decode(BFloat16, &layout, sequences)
+		worst, agree := 0.0, 0
+		for r := range want {
+			for c, w := range want[r] {
+				worst = max(worst, math.Abs(float64(got[r][c]-w)))
+			}
+			if Argmax(got[r]) == Argmax(want[r]) {
+				agree++
+			}
+		}
+		t.Logf("%d sequences: bfloat16 in pieces vs float32: max abs logit error %.3g, top-1 agreement %d/%d", sequences, worst, agree, len(want))
+		if worst > 0.05 {
+			t.Errorf("%d sequences: max abs logit error %.3g > 0.05", sequences, worst)
+		}
+	}
+}
+
+// TestPieceLoadErrors: a split weight missing from the checkpoint, or mis-shaped, is an error
+// naming the checkpoint tensor, and nothing stays allocated.
+func TestPieceLoadErrors(t *testing.T) {
+	t.Parallel()
+	const up = "model.layers.0.mlp.up_proj.weight"
+	byName := func(ts []loader.WriteTensor, name string) int {
+		return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
+	}
+	for _, tt := range []struct {
+		name    string
+		edit    func([]loader.WriteTensor) []loader.WriteTensor
+		wantErr string
+	}{
+		{"missing", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			return slices.Delete(ts, byName(ts, up), byName(ts, up)+1)
+		}, `missing checkpoint tensor "` + up + `"`},
+		{"one row short", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			w := &ts[byName(ts, up)]
+			w.Data = w.Data[:len(w.Data)-len(w.Data)/w.Shape[0]]
+			w.Shape = []int{w.Shape[0] - 1, w.Shape[1]}
+			return ts
+		}, `"` + up + `": shape [95 64] does not match the config's [96 64]`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			layout := piecesLayout()
+			_, err := Load(rewriteFixture(t, "tiny-qwen3", tt.edit), LoadOptions{Backend: goBackend(t), Layout: &layout})
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
