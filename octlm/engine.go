@@ -84,6 +84,11 @@ type Layout struct {
 	// (decode steps); a prompt chunk's products take the blocks on the right, the values as
 	// stored contracted on their last axis. 0: no bound.
 	CacheLeftRows int
+	// CacheLeftPad pads the query rows of CacheLeft's key products (K·qᵀ) to a multiple of it:
+	// the pure-Go backend's small kernel multiplies whole 4 × 4 tiles, and ran a decode step's
+	// two rows per kv head (Qwen3-0.6B: 16 heads over 8) on its slower remainder path. 0 or 1:
+	// no padding.
+	CacheLeftPad int
 	// PieceMACs splits every Linear weight, and every table stored as rows (not TableColumns,
 	// one block), into pieces of n of its output rows, each a resident tensor of its own with
 	// PieceRows × n × in below PieceMACs (a Linear piece [in, n], or [n, in] with LinearRows; a
@@ -215,6 +220,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.PadRows = goPadRows
 		l.CacheLeft = true
 		l.CacheLeftRows = goCacheLeftRows
+		l.CacheLeftPad = pieceKernelRows
 		l.PieceMACs = goSmallMACs
 		l.PieceRows = goPieceRows
 		l.HalfLinearRows = true
@@ -907,11 +913,21 @@ func (o ops) cacheScores(q *Node, blocks []*Node) *Node {
 		dtype = dtypes.Float32
 	}
 	q = ConvertDType(q, dtype)
+	rows := q.Shape().Dimensions[1]
+	if m := o.layout.CacheLeftPad; m > 1 && rows%m != 0 {
+		dims := slices.Clone(q.Shape().Dimensions)
+		dims[1] = ceilDiv(rows, m)*m - rows
+		q = Concatenate([]*Node{q, Zeros(q.Graph(), shapes.Make(dtype, dims...))}, 1)
+	}
 	parts := make([]*Node, len(blocks))
 	for j, block := range blocks {
-		parts[j] = DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, q, []int{2}, []int{0}) // [kvHeads, n, rows]
+		parts[j] = DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, q, []int{2}, []int{0}) // [kvHeads, n, rows(+pad)]
 	}
-	return Transpose(wide(concatenate(parts, 1)), 1, 2)
+	scores := concatenate(parts, 1)
+	if scores.Shape().Dimensions[2] != rows {
+		scores = SliceAxis(scores, 2, AxisRange(0, rows))
+	}
+	return Transpose(wide(scores), 1, 2)
 }
 
 // cacheContext is probs [kvHeads, rows, T(+more)] (the probabilities of a sequence's rows, the
