@@ -137,7 +137,7 @@ func BenchmarkAttentionAtDepth(b *testing.B) {
 func blockSizes(n int) []int {
 	var sizes []int
 	for c := 0; c < n; {
-		size := nextBlock(c, 1<<30)
+		size := nextBlock(c, 1<<30, maxCacheBlock)
 		sizes = append(sizes, size)
 		c += size
 	}

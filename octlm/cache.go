@@ -16,7 +16,7 @@ import (
 // position's values as a column).
 //
 // Position-indexed state lives in blocks (see nextBlock: 64 positions, 64, 128, … doubling to
-// maxCacheBlock, then maxCacheBlock each), allocated as the cache grows and never moved: growing
+// maxCacheBlock, or less on the pure-Go engine, then that many each), allocated as the cache grows and never moved: growing
 // appends blocks, it copies nothing. Where the backend shares its buffers with Go (the pure-Go
 // backend, ONNX Runtime on CPU) the host writes each chunk's new keys and values into the
 // blocks in place (writeRows) and the step graph only reads them, the blocks that cover the
@@ -51,21 +51,21 @@ const maxCacheBlock = 1024
 
 // nextBlock is the size of the block that follows blocks holding capacity positions, in a
 // model of context positions: minCacheCapacity, then as many as the blocks hold (the capacity
-// doubles) up to maxCacheBlock, never past the context.
-func nextBlock(capacity, context int) int {
+// doubles) up to largest (maxCacheBlock, or less: Layout.cacheBlock), never past the context.
+func nextBlock(capacity, context, largest int) int {
 	size := minCacheCapacity
 	if capacity > 0 {
-		size = min(capacity, maxCacheBlock)
+		size = min(capacity, largest)
 	}
 	return min(size, context-capacity)
 }
 
 // blocksCapacity is the capacity of the blocks that hold n positions (n ≥ 1) in a model of
-// context positions.
-func blocksCapacity(n, context int) int {
+// context positions, blocks of at most largest.
+func blocksCapacity(n, context, largest int) int {
 	c := 0
 	for c < min(n, context) {
-		c += nextBlock(c, context)
+		c += nextBlock(c, context, largest)
 	}
 	return c
 }
@@ -295,7 +295,7 @@ func (c *Cache) reserve(n int) error {
 		}
 	}
 	for c.capacity < n {
-		size := nextBlock(c.capacity, context)
+		size := nextBlock(c.capacity, context, c.model.layout.cacheBlock(c.specs))
 		block := make([]*tensors.Tensor, len(c.specs))
 		for i, spec := range c.specs {
 			if spec.PosAxis < 0 {

@@ -375,3 +375,30 @@ func greedyRobustPrefix(t *testing.T, m *Model, prompt, generated []int, margin 
 	}
 	return len(generated)
 }
+
+// TestCacheBlock: the go layout halves the largest cache block until a decode step's key
+// product against one is under the pure-Go backend's small-kernel threshold; other layouts keep
+// maxCacheBlock.
+func TestCacheBlock(t *testing.T) {
+	keys := func(kvHeads, hd int) []stateSpec {
+		return []stateSpec{{Name: "k", Dims: []int{kvHeads, 0, hd}, PosAxis: 1}, {Name: "v", Dims: []int{kvHeads, hd, 0}, PosAxis: 2, Values: true},
+			{Name: "recurrent", Dims: []int{16, 128, 128}, PosAxis: -1}}
+	}
+	goLayout := LayoutFor(xla.EngineGo)
+	for _, tt := range []struct {
+		name   string
+		layout Layout
+		specs  []stateSpec
+		want   int
+	}{
+		{"go, Qwen3-0.6B (8 kv heads of 128)", goLayout, keys(8, 128), 512},
+		{"go, 4 kv heads of 128", goLayout, keys(4, 128), 1024},
+		{"go, 32 kv heads of 128", goLayout, keys(32, 128), 128},
+		{"go, tiny-qwen3", goLayout, keys(2, 32), 1024},
+		{"onnx, Qwen3-0.6B", LayoutFor(xla.EngineONNX), keys(8, 128), maxCacheBlock},
+	} {
+		if got := tt.layout.cacheBlock(tt.specs); got != tt.want {
+			t.Errorf("%s: largest block %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

@@ -84,11 +84,18 @@ type Layout struct {
 	// (decode steps); a prompt chunk's products take the blocks on the right, the values as
 	// stored contracted on their last axis. 0: no bound.
 	CacheLeftRows int
-	// CacheLeftPad pads the query rows of CacheLeft's key products (K·qᵀ) to a multiple of it:
-	// the pure-Go backend's small kernel multiplies whole 4 × 4 tiles, and ran a decode step's
-	// two rows per kv head (Qwen3-0.6B: 16 heads over 8) on its slower remainder path. 0 or 1:
-	// no padding.
+	// CacheLeftPad pads the query rows of CacheLeft's products (K·qᵀ, Vᵀ·pᵀ) to a multiple of
+	// it: the pure-Go backend's small kernel multiplies whole tiles of 4 rows, and ran a decode
+	// step's two rows per kv head (Qwen3-0.6B: 16 heads over 8) on its slower remainder path:
+	// 64 value blocks of [8, 128, 512] 12 GB/s for two rows, 35 padded to four (a scratch
+	// benchmark, AMD Zen 5, 2 cores, 2026-12-05). 0 or 1: no padding.
 	CacheLeftPad int
+	// CacheBlockMACs halves the KV cache's largest block (maxCacheBlock) until a decode step's
+	// key product against a block, kvHeads × block × CacheLeftPad rows × headDim multiply-adds,
+	// is below it: the pure-Go backend runs a product of 4 << 20 or more on its large kernel,
+	// which packs the whole block on every call (Qwen3-0.6B: blocks of 1,024 positions are
+	// exactly 4 << 20, so the go engine's are 512). 0: maxCacheBlock.
+	CacheBlockMACs int
 	// PieceMACs splits every Linear weight, and every table stored as rows (not TableColumns,
 	// one block), into pieces of n of its output rows, each a resident tensor of its own with
 	// PieceRows × n × in below PieceMACs (a Linear piece [in, n], or [n, in] with LinearRows; a
@@ -221,6 +228,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.CacheLeft = true
 		l.CacheLeftRows = goCacheLeftRows
 		l.CacheLeftPad = pieceKernelRows
+		l.CacheBlockMACs = goSmallMACs
 		l.PieceMACs = goSmallMACs
 		l.PieceRows = goPieceRows
 		l.HalfLinearRows = true
@@ -287,6 +295,30 @@ func (l Layout) pieceSpecs(specs []weightSpec) []weightSpec {
 		}
 	}
 	return out
+}
+
+// cacheBlock is the largest block of a cache holding specs (as this layout stores them): see
+// CacheBlockMACs.
+func (l Layout) cacheBlock(specs []stateSpec) int {
+	block := maxCacheBlock
+	if l.CacheBlockMACs <= 0 {
+		return block
+	}
+	for _, s := range specs {
+		if s.PosAxis < 0 {
+			continue
+		}
+		macs := max(l.CacheLeftPad, 1) // per position: the other dimensions times the query rows
+		for i, d := range s.Dims {
+			if i != s.PosAxis {
+				macs *= d
+			}
+		}
+		for block > minCacheCapacity && block*macs >= l.CacheBlockMACs {
+			block /= 2
+		}
+	}
+	return block
 }
 
 // tableShape is the resident shape of a [vocab, d] table.
@@ -970,6 +1002,12 @@ func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 		slots += block.Shape().Dimensions[2]
 	}
 	pT := Transpose(ConvertDType(SliceAxis(probs, 2, AxisRange(0, slots)), dtype), 1, 2) // [kvHeads, T, rows]
+	rows := pT.Shape().Dimensions[2]
+	if m := o.layout.CacheLeftPad; m > 1 && rows%m != 0 {
+		dims := slices.Clone(pT.Shape().Dimensions)
+		dims[2] = ceilDiv(rows, m)*m - rows
+		pT = Concatenate([]*Node{pT, Zeros(pT.Graph(), shapes.Make(dtype, dims...))}, 2)
+	}
 	offset := 0
 	for _, block := range blocks {
 		n := block.Shape().Dimensions[2]
@@ -979,6 +1017,9 @@ func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 		}
 		add(DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, part, []int{1}, []int{0})) // [kvHeads, hd, rows]
 		offset += n
+	}
+	if sum.Shape().Dimensions[2] != rows {
+		sum = SliceAxis(sum, 2, AxisRange(0, rows))
 	}
 	return ConvertDType(Transpose(sum, 1, 2), probs.DType())
 }

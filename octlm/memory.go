@@ -88,13 +88,13 @@ func memoryNeeded(arch architecture, layout Layout, dtype DType, positions int) 
 		}
 	}
 	sizes := stateBytes(arch.state(), dtype.gomlx())
-	m.KVCache = addBytes(mulBytes(int64(cacheCapacity(arch.shape(), positions)), sizes.perPosition), sizes.fixed)
+	m.KVCache = addBytes(mulBytes(int64(cacheCapacity(arch.shape(), layout.cacheBlock(layout.stateSpecs(arch.state())), positions)), sizes.perPosition), sizes.fixed)
 	m.Working = scratch
 	return m
 }
 
-// cacheCapacity is the capacity NewCache gives a cache for n positions: whole blocks (see
-// nextBlock) holding n, at most the context length.
-func cacheCapacity(shape Shape, n int) int {
-	return blocksCapacity(max(n, 1), shape.Context)
+// cacheCapacity is the capacity NewCache gives a cache for n positions: whole blocks of at
+// most largest (see nextBlock) holding n, at most the context length.
+func cacheCapacity(shape Shape, largest, n int) int {
+	return blocksCapacity(max(n, 1), shape.Context, largest)
 }
