@@ -564,6 +564,10 @@ func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 				out[i] = o.linearPieces(x, p.nodes, p.axis == 1)
 				continue
 			}
+			if o.layout.PieceMACs > 0 { // a weight that fits whole is one piece
+				out[i] = o.linearPieces(x, []*Node{w.get(name)}, !o.layout.LinearRows)
+				continue
+			}
 			out[i] = o.linear(x, w.get(name))
 		}
 	} else {
@@ -789,10 +793,10 @@ func pieceEmbeddings(pieces []*tensors.Tensor, ids [][]int, seqLen int) (*tensor
 // step); as columns on the pure-Go engine a prompt's rows are widened or spread around its
 // large kernel's half-precision bug (SpreadHalfRows).
 func (o ops) head(hidden *Node, pieces []*Node) *Node {
-	if len(pieces) > 1 {
-		return o.linearPieces(hidden, pieces, false) // rows in pieces [n, d]
-	}
 	table := pieces[0]
+	if len(pieces) > 1 || (o.layout.PieceMACs > 0 && !o.layout.TableColumns && table.Rank() == 2 && !o.asStored) {
+		return o.linearPieces(hidden, pieces, false) // rows in pieces [n, d], or whole
+	}
 	p := hidden.Shape().Dimensions[0]
 	if o.layout.TableColumns && table.Rank() == 3 {
 		// Blocks [blocks, d, perBlock]: one batched product, the blocks side by side, the
