@@ -423,13 +423,7 @@ func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 	x = Reshape(x, rows, in)
 	var y *Node
 	if rows <= o.layout.PieceRows {
-		if pad := ceilDiv(rows, pieceKernelRows)*pieceKernelRows - rows; pad > 0 {
-			x = Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), pad, in))}, 0)
-		}
-		y = product(x, func(w *Node) *Node { return ConvertDType(w, x.DType()) })
-		if y.Shape().Dimensions[0] != rows {
-			y = SliceAxis(y, 0, AxisRange(0, rows))
-		}
+		y = cutTo(product(padToMultiple(x, 0, pieceKernelRows), func(w *Node) *Node { return ConvertDType(w, x.DType()) }), 0, rows)
 	} else {
 		y = o.rowProduct(x, in*out, product)
 	}
@@ -948,22 +942,13 @@ func (o ops) cacheScores(q *Node, blocks []*Node) *Node {
 	if dtype != dtypes.Float32 && o.layout.UpcastHalfDot {
 		dtype = dtypes.Float32
 	}
-	q = ConvertDType(q, dtype)
 	rows := q.Shape().Dimensions[1]
-	if m := o.layout.CacheLeftPad; m > 1 && rows%m != 0 {
-		dims := slices.Clone(q.Shape().Dimensions)
-		dims[1] = ceilDiv(rows, m)*m - rows
-		q = Concatenate([]*Node{q, Zeros(q.Graph(), shapes.Make(dtype, dims...))}, 1)
-	}
+	q = padToMultiple(ConvertDType(q, dtype), 1, o.layout.CacheLeftPad)
 	parts := make([]*Node, len(blocks))
 	for j, block := range blocks {
 		parts[j] = DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, q, []int{2}, []int{0}) // [kvHeads, n, rows(+pad)]
 	}
-	scores := concatenate(parts, 1)
-	if scores.Shape().Dimensions[2] != rows {
-		scores = SliceAxis(scores, 2, AxisRange(0, rows))
-	}
-	return Transpose(wide(scores), 1, 2)
+	return Transpose(wide(cutTo(concatenate(parts, 1), 2, rows)), 1, 2)
 }
 
 // cacheContext is probs [kvHeads, rows, T(+more)] (the probabilities of a sequence's rows, the
@@ -1007,11 +992,7 @@ func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 	}
 	pT := Transpose(ConvertDType(SliceAxis(probs, 2, AxisRange(0, slots)), dtype), 1, 2) // [kvHeads, T, rows]
 	rows := pT.Shape().Dimensions[2]
-	if m := o.layout.CacheLeftPad; m > 1 && rows%m != 0 {
-		dims := slices.Clone(pT.Shape().Dimensions)
-		dims[2] = ceilDiv(rows, m)*m - rows
-		pT = Concatenate([]*Node{pT, Zeros(pT.Graph(), shapes.Make(dtype, dims...))}, 2)
-	}
+	pT = padToMultiple(pT, 2, o.layout.CacheLeftPad)
 	offset := 0
 	for _, block := range blocks {
 		n := block.Shape().Dimensions[2]
@@ -1022,13 +1003,30 @@ func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 		add(DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, part, []int{1}, []int{0})) // [kvHeads, hd, rows]
 		offset += n
 	}
-	if sum.Shape().Dimensions[2] != rows {
-		sum = SliceAxis(sum, 2, AxisRange(0, rows))
-	}
-	return ConvertDType(Transpose(sum, 1, 2), probs.DType())
+	return ConvertDType(Transpose(cutTo(sum, 2, rows), 1, 2), probs.DType())
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// padToMultiple appends zeros to x along axis until its size there is a multiple of m (m ≤ 1:
+// x as it is). The products of the rows added are cut off again with cutTo.
+func padToMultiple(x *Node, axis, m int) *Node {
+	n := x.Shape().Dimensions[axis]
+	if m <= 1 || n%m == 0 {
+		return x
+	}
+	dims := slices.Clone(x.Shape().Dimensions)
+	dims[axis] = ceilDiv(n, m)*m - n
+	return Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), dims...))}, axis)
+}
+
+// cutTo is the first n entries of y along axis (y itself when it has n).
+func cutTo(y *Node, axis, n int) *Node {
+	if y.Shape().Dimensions[axis] == n {
+		return y
+	}
+	return SliceAxis(y, axis, AxisRange(0, n))
+}
 
 // layoutOf is the layout of the engine behind backend.
 func layoutOf(backend compute.Backend) Layout { return LayoutFor(xla.EngineOf(backend)) }

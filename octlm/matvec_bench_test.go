@@ -273,7 +273,7 @@ func BenchmarkMatMulRows(b *testing.B) {
 
 // loopCores compiles fn on backend, calls it on args once untimed and then in b's loop, and
 // reports the cores kept busy.
-func loopCores(b *testing.B, backend compute.Backend, fn func(x, w *Node) *Node, args ...any) {
+func loopCores[F ExecGraphFn](b *testing.B, backend compute.Backend, fn F, args ...any) {
 	exec, err := NewExec(backend, fn)
 	if err != nil {
 		b.Fatal(err)
@@ -433,20 +433,9 @@ func BenchmarkMatMulPieces(b *testing.B) {
 					args = append(args, randomTensor(b, dt, shape...))
 				}
 				b.Run(fmt.Sprintf("%s/rows%d/pieces/columns=%v", dt, rows, columns), func(b *testing.B) {
-					exec, err := NewExec(backend, func(args []*Node) *Node {
+					loopCores(b, backend, func(args []*Node) *Node {
 						return ops{layout: layout}.linearPieces(args[0], args[1:], columns)
-					})
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer exec.Finalize()
-					callFreed(b, exec, args)
-					b.ResetTimer()
-					cpu := cpuTime()
-					for b.Loop() {
-						callFreed(b, exec, args)
-					}
-					b.ReportMetric((cpuTime()-cpu).Seconds()/b.Elapsed().Seconds(), "cores")
+					}, args...)
 					b.ReportMetric(float64(in*out*dt.Size())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 				})
 			}
