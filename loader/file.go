@@ -161,6 +161,20 @@ func (f *File) ReadFloat32(t TensorInfo, dst []float32) error {
 	return f.ReadFloat32Range(t, 0, dst)
 }
 
+// Release drops the pages of the tensor's bytes that the file's mapping holds in this process
+// (the page cache keeps them); a tensor read in several ranges (ReadFloat32Range) can leave
+// some behind, mapped again by the kernel's read-around while a neighbouring range was read. It
+// does nothing where the file is read rather than mapped.
+func (f *File) Release(t TensorInfo) error {
+	if err := f.check(t); err != nil {
+		return err
+	}
+	if f.data != nil {
+		releasePages(f.data, t.Offset&^4095, t.Offset+t.Size+4095)
+	}
+	return nil
+}
+
 // ReadFloat32Range is ReadFloat32 for the elements first … first+len(dst)-1 of the tensor (in
 // its row-major order), so a large tensor can be decoded piece by piece into a small buffer.
 func (f *File) ReadFloat32Range(t TensorInfo, first int, dst []float32) error {

@@ -91,12 +91,12 @@ type weightSpec struct {
 	First int
 }
 
-// residentSpecs is the weight table as the engine holds it under layout l: specs as they are,
+// residentSpecs is the weight table as the engine holds it under layout l in a model of dtype: specs as they are,
 // or with each Fuse group of Linear weights merged into one spec whose Parts they are, or with
 // each Linear weight split into pieces (Layout.PieceMACs).
-func residentSpecs(specs []weightSpec, l Layout) []weightSpec {
+func residentSpecs(specs []weightSpec, l Layout, dtype DType) []weightSpec {
 	if l.PieceMACs > 0 {
-		return l.pieceSpecs(specs)
+		return l.pieceSpecs(specs, dtype)
 	}
 	if !l.FuseProjections {
 		return specs

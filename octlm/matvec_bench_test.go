@@ -423,7 +423,11 @@ func BenchmarkMatMulPieces(b *testing.B) {
 				b.ReportMetric(float64(in*out*dt.Size())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 			})
 			for _, columns := range []bool{false, true} {
-				specs := layout.pieceSpecs([]weightSpec{{Name: "w", Shape: []int{out, in}, Kind: linearWeight}})
+				model := Float32
+				if dt == dtypes.BFloat16 {
+					model = BFloat16
+				}
+				specs := layout.pieceSpecs([]weightSpec{{Name: "w", Shape: []int{out, in}, Kind: linearWeight}}, model)
 				args := []any{x}
 				for _, s := range specs {
 					shape := s.Shape

@@ -20,9 +20,10 @@ func piecesLayout() Layout {
 }
 
 // TestPieceSpecs checks the split of each Linear weight and table stored as rows: pieces of
-// whole rows in order, every one within PieceMACs for PieceRows rows, heights a multiple of 16
-// but the last, about equal; other weights, Linear weights that fit and tables stored as
-// columns stay whole.
+// whole rows in order, every one within PieceMACs for PieceRows rows, all as high as the first
+// (a multiple of 16) but the last, heights whose buffers the pure-Go backend does not round up
+// (1 MiB for q's, 1.5 MiB for down's 128 columns of 3,072); other weights, Linear weights that
+// fit and tables stored as columns stay whole.
 func TestPieceSpecs(t *testing.T) {
 	l := Layout{LinearRows: true, PieceMACs: 4 << 20, PieceRows: 8}
 	specs := []weightSpec{
@@ -35,10 +36,10 @@ func TestPieceSpecs(t *testing.T) {
 	}
 	columns := l
 	columns.TableColumns = true
-	if got := columns.pieceSpecs(specs); !slices.ContainsFunc(got, func(s weightSpec) bool { return s.Name == "table" }) {
+	if got := columns.pieceSpecs(specs, Float32); !slices.ContainsFunc(got, func(s weightSpec) bool { return s.Name == "table" }) {
 		t.Errorf("a table stored as columns was split")
 	}
-	got := l.pieceSpecs(specs)
+	got := l.pieceSpecs(specs, Float32)
 	whole := map[string]bool{}
 	rows := map[string]int{}
 	for _, s := range got {
@@ -77,7 +78,8 @@ func TestPieceSpecs(t *testing.T) {
 	for _, tt := range []struct {
 		of   string
 		want []int
-	}{{"q", []int{416, 416, 416, 416, 384}}, {"down", []int{160, 160, 160, 160, 160, 160, 64}}, {"odd", []int{336, 336, 328}}} {
+	}{{"q", []int{256, 256, 256, 256, 256, 256, 256, 256}}, {"down", []int{128, 128, 128, 128, 128, 128, 128, 128}},
+		{"odd", []int{96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 40}}} {
 		if h := heights(tt.of); !slices.Equal(h, tt.want) {
 			t.Errorf("%s: heights %v, want %v", tt.of, h, tt.want)
 		}
@@ -297,5 +299,18 @@ func TestPieceLoadErrors(t *testing.T) {
 				t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestGoBufferBytes: the sizes the pure-Go backend rounds a buffer up to, a power of two or one
+// and a half times one.
+func TestGoBufferBytes(t *testing.T) {
+	for _, tt := range []struct{ n, want int }{
+		{1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 6}, {6, 6}, {7, 8}, {9, 12}, {13, 16},
+		{1 << 20, 1 << 20}, {352 * 4096, 3 << 19}, {496 * 4096, 2 << 20}, {3 << 19, 3 << 19},
+	} {
+		if got := goBufferBytes(tt.n); got != tt.want {
+			t.Errorf("goBufferBytes(%d) = %d, want %d", tt.n, got, tt.want)
+		}
 	}
 }

@@ -103,7 +103,7 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	if layout.HalfLinearRows && dtype != Float32 {
 		layout.LinearRows = true
 	}
-	specs := residentSpecs(arch.weights(), layout)
+	specs := residentSpecs(arch.weights(), layout, dtype)
 	if opts.Adapter != nil {
 		if err := opts.Adapter.check(arch.weights()); err != nil {
 			return nil, err
@@ -292,7 +292,7 @@ func fillPieces(backend compute.Backend, specs []weightSpec, layout Layout, e lo
 			return fmt.Errorf("piece %d (rows %d…%d): %w", k, s.First, s.First+s.Shape[0]-1, err)
 		}
 	}
-	return nil
+	return e.File.Release(e.Info)
 }
 
 // fillRowPiece decodes the rows of e that piece s holds into flat as they are stored, [n, in].
