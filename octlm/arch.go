@@ -151,6 +151,9 @@ type stateSpec struct {
 	// Values marks attention's values, declared [kvHeads, positions, hd]: a layout may store them
 	// transposed, [kvHeads, hd, positions] (Layout.CacheLeft, see Layout.stateSpecs).
 	Values bool
+	// Keys marks attention's keys, declared [kvHeads, positions, hd]: a layout may store them
+	// transposed too (Layout.KeysTransposed).
+	Keys bool
 }
 
 // shape is the state's shape for a cache of the given capacity.

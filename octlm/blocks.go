@@ -139,6 +139,9 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	if newV != nil && o.layout.CacheLeft {
 		newV = Transpose(newV, 2, 3) // [B, kvHeads, hd, S], as the cache stores values
 	}
+	if newK != nil && o.layout.KeysTransposed {
+		newK = Transpose(newK, 2, 3) // [B, kvHeads, hd, S], as the cache stores keys
+	}
 	return Reshape(ConvertDType(ctx, dtype), batch, seqLen, heads*hd), newK, newV
 }
 

@@ -193,13 +193,21 @@ func TestPad(t *testing.T) {
 	}
 	c := qwen3Of(t, m)
 	d, newCap := c.HeadWidth(), cache.Capacity()
+	// Element j of kv head h at position pos, the keys stored [kvHeads, positions, hd] or
+	// transposed (Layout.KeysTransposed).
+	at := func(h, pos, j, capacity int) int {
+		if cache.specs[0].PosAxis == 2 {
+			return (h*d+j)*capacity + pos
+		}
+		return (h*capacity+pos)*d + j
+	}
 	for h := range c.KVHeads {
 		for pos := range 105 {
 			for j := range d {
-				got := after[(h*newCap+pos)*d+j]
+				got := after[at(h, pos, j, newCap)]
 				want := float32(0)
 				if pos < len(ids) {
-					want = before[(h*oldCap+pos)*d+j]
+					want = before[at(h, pos, j, oldCap)]
 				}
 				if got != want {
 					t.Fatalf("head %d position %d: %g, want %g", h, pos, got, want)
@@ -220,9 +228,9 @@ func TestPad(t *testing.T) {
 }
 
 // TestCacheLeftValues: with Layout.CacheLeft a cache stores each layer's values transposed,
-// [kvHeads, hd, positions], and holds exactly the numbers the stored layout holds
-// [kvHeads, positions, hd] (keys unchanged), across a block boundary; the stored layout's specs
-// are the architecture's.
+// [kvHeads, hd, positions], and with Layout.KeysTransposed its keys too, and holds exactly the
+// numbers the stored layout holds [kvHeads, positions, hd], across a block boundary; the stored
+// layout's specs are the architecture's.
 func TestCacheLeftValues(t *testing.T) {
 	ids := make([]int, 70) // past the first block of 64
 	for i := range ids {
@@ -231,7 +239,7 @@ func TestCacheLeftValues(t *testing.T) {
 	caches := make([]*Cache, 2)
 	for i, left := range []bool{false, true} {
 		layout := LayoutFor(xla.EngineGo)
-		layout.CacheLeft = left
+		layout.CacheLeft, layout.KeysTransposed = left, left
 		m := loadLayout(t, "tiny-qwen3", layout)
 		var err error
 		if caches[i], err = m.NewCache(1); err != nil {
@@ -248,11 +256,8 @@ func TestCacheLeftValues(t *testing.T) {
 	}
 	for i, spec := range left.specs {
 		ws := stored.specs[i]
-		want, wantAxis := ws.shape(0), ws.PosAxis
-		if i%2 == 1 { // layers.N.v
-			want, wantAxis = []int{ws.Dims[0], ws.Dims[2], 0}, 2
-		}
-		if got := spec.shape(0); !reflect.DeepEqual(got, want) || spec.PosAxis != wantAxis || spec.Values != ws.Values {
+		want, wantAxis := []int{ws.Dims[0], ws.Dims[2], 0}, 2 // layers.N.k and layers.N.v transposed
+		if got := spec.shape(0); !reflect.DeepEqual(got, want) || spec.PosAxis != wantAxis || spec.Values != ws.Values || spec.Keys != ws.Keys {
 			t.Fatalf("spec %s: shape %v, position axis %d, want %v, %d", spec.Name, got, spec.PosAxis, want, wantAxis)
 		}
 		a, err := stateFlat(stored, i)
@@ -267,10 +272,7 @@ func TestCacheLeftValues(t *testing.T) {
 		for h := range kvHeads {
 			for pos := range capacity {
 				for j := range hd {
-					at := (h*capacity+pos)*hd + j
-					if spec.Values {
-						at = (h*hd+j)*capacity + pos
-					}
+					at := (h*hd+j)*capacity + pos
 					if got, want := b[at], a[(h*capacity+pos)*hd+j]; got != want {
 						t.Fatalf("%s head %d position %d element %d: %g, want %g", spec.Name, h, pos, j, got, want)
 					}

@@ -86,6 +86,12 @@ type Layout struct {
 	// (decode steps); a prompt chunk's products take the blocks on the right, the values as
 	// stored contracted on their last axis. 0: no bound.
 	CacheLeftRows int
+	// KeysTransposed stores attention's keys [kvHeads, hd, positions] (stateSpec.Keys; the
+	// host writes each chunk's keys as columns), and the scores against a block are q·Kᵀ with the
+	// block on the right as it lies: the pure-Go backend's small kernel multiplies that on its
+	// 4 × 64 tiles at 33 GB/s, against 22 for K·qᵀ on 4 × 4 tiles (64 key blocks of [8, 512,
+	// 128], a scratch benchmark, AMD Zen 5, 2 cores, 2026-12-05).
+	KeysTransposed bool
 	// CacheLeftPad pads the query rows of CacheLeft's products (K·qᵀ, Vᵀ·pᵀ) to a multiple of
 	// it: the pure-Go backend's small kernel multiplies whole tiles of 4 rows, and ran a decode
 	// step's two rows per kv head (Qwen3-0.6B: 16 heads over 8) on its slower remainder path:
@@ -229,6 +235,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.CacheLeft = true
 		l.CacheLeftRows = goCacheLeftRows
 		l.CacheLeftPad = pieceKernelRows
+		l.KeysTransposed = true
 		l.CacheBlockMACs = goSmallMACs
 		l.PieceMACs = goSmallMACs
 		l.PieceRows = goPieceRows
@@ -249,14 +256,15 @@ func LayoutFor(engine xla.Engine) Layout {
 
 // stateSpecs are an architecture's state specs as this layout stores them: with CacheLeft
 // attention's values (stateSpec.Values, declared [kvHeads, positions, hd]) are stored
-// [kvHeads, hd, positions], the position axis last.
+// [kvHeads, hd, positions], the position axis last, and with KeysTransposed its keys
+// (stateSpec.Keys) likewise.
 func (l Layout) stateSpecs(specs []stateSpec) []stateSpec {
-	if !l.CacheLeft {
+	if !l.CacheLeft && !l.KeysTransposed {
 		return specs
 	}
 	out := slices.Clone(specs)
 	for i, s := range out {
-		if !s.Values || s.PosAxis != len(s.Dims)-2 {
+		if !(s.Values && l.CacheLeft || s.Keys && l.KeysTransposed) || s.PosAxis != len(s.Dims)-2 {
 			continue
 		}
 		dims := slices.Clone(s.Dims)
@@ -944,16 +952,22 @@ func (o ops) silu(x *Node) *Node { return Mul(x, o.sigmoid(x)) }
 // product is right on the CPU it runs on (it is on AMD Zen 5 with compute v0.1.14); the upcast
 // stays until it is shown right on Intel too.
 func (o ops) dotLastAxes(lhs, rhs *Node, numBatch int) *Node {
+	return o.dotAxes(lhs, rhs, numBatch, rhs.Rank()-1)
+}
+
+// dotAxes is dotLastAxes with rhs contracted on its axis rhsAxis (keys stored transposed:
+// Layout.KeysTransposed).
+func (o ops) dotAxes(lhs, rhs *Node, numBatch, rhsAxis int) *Node {
 	batch := make([]int, numBatch)
 	for i := range batch {
 		batch[i] = i
 	}
 	dtype := lhs.DType()
 	if dtype == dtypes.Float32 || !o.layout.UpcastHalfDot {
-		return DotGeneral(lhs, []int{lhs.Rank() - 1}, batch, rhs, []int{rhs.Rank() - 1}, batch)
+		return DotGeneral(lhs, []int{lhs.Rank() - 1}, batch, rhs, []int{rhsAxis}, batch)
 	}
 	out := DotGeneral(ConvertDType(lhs, dtypes.Float32), []int{lhs.Rank() - 1}, batch,
-		ConvertDType(rhs, dtypes.Float32), []int{rhs.Rank() - 1}, batch)
+		ConvertDType(rhs, dtypes.Float32), []int{rhsAxis}, batch)
 	return ConvertDType(out, dtype)
 }
 
@@ -978,19 +992,30 @@ func (o ops) cacheLeft(rows int) bool {
 // decode step 0.83–0.97× (docs/performance.md, 2026-12-02).
 func (o ops) cacheScores(q *Node, blocks []*Node) *Node {
 	dtype := q.DType()
-	if !o.cacheLeft(q.Shape().Dimensions[1]) {
+	keyAxis := 2 // the blocks' hd axis: [kvHeads, n, hd], or [kvHeads, hd, n] (KeysTransposed)
+	if o.layout.KeysTransposed {
+		keyAxis = 1
+	}
+	rows := q.Shape().Dimensions[1]
+	if !o.cacheLeft(rows) {
 		parts := make([]*Node, len(blocks))
 		for j, block := range blocks {
-			parts[j] = wide(o.dotLastAxes(q, ConvertDType(block, dtype), 1)) // [kvHeads, rows, n]
+			parts[j] = wide(o.dotAxes(q, ConvertDType(block, dtype), 1, keyAxis)) // [kvHeads, rows, n]
 		}
 		return concatenate(parts, 2)
 	}
 	if dtype != dtypes.Float32 && o.layout.UpcastHalfDot {
 		dtype = dtypes.Float32
 	}
-	rows := q.Shape().Dimensions[1]
 	q = padToMultiple(ConvertDType(q, dtype), 1, o.layout.CacheLeftPad)
 	parts := make([]*Node, len(blocks))
+	if o.layout.KeysTransposed {
+		// q·Kᵀ with the block on the right as it lies: [kvHeads, rows(+pad), n].
+		for j, block := range blocks {
+			parts[j] = DotGeneral(q, []int{2}, []int{0}, ConvertDType(block, dtype), []int{1}, []int{0})
+		}
+		return wide(cutTo(concatenate(parts, 2), 1, rows))
+	}
 	for j, block := range blocks {
 		parts[j] = DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, q, []int{2}, []int{0}) // [kvHeads, n, rows(+pad)]
 	}

@@ -89,7 +89,7 @@ func (q qwen3) state() []stateSpec {
 	var specs []stateSpec
 	for i := range q.c.NLayers {
 		for _, kv := range []string{"k", "v"} {
-			specs = append(specs, stateSpec{Name: fmt.Sprintf("layers.%d.%s", i, kv), Dims: []int{q.c.KVHeads, 0, q.c.HeadWidth()}, PosAxis: 1, Values: kv == "v"})
+			specs = append(specs, stateSpec{Name: fmt.Sprintf("layers.%d.%s", i, kv), Dims: []int{q.c.KVHeads, 0, q.c.HeadWidth()}, PosAxis: 1, Values: kv == "v", Keys: kv == "k"})
 		}
 	}
 	return specs

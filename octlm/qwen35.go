@@ -115,7 +115,7 @@ func (q qwen35) state() []stateSpec {
 	for i, t := range c.LayerTypes {
 		if t == FullAttention {
 			for _, kv := range []string{"k", "v"} {
-				specs = append(specs, stateSpec{Name: fmt.Sprintf("layers.%d.%s", i, kv), Dims: []int{c.KVHeads, 0, c.HeadDim}, PosAxis: 1, Values: kv == "v"})
+				specs = append(specs, stateSpec{Name: fmt.Sprintf("layers.%d.%s", i, kv), Dims: []int{c.KVHeads, 0, c.HeadDim}, PosAxis: 1, Values: kv == "v", Keys: kv == "k"})
 			}
 			continue
 		}
