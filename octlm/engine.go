@@ -502,10 +502,7 @@ func (o ops) rowProduct(x *Node, weightSize int, product func(x *Node, weight fu
 		x32 := ConvertDType(x, dtypes.Float32)
 		y = ConvertDType(product(x32, func(w *Node) *Node { return ConvertDType(after(w, x), dtypes.Float32) }), dtype)
 	}
-	if y.Shape().Dimensions[0] != rows {
-		y = SliceAxis(y, 0, AxisRange(0, rows))
-	}
-	return y
+	return cutTo(y, 0, rows)
 }
 
 // after is w, computed only once x is: w − 0, with the 0 taken from x's first element, so that
@@ -842,8 +839,8 @@ func pieceEmbeddings(pieces []*tensors.Tensor, ids [][]int, seqLen int) (*tensor
 // large kernel's half-precision bug (SpreadHalfRows).
 func (o ops) head(hidden *Node, pieces []*Node) *Node {
 	table := pieces[0]
-	if len(pieces) > 1 || (o.layout.PieceMACs > 0 && !o.layout.TableColumns && table.Rank() == 2 && !o.asStored) {
-		return o.linearPieces(hidden, pieces, false) // rows in pieces [n, d], or whole
+	if o.layout.PieceMACs > 0 && !o.layout.TableColumns && table.Rank() == 2 && !o.asStored {
+		return o.linearPieces(hidden, pieces, false) // rows in pieces [n, d] (pieceSpecs), or whole
 	}
 	p := hidden.Shape().Dimensions[0]
 	if o.layout.TableColumns && table.Rank() == 3 {
@@ -894,14 +891,11 @@ func (o ops) padRows(x *Node, weightSize int) *Node {
 	if o.layout.PadMACs <= 0 {
 		return x
 	}
-	rows := x.Shape().Dimensions[0]
 	want := max(ceilDiv(o.layout.PadMACs, weightSize), o.layout.PadRows)
-	if rows >= want || want > maxPadRows {
+	if want > maxPadRows {
 		return x
 	}
-	dims := slices.Clone(x.Shape().Dimensions)
-	dims[0] = want - rows
-	return Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), dims...))}, 0)
+	return padTo(x, 0, want)
 }
 
 // rsqrtMul is x / √v as torch.rsqrt computes it, x · rsqrt(v). Backends without Rsqrt (GoMLX's
@@ -1082,12 +1076,18 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // padToMultiple appends zeros to x along axis until its size there is a multiple of m (m ≤ 1:
 // x as it is). The products of the rows added are cut off again with cutTo.
 func padToMultiple(x *Node, axis, m int) *Node {
-	n := x.Shape().Dimensions[axis]
-	if m <= 1 || n%m == 0 {
+	return padTo(x, axis, ceilDiv(x.Shape().Dimensions[axis], max(m, 1))*max(m, 1))
+}
+
+// padTo appends zeros to x along axis until its size there is n (x as it is when it has n or
+// more).
+func padTo(x *Node, axis, n int) *Node {
+	have := x.Shape().Dimensions[axis]
+	if have >= n {
 		return x
 	}
 	dims := slices.Clone(x.Shape().Dimensions)
-	dims[axis] = ceilDiv(n, m)*m - n
+	dims[axis] = n - have
 	return Concatenate([]*Node{x, Zeros(x.Graph(), shapes.Make(x.DType(), dims...))}, axis)
 }
 

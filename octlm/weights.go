@@ -313,10 +313,7 @@ func fillRowPiece(flat any, s weightSpec, e loader.Entry, scratch *[]float32) er
 // as columns, [in, n].
 func fillColumnPiece(flat any, s weightSpec, e loader.Entry, scratch *[]float32) error {
 	n, in := s.Shape[0], s.Shape[1]
-	if cap(*scratch) < n*in {
-		*scratch = make([]float32, n*in)
-	}
-	values := (*scratch)[:n*in]
+	values := scratchFloats(scratch, n*in)
 	if err := e.File.ReadFloat32Range(e.Info, s.First*in, values); err != nil {
 		return err
 	}
@@ -338,10 +335,7 @@ func fillColumnPiece(flat any, s weightSpec, e loader.Entry, scratch *[]float32)
 // readConverted decodes len(dst) elements of e from element first on through scratch and
 // rounds them into dst (a bfloat16 value comes back as itself).
 func readConverted[T any](e loader.Entry, first int, dst []T, scratch *[]float32, convert func(float32) T) error {
-	if cap(*scratch) < len(dst) {
-		*scratch = make([]float32, len(dst))
-	}
-	values := (*scratch)[:len(dst)]
+	values := scratchFloats(scratch, len(dst))
 	if err := e.File.ReadFloat32Range(e.Info, first, values); err != nil {
 		return err
 	}
@@ -517,11 +511,17 @@ func zeroAfter[T any](dst []T, n int) []T {
 
 // readScratch decodes the n elements of e into scratch as float32.
 func readScratch(e loader.Entry, n int, scratch *[]float32) ([]float32, error) {
+	values := scratchFloats(scratch, n)
+	return values, e.File.ReadFloat32(e.Info, values)
+}
+
+// scratchFloats is the first n floats of *scratch, grown (and kept for the next weight) when it
+// holds fewer.
+func scratchFloats(scratch *[]float32, n int) []float32 {
 	if cap(*scratch) < n {
 		*scratch = make([]float32, n)
 	}
-	values := (*scratch)[:n]
-	return values, e.File.ReadFloat32(e.Info, values)
+	return (*scratch)[:n]
 }
 
 // fillLinear decodes the Linear weight of e ([out, in]) into flat, a resident weight of which
@@ -578,12 +578,10 @@ func fillColumns(flat any, spec weightSpec, layout Layout, e loader.Entry, scrat
 	vocab, d := spec.Shape[0], spec.Shape[1]
 	rowsAtATime := layout.columnRows()
 	perBlock := ceilDiv(vocab, layout.tableBlocks())
-	if cap(*scratch) < rowsAtATime*d {
-		*scratch = make([]float32, rowsAtATime*d)
-	}
+	buf := scratchFloats(scratch, rowsAtATime*d)
 	for r0 := 0; r0 < vocab; r0 += rowsAtATime {
 		rows := min(rowsAtATime, vocab-r0)
-		values := (*scratch)[:rows*d]
+		values := buf[:rows*d]
 		if err := e.File.ReadFloat32Range(e.Info, r0*d, values); err != nil {
 			return err
 		}
@@ -709,12 +707,8 @@ func checkTiedCopy(first, e loader.Entry, resident []*tensors.Tensor, spec weigh
 	if err != nil || same {
 		return err
 	}
-	n := e.Info.NumElements()
-	if cap(*scratch) < n {
-		*scratch = make([]float32, n)
-	}
-	values := (*scratch)[:n]
-	if err := e.File.ReadFloat32(e.Info, values); err != nil {
+	values, err := readScratch(e, e.Info.NumElements(), scratch)
+	if err != nil {
 		return err
 	}
 	// As rows the table is in the checkpoint's layout; as columns checkpoint element (t, i) is
