@@ -18,9 +18,6 @@ import (
 func TestFusedProjections(t *testing.T) {
 	t.Parallel()
 	ref := readReference(t, "tiny-qwen3")[1]
-	byName := func(ts []loader.WriteTensor, name string) int {
-		return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
-	}
 	const q, k, v = "model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.v_proj.weight"
 	const up = "model.layers.0.mlp.up_proj.weight"
 	tests := []struct {
@@ -29,20 +26,17 @@ func TestFusedProjections(t *testing.T) {
 		wantErr string // "" loads and passes parity
 	}{
 		{"parts in reverse order, apart", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			iq, iv := byName(ts, q), byName(ts, v)
+			iq, iv := tensorIndex(ts, q), tensorIndex(ts, v)
 			ts[iq], ts[iv] = ts[iv], ts[iq]
-			last := ts[byName(ts, k)] // k last of all
-			ts = slices.Delete(ts, byName(ts, k), byName(ts, k)+1)
+			last := ts[tensorIndex(ts, k)] // k last of all
+			ts = withoutTensor(ts, k)
 			return append(ts, last)
 		}, ""},
 		{"k_proj missing", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			return slices.Delete(ts, byName(ts, k), byName(ts, k)+1)
+			return withoutTensor(ts, k)
 		}, `missing checkpoint tensor "` + k + `"`},
 		{"up_proj one row short", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			w := &ts[byName(ts, up)]
-			w.Data = w.Data[:len(w.Data)-len(w.Data)/w.Shape[0]]
-			w.Shape = []int{w.Shape[0] - 1, w.Shape[1]}
-			return ts
+			return oneRowShort(ts, up)
 		}, `"` + up + `": shape [95 64] does not match the config's [96 64]`},
 	}
 	engines := []struct {

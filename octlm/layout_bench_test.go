@@ -186,6 +186,25 @@ func checkParity(t *testing.T, name string, n int, results map[string]Logits, re
 	}
 }
 
+// tensorIndex is the index of the tensor named name in ts, or -1.
+func tensorIndex(ts []loader.WriteTensor, name string) int {
+	return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
+}
+
+// withoutTensor is ts without the tensor named name.
+func withoutTensor(ts []loader.WriteTensor, name string) []loader.WriteTensor {
+	i := tensorIndex(ts, name)
+	return slices.Delete(ts, i, i+1)
+}
+
+// oneRowShort is ts with the [rows, in] tensor named name cut to its first rows − 1 rows.
+func oneRowShort(ts []loader.WriteTensor, name string) []loader.WriteTensor {
+	w := &ts[tensorIndex(ts, name)]
+	w.Data = w.Data[:len(w.Data)-len(w.Data)/w.Shape[0]]
+	w.Shape = []int{w.Shape[0] - 1, w.Shape[1]}
+	return ts
+}
+
 // rewriteFixture writes a copy of a fixture's checkpoint (single file or shards) as one
 // model.safetensors with edit applied to its tensors.
 func rewriteFixture(t *testing.T, name string, edit func([]loader.WriteTensor) []loader.WriteTensor) string {
@@ -262,9 +281,6 @@ func TestTiedHead(t *testing.T) {
 
 func testTiedHead(t *testing.T, layout Layout) {
 	ref := readReference(t, "tiny-qwen3")[1]
-	byName := func(ts []loader.WriteTensor, name string) int {
-		return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
-	}
 	tests := []struct {
 		name    string
 		edit    func([]loader.WriteTensor) []loader.WriteTensor
@@ -272,16 +288,16 @@ func testTiedHead(t *testing.T, layout Layout) {
 	}{
 		{"both copies equal", func(ts []loader.WriteTensor) []loader.WriteTensor { return ts }, ""},
 		{"head only", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			return slices.Delete(ts, byName(ts, EmbeddingName), byName(ts, EmbeddingName)+1)
+			return withoutTensor(ts, EmbeddingName)
 		}, ""},
 		{"embedding only", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			return slices.Delete(ts, byName(ts, TiedHeadName), byName(ts, TiedHeadName)+1)
+			return withoutTensor(ts, TiedHeadName)
 		}, ""},
 		{"head differs in its last value", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			h := ts[byName(ts, TiedHeadName)]
+			h := ts[tensorIndex(ts, TiedHeadName)]
 			h.Data = slices.Clone(h.Data)
 			h.Data[len(h.Data)-1] ^= 0x40
-			ts[byName(ts, TiedHeadName)] = h
+			ts[tensorIndex(ts, TiedHeadName)] = h
 			return ts
 		}, "tied weights differ"},
 	}

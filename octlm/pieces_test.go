@@ -274,22 +274,16 @@ func TestHalfPieces(t *testing.T) {
 func TestPieceLoadErrors(t *testing.T) {
 	t.Parallel()
 	const up = "model.layers.0.mlp.up_proj.weight"
-	byName := func(ts []loader.WriteTensor, name string) int {
-		return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
-	}
 	for _, tt := range []struct {
 		name    string
 		edit    func([]loader.WriteTensor) []loader.WriteTensor
 		wantErr string
 	}{
 		{"missing", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			return slices.Delete(ts, byName(ts, up), byName(ts, up)+1)
+			return withoutTensor(ts, up)
 		}, `missing checkpoint tensor "` + up + `"`},
 		{"one row short", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			w := &ts[byName(ts, up)]
-			w.Data = w.Data[:len(w.Data)-len(w.Data)/w.Shape[0]]
-			w.Shape = []int{w.Shape[0] - 1, w.Shape[1]}
-			return ts
+			return oneRowShort(ts, up)
 		}, `"` + up + `": shape [95 64] does not match the config's [96 64]`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

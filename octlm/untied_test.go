@@ -13,9 +13,6 @@ import (
 func TestUntiedHead(t *testing.T) {
 	t.Parallel()
 	ref := readReference(t, "tiny-qwen3-untied")[1]
-	byName := func(ts []loader.WriteTensor, name string) int {
-		return slices.IndexFunc(ts, func(w loader.WriteTensor) bool { return w.Name == name })
-	}
 	tests := []struct {
 		name    string
 		edit    func([]loader.WriteTensor) []loader.WriteTensor
@@ -23,15 +20,15 @@ func TestUntiedHead(t *testing.T) {
 	}{
 		{"as stored, in one file", func(ts []loader.WriteTensor) []loader.WriteTensor { return ts }, ""},
 		{"head missing", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			return slices.Delete(ts, byName(ts, TiedHeadName), byName(ts, TiedHeadName)+1)
+			return withoutTensor(ts, TiedHeadName)
 		}, `missing checkpoint tensor "lm_head.weight"`},
 		{"head transposed", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			h := &ts[byName(ts, TiedHeadName)]
+			h := &ts[tensorIndex(ts, TiedHeadName)]
 			h.Shape = []int{h.Shape[1], h.Shape[0]}
 			return ts
 		}, `"lm_head.weight": shape [64 512] does not match the config's [512 64]`},
 		{"head one row short", func(ts []loader.WriteTensor) []loader.WriteTensor {
-			h := &ts[byName(ts, TiedHeadName)]
+			h := &ts[tensorIndex(ts, TiedHeadName)]
 			h.Shape = []int{h.Shape[0] - 1, h.Shape[1]}
 			h.Data = h.Data[:len(h.Data)-2*h.Shape[1]]
 			return ts
