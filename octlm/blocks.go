@@ -98,10 +98,19 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 
 	// Grouped-query attention without copying K/V per query head: query head h uses kv head
 	// h / group, so the query is laid out [B, kvHeads, group·S, hd], kv heads a batch axis.
-	q := TransposeAllAxes(Reshape(query, batch, seqLen, kvHeads, group, hd), 0, 2, 3, 1, 4)
-	q = Reshape(q, batch, kvHeads, group*seqLen, hd)
-	scores := wide(o.dotLastAxes(q, keys, 2)) // [B, kvHeads, group·S, S]
-	// Each sequence's query [kvHeads, group·S, hd] against its blocks, side by side before the chunk.
+	// With a cache to read, the layout may pad the groups with zero queries (ops.cacheGroups),
+	// so that the rows of every product against the cache fill the engine's tiles from the
+	// start: the scores, the softmax and the probabilities' slices per block keep the padded
+	// rows, and only the context drops them.
+	q := TransposeAllAxes(Reshape(query, batch, seqLen, kvHeads, group, hd), 0, 2, 3, 1, 4) // [B, kvHeads, group, S, hd]
+	groups := group
+	if slots > 0 {
+		groups = o.cacheGroups(group, seqLen)
+		q = padTo(q, 2, groups)
+	}
+	q = Reshape(q, batch, kvHeads, groups*seqLen, hd)
+	scores := wide(o.dotLastAxes(q, keys, 2)) // [B, kvHeads, groups·S, S]
+	// Each sequence's query [kvHeads, groups·S, hd] against its blocks, side by side before the chunk.
 	perSeq := func(t *Node, b int) *Node {
 		if batch == 1 {
 			return Squeeze(t, 0)
@@ -111,9 +120,9 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	if slots > 0 {
 		past := make([]*Node, batch)
 		for b := range batch {
-			past[b] = o.cacheScores(perSeq(q, b), kCache[b]) // [kvHeads, group·S, T]
+			past[b] = o.cacheScores(perSeq(q, b), kCache[b]) // [kvHeads, groups·S, T]
 		}
-		scores = Concatenate([]*Node{stack(past), scores}, 3) // [B, kvHeads, group·S, T+S]
+		scores = Concatenate([]*Node{stack(past), scores}, 3) // [B, kvHeads, groups·S, T+S]
 	}
 	scores = MulScalar(scores, 1/math.Sqrt(float64(hd)))
 	// The mask as a bias: 0 where attended, −inf elsewhere (x + 0 is x exactly),
@@ -121,21 +130,21 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	g := query.Graph()
 	dims := s.causal.Shape().Dimensions
 	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, scores.DType()), dims...), BroadcastToDims(Infinity(g, scores.DType(), -1), dims...))
-	scores = Add(Reshape(scores, batch, kvHeads, group, seqLen, attendLen), Reshape(bias, batch, 1, 1, seqLen, attendLen))
-	probs := ConvertDType(Reshape(Softmax(scores, -1), batch, kvHeads, group*seqLen, attendLen), values.DType())
+	scores = Add(Reshape(scores, batch, kvHeads, groups, seqLen, attendLen), Reshape(bias, batch, 1, 1, seqLen, attendLen))
+	probs := ConvertDType(Reshape(Softmax(scores, -1), batch, kvHeads, groups*seqLen, attendLen), values.DType())
 	own := probs
 	if slots > 0 {
 		own = SliceAxis(probs, 3, AxisRange(slots, attendLen))
 	}
-	ctx = o.batchMatMul(own, values, 2) // [B, kvHeads, group·S, hd]
+	ctx = o.batchMatMul(own, values, 2) // [B, kvHeads, groups·S, hd]
 	if slots > 0 {
 		past := make([]*Node, batch)
 		for b := range batch {
-			past[b] = o.cacheContext(perSeq(probs, b), vCache[b]) // [kvHeads, group·S, hd]
+			past[b] = o.cacheContext(perSeq(probs, b), vCache[b]) // [kvHeads, groups·S, hd]
 		}
 		ctx = Add(stack(past), ctx)
 	}
-	ctx = TransposeAllAxes(Reshape(ctx, batch, kvHeads, group, seqLen, hd), 0, 3, 1, 2, 4)
+	ctx = TransposeAllAxes(cutTo(Reshape(ctx, batch, kvHeads, groups, seqLen, hd), 2, group), 0, 3, 1, 2, 4)
 	if newV != nil && o.layout.CacheLeft {
 		newV = Transpose(newV, 2, 3) // [B, kvHeads, hd, S], as the cache stores values
 	}

@@ -404,3 +404,32 @@ func TestCacheBlock(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheGroups: the query groups attention pads to for its products against the cache.
+func TestCacheGroups(t *testing.T) {
+	goOps := ops{layout: LayoutFor(xla.EngineGo)} // CacheLeftPad 4, CacheLeftRows 16
+	unbounded := goOps
+	unbounded.layout.CacheLeftRows = 0
+	for _, tt := range []struct {
+		name          string
+		o             ops
+		group, seqLen int
+		want          int
+	}{
+		{"go, a decode step of 2 groups (Qwen3-0.6B)", goOps, 2, 1, 4},
+		{"go, one group (MHA)", goOps, 1, 1, 4},
+		{"go, 4 groups: whole tiles already", goOps, 4, 1, 4},
+		{"go, 8 groups", goOps, 8, 1, 8},
+		{"go, 2 groups of 2 rows", goOps, 2, 2, 2},
+		{"go, 2 groups of 3 rows: 4 groups, 12 rows", goOps, 2, 3, 4},
+		{"go, 2 groups of 7 rows: 3 would be 21 rows, past CacheLeftRows", goOps, 2, 7, 2},
+		{"go, 2 groups of 9 rows: blocks on the right", goOps, 2, 9, 2},
+		{"unbounded, 3 groups of 1 row", unbounded, 3, 1, 4},
+		{"unbounded, 2 groups of 9 rows", unbounded, 2, 9, 4},
+		{"onnx: no padding", ops{layout: LayoutFor(xla.EngineONNX)}, 2, 1, 2},
+	} {
+		if got := tt.o.cacheGroups(tt.group, tt.seqLen); got != tt.want {
+			t.Errorf("%s: %d groups, want %d", tt.name, got, tt.want)
+		}
+	}
+}

@@ -98,6 +98,12 @@ type Layout struct {
 	// 64 value blocks of [8, 128, 512] 12 GB/s for two rows, 35 padded to four (a scratch
 	// benchmark, AMD Zen 5, 2 cores, 2026-12-05). 0 or 1: no padding.
 	CacheLeftPad int
+	// ContextByRows multiplies CacheLeft's value blocks by the probabilities as they lie,
+	// [kvHeads, rows, n] contracted on their last axis, not by pᵀ: the pure-Go backend's small
+	// kernel transposes a right-hand operand of fewer than 16 columns itself, so the graph's
+	// own transpose of the probabilities, and its padding and slicing of them, were spent
+	// twice (ops.cacheContext).
+	ContextByRows bool
 	// CacheBlockMACs halves the KV cache's largest block (maxCacheBlock) until a decode step's
 	// key product against a block, kvHeads × block × CacheLeftPad rows × headDim multiply-adds,
 	// is below it: the pure-Go backend runs a product of 4 << 20 or more on its large kernel,
@@ -235,6 +241,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.CacheLeft = true
 		l.CacheLeftRows = goCacheLeftRows
 		l.CacheLeftPad = pieceKernelRows
+		l.ContextByRows = true
 		l.KeysTransposed = true
 		l.CacheBlockMACs = goSmallMACs
 		l.PieceMACs = goSmallMACs
@@ -971,6 +978,25 @@ func (o ops) cacheLeft(rows int) bool {
 	return o.layout.CacheLeft && (o.layout.CacheLeftRows <= 0 || rows <= o.layout.CacheLeftRows)
 }
 
+// cacheGroups is how many query groups per kv head attention multiplies against the cache, for
+// group groups of seqLen rows each: group, or with CacheLeftPad the fewest more whose rows are a
+// multiple of it while the products still take the blocks on the left (cacheLeft). The extra
+// groups are zero queries, their results dropped; padded there, the scores, their softmax and
+// the probabilities' slices per block need no padding, transposing or cutting of their own
+// (a decode step on Qwen3-0.6B: 2 groups of 1 row, padded to 4).
+func (o ops) cacheGroups(group, seqLen int) int {
+	pad := o.layout.CacheLeftPad
+	if pad <= 1 || !o.cacheLeft(group*seqLen) {
+		return group
+	}
+	for g := group; g < group+pad && o.cacheLeft(g*seqLen); g++ {
+		if g*seqLen%pad == 0 {
+			return g
+		}
+	}
+	return group
+}
+
 // cacheScores is the scores of query rows q [kvHeads, rows, hd] against a sequence's key blocks
 // (each [kvHeads, n, hd], in the cache's dtype) side by side: [kvHeads, rows, T] in float32
 // (wide), T the blocks' slots, q·Kᵀ per block.
@@ -1050,6 +1076,18 @@ func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 		// The pure-Go backend's half-precision large kernel (see spreadRows): the hd rows of
 		// each product, multiplied in float32 instead.
 		dtype = dtypes.Float32
+	}
+	if o.layout.ContextByRows {
+		// Vᵀ·pᵀ with p as it lies: each block's slots of the probabilities [kvHeads, rows, n],
+		// contracted on their last axis.
+		p := padToMultiple(ConvertDType(probs, dtype), 1, o.layout.CacheLeftPad)
+		rows, offset := probs.Shape().Dimensions[1], 0
+		for _, block := range blocks {
+			n := block.Shape().Dimensions[2]
+			add(DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, SliceAxis(p, 2, AxisRange(offset, offset+n)), []int{2}, []int{0})) // [kvHeads, hd, rows(+pad)]
+			offset += n
+		}
+		return ConvertDType(Transpose(cutTo(sum, 2, rows), 1, 2), probs.DType())
 	}
 	slots := 0
 	for _, block := range blocks {
