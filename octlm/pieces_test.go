@@ -139,6 +139,18 @@ func TestLinearPieces(t *testing.T) {
 						t.Errorf("case %d %s: max abs error %.3g > %g", n, path, worst, tt.gate)
 					}
 				}
+				// 12 rows: products of two chunks of PieceRows rows or fewer (ops.smallPieces).
+				const prefix = 12
+				if len(ref.ids) >= prefix {
+					got, err := m.Forward(ref.ids[:prefix])
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := Logits{Rows: prefix, Vocab: ref.logits.Vocab, Data: ref.logits.Data[:prefix*ref.logits.Vocab]}
+					if worst := maxAbsError(t, got, want); worst > tt.gate {
+						t.Errorf("case %d, its first %d tokens: max abs error %.3g > %g", n, prefix, worst, tt.gate)
+					}
+				}
 			}
 			checkBatchDecode(t, m, refs, tt.gate)
 		})
