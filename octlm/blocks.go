@@ -109,40 +109,54 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 		q = padTo(q, 2, groups)
 	}
 	q = Reshape(q, batch, kvHeads, groups*seqLen, hd)
-	scores := wide(o.dotLastAxes(q, keys, 2)) // [B, kvHeads, groups·S, S]
-	// Each sequence's query [kvHeads, groups·S, hd] against its blocks, side by side before the chunk.
-	perSeq := func(t *Node, b int) *Node {
-		if batch == 1 {
-			return Squeeze(t, 0)
-		}
-		return Squeeze(SliceAxis(t, 0, AxisElem(b)), 0)
-	}
-	if slots > 0 {
-		past := make([]*Node, batch)
-		for b := range batch {
-			past[b] = o.cacheScores(perSeq(q, b), kCache[b]) // [kvHeads, groups·S, T]
-		}
-		scores = Concatenate([]*Node{stack(past), scores}, 3) // [B, kvHeads, groups·S, T+S]
-	}
-	scores = MulScalar(scores, 1/math.Sqrt(float64(hd)))
-	// The mask as a bias: 0 where attended, −inf elsewhere (x + 0 is x exactly),
-	// [B, 1, 1, S, T+S], broadcast over heads.
+	// The mask as a bias: 0 where attended, −inf elsewhere (x + 0 is x exactly), [B, S, T+S],
+	// broadcast over heads.
 	g := query.Graph()
 	dims := s.causal.Shape().Dimensions
-	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, scores.DType()), dims...), BroadcastToDims(Infinity(g, scores.DType(), -1), dims...))
-	scores = Add(Reshape(scores, batch, kvHeads, groups, seqLen, attendLen), Reshape(bias, batch, 1, 1, seqLen, attendLen))
-	probs := ConvertDType(Reshape(Softmax(scores, -1), batch, kvHeads, groups*seqLen, attendLen), values.DType())
-	own := probs
-	if slots > 0 {
-		own = SliceAxis(probs, 3, AxisRange(slots, attendLen))
+	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, dtypes.Float32), dims...), BroadcastToDims(Infinity(g, dtypes.Float32, -1), dims...))
+	if query.DType() == dtypes.Float64 {
+		bias = ConvertDType(bias, dtypes.Float64)
 	}
-	ctx = o.batchMatMul(own, values, 2) // [B, kvHeads, groups·S, hd]
-	if slots > 0 {
-		past := make([]*Node, batch)
-		for b := range batch {
-			past[b] = o.cacheContext(perSeq(probs, b), vCache[b]) // [kvHeads, groups·S, hd]
+	// attend is the attention of n sequences (q, keys, values and bias with a leading axis of n)
+	// over their chunks and, given one sequence's cache blocks, over that cache's slots first:
+	// [n, kvHeads, groups·S, hd]. The scores against the blocks and against the chunk are
+	// concatenated (they are small: [kvHeads, groups·S, T+S]), the bias added, then softmax,
+	// then the context as the sum of the probabilities' parts times each block's values and the
+	// chunk's.
+	attend := func(q, keys, values, bias *Node, kBlocks, vBlocks []*Node) *Node {
+		n := q.Shape().Dimensions[0]
+		scores := wide(o.dotLastAxes(q, keys, 2)) // [n, kvHeads, groups·S, S]
+		if kBlocks != nil {
+			past := o.cacheScores(Squeeze(q, 0), kBlocks)                 // [kvHeads, groups·S, T]
+			scores = Concatenate([]*Node{InsertAxes(past, 0), scores}, 3) // [1, kvHeads, groups·S, T+S]
 		}
-		ctx = Add(stack(past), ctx)
+		scores = MulScalar(scores, 1/math.Sqrt(float64(hd)))
+		scores = Add(Reshape(scores, n, kvHeads, groups, seqLen, attendLen), Reshape(bias, n, 1, 1, seqLen, attendLen))
+		probs := ConvertDType(Reshape(Softmax(scores, -1), n, kvHeads, groups*seqLen, attendLen), values.DType())
+		if vBlocks == nil {
+			return o.batchMatMul(probs, values, 2)
+		}
+		own := o.batchMatMul(SliceAxis(probs, 3, AxisRange(slots, attendLen)), values, 2)
+		return Add(InsertAxes(o.cacheContext(Squeeze(probs, 0), vBlocks), 0), own)
+	}
+	if slots == 0 {
+		ctx = attend(q, keys, values, bias, nil, nil)
+	} else {
+		// Each sequence on its own cache: its rows through the whole of attention apart, so
+		// that no step slices a sequence's scores or probabilities out of the batch's, nor adds
+		// the bias broadcast over heads and sequences at once (the pure-Go backend's general
+		// broadcast walks every index).
+		perSeq := func(t *Node, b int) *Node {
+			if batch == 1 {
+				return t
+			}
+			return SliceAxis(t, 0, AxisElem(b))
+		}
+		seqs := make([]*Node, batch)
+		for b := range batch {
+			seqs[b] = attend(perSeq(q, b), perSeq(keys, b), perSeq(values, b), perSeq(bias, b), kCache[b], vCache[b])
+		}
+		ctx = concatenate(seqs, 0) // [B, kvHeads, groups·S, hd]
 	}
 	ctx = TransposeAllAxes(cutTo(Reshape(ctx, batch, kvHeads, groups, seqLen, hd), 2, group), 0, 3, 1, 2, 4)
 	if newV != nil && o.layout.CacheLeft {
