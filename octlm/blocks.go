@@ -175,11 +175,3 @@ func concatenate(parts []*Node, axis int) *Node {
 	}
 	return Concatenate(parts, axis)
 }
-
-// stack is Stack on a new leading axis, which a single part needs not (InsertAxes).
-func stack(parts []*Node) *Node {
-	if len(parts) == 1 {
-		return InsertAxes(parts[0], 0)
-	}
-	return Stack(parts, 0)
-}
