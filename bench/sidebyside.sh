@@ -3,8 +3,8 @@
 # llamacpp-bench peer script, not part of this repository: LLAMACPP_BENCH names it) on a random
 # Qwen3-0.6B, 2 threads each, engines alternated run by run:
 #
-#   depth 0, prompt 128, decode 32:  llama.cpp f32, octlm onnx f32 (+ batch 1,8), octlm go f32
-#                                    (+ batch 1,8), llama.cpp bf16, octlm go bf16
+#   depth 0, prompt 128, decode 32:  llama.cpp f32, octlm onnx f32 (+ batch 1,8,16), octlm go f32
+#                                    (+ batch 1,8,16), llama.cpp bf16, octlm go bf16
 #                                    (ROUNDS rounds, default 2)
 #   depth 4096, prompt 32, decode 16: llama.cpp f32, octlm onnx f32, octlm go f32   (one round)
 #
@@ -57,13 +57,13 @@ llama_run() { # name, then llamacpp-bench flags
 
 for round in $(seq "$rounds"); do
 	llama_run "llama.cpp f32 d0 r$round" --dtype f32 --prompt 128 --decode 32
-	octlm_run "onnx f32 d0 r$round" --model "$model" --backend onnx --prompt 128 --decode 32 --batch 1,8
-	octlm_run "go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32 --batch 1,8
+	octlm_run "onnx f32 d0 r$round" --model "$model" --backend onnx --prompt 128 --decode 32 --batch 1,8,16
+	octlm_run "go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32 --batch 1,8,16
 	llama_run "llama.cpp bf16 d0 r$round" --dtype bf16 --prompt 128 --decode 32
 	octlm_run "go bf16 d0 r$round" --model "$model" --backend go --dtype bf16 --prompt 128 --decode 32
 	if [ -n "${OLD_OCTLM:-}" ]; then # an earlier build, for a before/after beside the same runs
 		octlm="$OLD_OCTLM" octlm_run "old onnx f32 d0 r$round" --model "$model" --backend onnx --prompt 128 --decode 32
-		octlm="$OLD_OCTLM" octlm_run "old go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32 --batch 1,8
+		octlm="$OLD_OCTLM" octlm_run "old go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32 --batch 1,8,16
 		octlm="$OLD_OCTLM" octlm_run "old go bf16 d0 r$round" --model "$model" --backend go --dtype bf16 --prompt 128 --decode 32
 	fi
 done
