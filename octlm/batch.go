@@ -174,10 +174,11 @@ type batchChunk struct {
 // runBatchChunk executes the step graph once for the chunks of ch, and passes keep the flat
 // logits of the wanted rows of each chunk i, read in place from the step's output (keep copies
 // what it keeps: the slice is the output's, valid only during the call). A B-sequence step's
-// logits are B × 0.6 MB for Qwen3-0.6B: copied once, not twice, into the caller's rows. Every sequence reads its own cache's first blocks, as many as
-// cover the furthest start of the batch (the slots past a sequence's own start are masked, and
-// zero); the chunk's new keys and values come back and are written into each cache's blocks in
-// place, the recurrent states are donated and replaced.
+// logits are B × 0.6 MB for Qwen3-0.6B: copied once, not twice, into the caller's rows. Every
+// sequence reads its own cache's first blocks, as many as cover the furthest start of the batch
+// (the slots past a sequence's own start are masked, and zero); the chunk's new keys and values
+// come back and are written into each cache's blocks in place, the recurrent states are donated
+// and replaced.
 func (m *Model) runBatchChunk(ch batchChunk, keep func(i int, logits []float32)) error {
 	batch := len(ch.ids)
 	maxStart := 0

@@ -462,10 +462,11 @@ func (o ops) linear(x, w *Node) *Node {
 // A product of up to pieceChunks × PieceRows rows is padded to a multiple of pieceKernelRows,
 // so that every piece's product runs on the pure-Go backend's small kernel (smallPieces),
 // straight from the weight, and the graph's executors multiply the pieces on all cores at once;
-// the small kernel's half-precision products are right, so nothing is spread. A longer product (a prompt) goes
-// through rowProduct: each piece packed by the large kernel, as a whole weight would be, which
-// packs columns with its AVX-512 strip packer and rows with its generic one (hence columns for
-// Linear weights: a 128-token prompt on Qwen3-0.6B took 1.27× as long with pieces of rows).
+// the small kernel's half-precision products are right, so nothing is spread. A longer product
+// (a prompt) goes through rowProduct: each piece packed by the large kernel, as a whole weight
+// would be, which packs columns with its AVX-512 strip packer and rows with its generic one
+// (hence columns for Linear weights: a 128-token prompt on Qwen3-0.6B took 1.27× as long with
+// pieces of rows).
 func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 	dims := x.Shape().Dimensions
 	inAxis := 1
@@ -1080,7 +1081,8 @@ func (o ops) cacheScores(q *Node, blocks []*Node) *Node {
 // blocks' T slots first) times the sequence's value blocks as the layout stores them, summed:
 // [kvHeads, rows, hd] in probs' dtype. As stored each block is [kvHeads, n, hd] and the product
 // p·V; with CacheLeft [kvHeads, hd, n] and the product (Vᵀ·pᵀ)ᵀ, the block on the left, read as
-// it lies, and only the probabilities packed (see cacheScores).
+// it lies, and only the probabilities packed (see cacheScores); with ContextByRows too, pᵀ is
+// never formed: each block is contracted with its slots of p on their last axis.
 func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 	dtype := probs.DType()
 	var sum *Node
