@@ -69,12 +69,13 @@ func mlp(o ops, w weightSet, x *Node) *Node {
 // [B, S, heads, hd], key and value [B, S, kvHeads, hd] (after any norm and RoPE). With a cache
 // (s.cached) the query attends over the cache's blocks kCache/vCache (per sequence, each
 // [kvHeads, n, hd], read as they are: no copy, no write; the slots at or past a sequence's start
-// are masked; values [kvHeads, hd, n] where the layout has CacheLeft) and over the chunk's own
-// keys and values, rounded to the cache's dtype as the cache will hold them; without one over the
-// chunk alone. The scores against the blocks and against the
-// chunk are concatenated (they are small: [kvHeads, group·S, T+S]), the mask s.causal added as a
-// bias (0 or −inf) in float32, then softmax, then the context [B, S, heads·hd] (head h = kv·group +
-// g) as the sum of the probabilities' parts times each block's values and the chunk's. Returns the
+// are masked; values [kvHeads, hd, n] where the layout has CacheLeft, keys so with
+// KeysTransposed) and over the chunk's own keys and values, rounded to the cache's dtype as the
+// cache will hold them; without one over the chunk alone. The scores against the blocks and
+// against the chunk are concatenated (they are small: [kvHeads, group·S, T+S]), the mask
+// s.causal added as a bias (0 or −inf) in float32, then softmax, then the context
+// [B, S, heads·hd] (head h = kv·group + g) as the sum of the probabilities' parts times each
+// block's values and the chunk's; with a cache, each sequence on its own. Returns the
 // context and the chunk's new keys and values [B, kvHeads, S, hd] in the cache's dtype (values
 // [B, kvHeads, hd, S] with CacheLeft), which the host writes into the cache (nil without a
 // cache). The products against the blocks are the layout's (ops.cacheScores, ops.cacheContext).
@@ -119,10 +120,7 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	}
 	// attend is the attention of n sequences (q, keys, values and bias with a leading axis of n)
 	// over their chunks and, given one sequence's cache blocks, over that cache's slots first:
-	// [n, kvHeads, groups·S, hd]. The scores against the blocks and against the chunk are
-	// concatenated (they are small: [kvHeads, groups·S, T+S]), the bias added, then softmax,
-	// then the context as the sum of the probabilities' parts times each block's values and the
-	// chunk's.
+	// [n, kvHeads, groups·S, hd].
 	attend := func(q, keys, values, bias *Node, kBlocks, vBlocks []*Node) *Node {
 		n := q.Shape().Dimensions[0]
 		scores := wide(o.dotLastAxes(q, keys, 2)) // [n, kvHeads, groups·S, S]
