@@ -307,6 +307,68 @@ func stateFlat(c *Cache, i int) ([]float32, error) {
 	return out, nil
 }
 
+// TestHalfCacheProducts decodes every case of tiny-qwen3 token by token after its first half, on
+// a bfloat16 KV cache under float32 weights, so that every step reads the cache: with the go
+// layout's HalfCacheProducts (the blocks multiplied as stored, the query rows and probabilities
+// rounded to bfloat16) and without (every block widened to float32). Both drift from the
+// float32 reference by bfloat16's rounding, about as far, and agree with each other more
+// closely than with it.
+func TestHalfCacheProducts(t *testing.T) {
+	decode := func(m *Model, ids []int) Logits {
+		cache, err := m.NewCacheDType(len(ids), BFloat16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cache.Close()
+		half := max(1, len(ids)/2)
+		out, err := m.ForwardCached(ids[:half], cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids[half:] {
+			next, err := m.ForwardCached([]int{id}, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = concatLogits(out, next)
+		}
+		return out
+	}
+	load := func(half bool) *Model {
+		layout := LayoutFor(xla.EngineGo)
+		layout.HalfCacheProducts = half
+		m, err := Load(fixtureDir("tiny-qwen3"), LoadOptions{Backend: goBackend(t), Layout: &layout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		return m
+	}
+	inPlace, widened := load(true), load(false)
+	var worstInPlace, worstWidened, apart float64
+	for _, c := range readReference(t, "tiny-qwen3") {
+		if len(c.ids) < 2 {
+			continue
+		}
+		a, b := decode(inPlace, c.ids), decode(widened, c.ids)
+		worstInPlace = max(worstInPlace, maxAbsError(t, a, c.logits))
+		worstWidened = max(worstWidened, maxAbsError(t, b, c.logits))
+		apart = max(apart, maxAbsError(t, a, b))
+	}
+	t.Logf("bfloat16 cache read token by token: max abs error %.3g in place, %.3g widened; %.3g apart", worstInPlace, worstWidened, apart)
+	for _, tt := range []struct {
+		name  string
+		worst float64
+	}{{"in place", worstInPlace}, {"widened", worstWidened}} {
+		if !(tt.worst > 1e-4 && tt.worst < 0.5) {
+			t.Errorf("%s: max abs error %g, want bfloat16 rounding (1e-4 … 0.5)", tt.name, tt.worst)
+		}
+	}
+	if apart == 0 || apart >= max(worstInPlace, worstWidened) {
+		t.Errorf("in place and widened %g apart, want more than 0 (the query rounded) and less than either's error against the reference (%g, %g)", apart, worstInPlace, worstWidened)
+	}
+}
+
 // TestBFloat16Cache runs every case of the fixtures on a bfloat16 KV cache under float32
 // weights: half the bytes per position, and logits that drift from the reference by bfloat16's
 // rounding of keys and values only (measurably, and less than bfloat16 weights and

@@ -104,6 +104,10 @@ type Layout struct {
 	// own transpose of the probabilities, and its padding and slicing of them, were spent
 	// twice (ops.cacheContext).
 	ContextByRows bool
+	// HalfCacheProducts multiplies a half-precision cache's blocks as they are stored (the
+	// query rows and probabilities rounded to the cache's dtype, the products in float32;
+	// ops.blockDot) where CacheLeft's products would widen every block to float32 on every step.
+	HalfCacheProducts bool
 	// CacheBlockMACs halves the KV cache's largest block (maxCacheBlock) until a decode step's
 	// key product against a block, kvHeads × block × CacheLeftPad rows × headDim multiply-adds,
 	// is below it: the pure-Go backend runs a product of 4 << 20 or more on its large kernel,
@@ -245,6 +249,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.CacheLeftRows = goCacheLeftRows
 		l.CacheLeftPad = pieceKernelRows
 		l.ContextByRows = true
+		l.HalfCacheProducts = true
 		l.KeysTransposed = true
 		l.CacheBlockMACs = goSmallMACs
 		l.PieceMACs = goSmallMACs
@@ -1067,7 +1072,7 @@ func (o ops) cacheScores(q *Node, blocks []*Node) *Node {
 	if o.layout.KeysTransposed {
 		// q·Kᵀ with the block on the right as it lies: [kvHeads, rows(+pad), n].
 		for j, block := range blocks {
-			parts[j] = DotGeneral(q, []int{2}, []int{0}, ConvertDType(block, dtype), []int{1}, []int{0})
+			parts[j] = o.blockDot(q, 2, block, 1, false, dtype)
 		}
 		return wide(cutTo(concatenate(parts, 2), 1, rows))
 	}
@@ -1075,6 +1080,28 @@ func (o ops) cacheScores(q *Node, blocks []*Node) *Node {
 		parts[j] = DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, q, []int{2}, []int{0}) // [kvHeads, n, rows(+pad)]
 	}
 	return Transpose(wide(cutTo(concatenate(parts, 1), 2, rows)), 1, 2)
+}
+
+// blockDot is a cache block times x (query rows or probabilities; the kv heads a batch axis of
+// both), contracted on x's axis xAxis and the block's axis blockAxis, the block on the left
+// when blockLeft, in dtype: the block widened to it. With HalfCacheProducts a half-precision
+// block is read as it is stored instead, x rounded to its dtype and the product accumulated and
+// returned in float32 (as llama.cpp multiplies its float16 cache): the pure-Go backend's small
+// kernel takes half-precision operands with a float32 output, and widening the block wrote a
+// float32 copy of the whole cache on every step.
+func (o ops) blockDot(x *Node, xAxis int, block *Node, blockAxis int, blockLeft bool, dtype dtypes.DType) *Node {
+	if o.layout.HalfCacheProducts && block.DType().IsHalfPrecision() {
+		x = ConvertDType(x, block.DType())
+		if blockLeft {
+			return Dot(block, x).WithOutputDType(dtypes.Float32).General([]int{blockAxis}, []int{0}, []int{xAxis}, []int{0})
+		}
+		return Dot(x, block).WithOutputDType(dtypes.Float32).General([]int{xAxis}, []int{0}, []int{blockAxis}, []int{0})
+	}
+	block = ConvertDType(block, dtype)
+	if blockLeft {
+		return DotGeneral(block, []int{blockAxis}, []int{0}, x, []int{xAxis}, []int{0})
+	}
+	return DotGeneral(x, []int{xAxis}, []int{0}, block, []int{blockAxis}, []int{0})
 }
 
 // cacheContext is probs [kvHeads, rows, T(+more)] (the probabilities of a sequence's rows, the
@@ -1120,7 +1147,7 @@ func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 		rows, offset := probs.Shape().Dimensions[1], 0
 		for _, block := range blocks {
 			n := block.Shape().Dimensions[2]
-			add(DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, SliceAxis(p, 2, AxisRange(offset, offset+n)), []int{2}, []int{0})) // [kvHeads, hd, rows(+pad)]
+			add(o.blockDot(SliceAxis(p, 2, AxisRange(offset, offset+n)), 2, block, 2, true, dtype)) // [kvHeads, hd, rows(+pad)]
 			offset += n
 		}
 		return ConvertDType(Transpose(cutTo(sum, 2, rows), 1, 2), probs.DType())
