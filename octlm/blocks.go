@@ -12,12 +12,15 @@ import (
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 )
 
-// wide converts x to float32 for statistics, unless it is already float64.
-func wide(x *Node) *Node {
-	if x.DType() == dtypes.Float64 {
-		return x
+// wide converts x to float32 for statistics, unless it is already float64 (wideDType).
+func wide(x *Node) *Node { return ConvertDType(x, wideDType(x.DType())) }
+
+// wideDType is the dtype statistics of dtype run in: float64 stays, anything else is float32.
+func wideDType(dtype dtypes.DType) dtypes.DType {
+	if dtype == dtypes.Float64 {
+		return dtype
 	}
-	return ConvertDType(x, dtypes.Float32)
+	return dtypes.Float32
 }
 
 // broadcastLast gives a weight [n] the rank of x [..., n].
@@ -114,10 +117,8 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	// broadcast over heads.
 	g := query.Graph()
 	dims := s.causal.Shape().Dimensions
-	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, dtypes.Float32), dims...), BroadcastToDims(Infinity(g, dtypes.Float32, -1), dims...))
-	if query.DType() == dtypes.Float64 {
-		bias = ConvertDType(bias, dtypes.Float64)
-	}
+	wideDT := wideDType(dtype) // the scores' (wide)
+	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, wideDT), dims...), BroadcastToDims(Infinity(g, wideDT, -1), dims...))
 	// attend is the attention of n sequences (q, keys, values and bias with a leading axis of n)
 	// over their chunks and, given one sequence's cache blocks, over that cache's slots first:
 	// [n, kvHeads, groups·S, hd].

@@ -1090,18 +1090,21 @@ func (o ops) cacheScores(q *Node, blocks []*Node) *Node {
 // kernel takes half-precision operands with a float32 output, and widening the block wrote a
 // float32 copy of the whole cache on every step.
 func (o ops) blockDot(x *Node, xAxis int, block *Node, blockAxis int, blockLeft bool, dtype dtypes.DType) *Node {
-	if o.layout.HalfCacheProducts && block.DType().IsHalfPrecision() {
+	half := o.layout.HalfCacheProducts && block.DType().IsHalfPrecision()
+	if half {
 		x = ConvertDType(x, block.DType())
-		if blockLeft {
-			return Dot(block, x).WithOutputDType(dtypes.Float32).General([]int{blockAxis}, []int{0}, []int{xAxis}, []int{0})
-		}
-		return Dot(x, block).WithOutputDType(dtypes.Float32).General([]int{xAxis}, []int{0}, []int{blockAxis}, []int{0})
+	} else {
+		block = ConvertDType(block, dtype)
 	}
-	block = ConvertDType(block, dtype)
+	lhs, lhsAxis, rhs, rhsAxis := x, xAxis, block, blockAxis
 	if blockLeft {
-		return DotGeneral(block, []int{blockAxis}, []int{0}, x, []int{xAxis}, []int{0})
+		lhs, lhsAxis, rhs, rhsAxis = block, blockAxis, x, xAxis
 	}
-	return DotGeneral(x, []int{xAxis}, []int{0}, block, []int{blockAxis}, []int{0})
+	dot := Dot(lhs, rhs)
+	if half {
+		dot = dot.WithOutputDType(dtypes.Float32)
+	}
+	return dot.General([]int{lhsAxis}, []int{0}, []int{rhsAxis}, []int{0})
 }
 
 // cacheContext is probs [kvHeads, rows, T(+more)] (the probabilities of a sequence's rows, the
