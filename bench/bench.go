@@ -110,7 +110,8 @@ type Result struct {
 	WeightBytes             int64   `json:"weight_bytes"`          // resident weights
 	LoadPeakRSSBytes        int64   `json:"load_peak_rss_bytes"`   // peak RSS of the process up to the end of the load
 	LoadPeakRSSWeightRatio  float64 `json:"load_peak_rss_weight_ratio"`
-	PeakRSSBytes            int64   `json:"peak_rss_bytes"` // peak RSS over load, compile, prefill and decode
+	PeakRSSBytes            int64   `json:"peak_rss_bytes"`  // peak RSS over load, compile, prefill and decode
+	HugePageBytes           int64   `json:"huge_page_bytes"` // resident on transparent huge pages at the end of the load
 	CompileSeconds          float64 `json:"compile_seconds"`
 	CompiledGraphs          int     `json:"compiled_graphs"`
 	Depth                   int     `json:"depth"`              // positions in the KV cache before the prompt
@@ -288,6 +289,7 @@ func (r *Result) measureLoad(opts Options, logf func(string, ...any)) (*octlm.Mo
 	}
 	loadTime := time.Since(begin)
 	r.LoadPeakRSSBytes = sysinfo.PeakRSS()
+	r.HugePageBytes = sysinfo.HugePageRSS()
 	r.LoadSeconds = loadTime.Seconds()
 	r.LoadBytesPerSecond = float64(r.CheckpointBytes) / loadTime.Seconds()
 	r.LoadReadRatio = r.LoadBytesPerSecond / r.PlainReadBytesPerSecond

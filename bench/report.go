@@ -26,7 +26,7 @@ func (r Result) WriteText(w io.Writer) error {
 		{"plain read", fmt.Sprintf("%s in %.2f s: %s", units.Bytes(r.CheckpointBytes), r.PlainReadSeconds, gb(r.PlainReadBytesPerSecond))},
 		{"load", fmt.Sprintf("%.2f s: %s, %.2f of the plain read", r.LoadSeconds, gb(r.LoadBytesPerSecond), r.LoadReadRatio)},
 		{"resident weights", units.Bytes(r.WeightBytes)},
-		{"peak RSS", fmt.Sprintf("%s after the load (%.2f × the weights), %s in all", units.Bytes(r.LoadPeakRSSBytes), r.LoadPeakRSSWeightRatio, units.Bytes(r.PeakRSSBytes))},
+		{"peak RSS", fmt.Sprintf("%s after the load (%.2f × the weights, %s of it on huge pages), %s in all", units.Bytes(r.LoadPeakRSSBytes), r.LoadPeakRSSWeightRatio, units.Bytes(r.HugePageBytes), units.Bytes(r.PeakRSSBytes))},
 		{"compile", fmt.Sprintf("%.2f s for %d graphs", r.CompileSeconds, r.CompiledGraphs)},
 		{"depth", r.depthText()},
 		{"prefill", fmt.Sprintf("%d tokens in %.3f s: %.1f tokens/s (%.2f cores busy)%s", r.PromptTokens, r.PrefillSeconds, r.PrefillTokensPerSecond, r.PrefillCores, r.spread(r.PrefillTokensPerSecondMedian))},

@@ -20,6 +20,7 @@ import (
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
 
+	"github.com/octlm/octlm/internal/hugepage"
 	"github.com/octlm/octlm/xla"
 )
 
@@ -131,6 +132,19 @@ type Layout struct {
 	// PieceWorkers is how many pieces the engine multiplies at once (its graph executors):
 	// pieceHeight keeps them evenly busy. 0 or 1: one.
 	PieceWorkers int
+	// HugePages asks the operating system for transparent huge pages under the resident weights
+	// where the backend shares their memory with Go (internal/hugepage), before they are filled:
+	// a decode step streams every weight, and with 4 KiB pages every 4 KiB of the stream costs a
+	// TLB miss.
+	HugePages bool
+}
+
+// adviseHugePages marks a shared buffer's memory, not yet written, for huge pages where the
+// layout asks for them.
+func (l Layout) adviseHugePages(flat any) {
+	if l.HugePages {
+		hugepage.AdviseSlice(flat)
+	}
 }
 
 // Defaults chosen by measurement (see docs/performance.md for the full tables).
@@ -242,6 +256,7 @@ func LayoutFor(engine xla.Engine) Layout {
 	l := Layout{PadMACs: goPadMACs, UpcastHalfDot: true, ColumnRows: defaultColumnRows}
 	switch engine {
 	case xla.EngineGo:
+		l.HugePages = true
 		l.HostEmbed = true
 		l.SpreadHalfRows = true
 		l.PadRows = goPadRows
@@ -257,6 +272,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.HalfLinearRows = true
 		l.PieceWorkers = min(runtime.GOMAXPROCS(0), 8) // xla.Go's executors (xla/go_executors.go)
 	case xla.EngineONNX:
+		l.HugePages = true
 		l.TableBlocks = onnxTableBlocks
 		l.EmbedSlices = true
 		l.HostEmbed = true

@@ -279,6 +279,7 @@ func fillPieces(backend compute.Backend, specs []weightSpec, layout Layout, e lo
 		if err != nil {
 			return fmt.Errorf("allocating piece %d %s: %w", k, shape, err)
 		}
+		layout.adviseHugePages(flat)
 		if dst[k], err = tensors.FromBuffer(buffer); err != nil {
 			_ = buffer.Finalize()
 			return err
@@ -363,6 +364,7 @@ func newFusedFill(backend compute.Backend, spec weightSpec, layout Layout, dtype
 		if f.buffer, f.flat, err = backend.NewSharedBuffer(0, f.shape); err != nil {
 			return nil, fmt.Errorf("allocating %s: %w", f.shape, err)
 		}
+		layout.adviseHugePages(f.flat)
 	} else {
 		f.flat = dtypes.MakeAnySlice(f.shape.DType, f.shape.Size())
 	}
@@ -423,6 +425,7 @@ func residentTensor(backend compute.Backend, spec weightSpec, layout Layout, e l
 		if buffer, flat, err = backend.NewSharedBuffer(0, shape); err != nil {
 			return nil, fmt.Errorf("allocating %s: %w", shape, err)
 		}
+		layout.adviseHugePages(flat)
 	} else {
 		flat = dtypes.MakeAnySlice(shape.DType, shape.Size())
 	}

@@ -17,6 +17,10 @@ func RSS() int64 { return procField("/proc/self/status", "VmRSS:") << 10 }
 // ResetPeakRSS, in bytes.
 func PeakRSS() int64 { return procField("/proc/self/status", "VmHWM:") << 10 }
 
+// HugePageRSS is how much of the process's anonymous memory is resident on transparent huge
+// pages (AnonHugePages in /proc/self/smaps_rollup, Linux ≥ 4.14), in bytes.
+func HugePageRSS() int64 { return procField("/proc/self/smaps_rollup", "AnonHugePages:") << 10 }
+
 // ResetPeakRSS sets the peak back to the current RSS (Linux ≥ 4.0); it reports whether it could.
 func ResetPeakRSS() bool {
 	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil

@@ -20,6 +20,9 @@ func TestReadsProc(t *testing.T) {
 	if total <= 0 || avail <= 0 || avail > total {
 		t.Errorf("MemTotal %d, MemAvailable %d", total, avail)
 	}
+	if huge := HugePageRSS(); huge < 0 || huge > rss {
+		t.Errorf("AnonHugePages %d with RSS %d", huge, rss)
+	}
 	if LoadAverage() < 0 {
 		t.Errorf("load average %v", LoadAverage())
 	}
