@@ -35,6 +35,9 @@ type Job struct {
 	// Extra is memory the caller allocates beside the model (a benchmark's buffer), counted
 	// with Need.
 	Extra int64
+	// Workload is how the job decodes: how many sequences at once, how long. The automatic
+	// choice passes over ONNX Runtime where the pure-Go backend decodes faster.
+	Workload
 	// SmallGraphs marks a job of many small graphs (the notebooks' figures): ONNX Runtime
 	// compiles each graph first, which costs them more than it saves, so the automatic choice
 	// passes it over.
@@ -49,15 +52,40 @@ type Job struct {
 	Note func(msg string)
 }
 
+// Workload is what the automatic choice knows of how a job decodes.
+type Workload struct {
+	// Sequences is how many sequences the job decodes at once (generate's prompts, eval's
+	// --batch, bench's largest --batch); 0 is one.
+	Sequences int
+	// Longest is the most positions one sequence's KV cache reaches (depth, prompt and new
+	// tokens); 0 is unknown.
+	Longest int
+}
+
+// Where the pure-Go backend decodes faster than ONNX Runtime (Qwen3-0.6B in float32, a 2-core
+// AMD EPYC, Zen 5, 2026-12-05; docs/performance.md, "Which engine"):
+const (
+	// batchedSequences: 2, 4 and 8 sequences decoded at once went 1.30×, 1.35× and 1.39× as
+	// fast on the pure-Go backend (29.2 / 22.4, 50.9 / 37.7, 60.9 / 43.7 tokens/s), 16 about as
+	// fast (1.0–1.06×). ONNX Runtime runs one sequence 1.0–1.1× as fast.
+	batchedSequences = 2
+	// longContext: after a 1,024-token prompt the pure-Go backend decoded 12.1 tokens/s against
+	// ONNX Runtime's 9.5, and prefilled that prompt at 231 against 251 tokens/s; at depth 1,024
+	// and 4,096 it decoded 1.08× and 1.04× as fast and prefilled a 32-token prompt 1.96× and
+	// 1.82× as fast; at depth 256 ONNX Runtime still decoded 1.23× as fast.
+	longContext = 1024
+)
+
 // ONNXPassedOver starts the clause Info.Reason gets when the automatic choice found ONNX Runtime
 // but runs the job on the pure-Go backend; a short backend line keeps that clause as a note.
 const ONNXPassedOver = "ONNX Runtime passed over"
 
 // Choose opens the backend that runs job: the one named (job.Backend, else $GOMLX_BACKEND) as it
 // is; else the automatic choice (AutoName), except that where that is ONNX Runtime the pure-Go
-// backend runs the job when the weights are half precision, when the job's graphs are small, or
-// when the job fits the memory available on the pure-Go backend but not on ONNX Runtime (their
-// weights' layouts differ; both read the KV cache in place). Info.Reason says which
+// backend runs the job when the weights are half precision, when the job's graphs are small, when
+// it decodes several sequences at once or a long context (Workload), or when the job fits the
+// memory available on the pure-Go backend but not on ONNX Runtime (their weights' layouts differ;
+// both read the KV cache in place). Info.Reason says which
 // and why; ONNX Runtime is opened only when it runs the job. The caller owns the backend.
 func Choose(job Job) (compute.Backend, Info, error) {
 	if name, _ := resolveName(job.Backend); name != "" {
@@ -96,6 +124,12 @@ func (job Job) passOverONNX() string {
 	}
 	if job.SmallGraphs {
 		return ONNXPassedOver + ": the pure-Go backend runs small graphs sooner (" + EnvBackend + "=onnx to use it)"
+	}
+	if job.Sequences >= batchedSequences {
+		return fmt.Sprintf("%s: the pure-Go backend decodes %d sequences at once faster (%s=onnx to use it)", ONNXPassedOver, job.Sequences, EnvBackend)
+	}
+	if job.Longest >= longContext {
+		return fmt.Sprintf("%s: the pure-Go backend decodes faster with %d positions in the KV cache (%s=onnx to use it)", ONNXPassedOver, job.Longest, EnvBackend)
 	}
 	if job.Need == nil {
 		return ""

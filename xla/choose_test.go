@@ -29,8 +29,9 @@ func jobNeeding(onnx, pure, avail int64) Job {
 }
 
 // TestPassOverONNX: where the automatic choice found ONNX Runtime, the job runs on the pure-Go
-// backend for half-precision weights, for small graphs, or when it fits the pure-Go backend's
-// memory but not ONNX Runtime's; otherwise ONNX Runtime runs it.
+// backend for half-precision weights, for small graphs, for several sequences decoded at once or
+// a long context, or when it fits the pure-Go backend's memory but not ONNX Runtime's; otherwise
+// ONNX Runtime runs it.
 func TestPassOverONNX(t *testing.T) {
 	tests := []struct {
 		name string
@@ -41,6 +42,10 @@ func TestPassOverONNX(t *testing.T) {
 		{"bf16", Job{DType: "bf16"}, "passed over for bf16: ONNX Runtime cannot run it"},
 		{"f16", Job{DType: "f16"}, "passed over for f16"},
 		{"small graphs", Job{SmallGraphs: true}, ONNXPassedOver + ": the pure-Go backend runs small graphs sooner"},
+		{"one sequence, short", Job{Workload: Workload{Sequences: 1, Longest: longContext - 1}}, ""},
+		{"two sequences at once", Job{Workload: Workload{Sequences: 2}}, ONNXPassedOver + ": the pure-Go backend decodes 2 sequences at once faster"},
+		{"a long context", Job{Workload: Workload{Longest: 4096}}, ONNXPassedOver + ": the pure-Go backend decodes faster with 4096 positions in the KV cache"},
+		{"bf16 says so first", Job{DType: "bf16", Workload: Workload{Sequences: 8}}, "passed over for bf16"},
 		{"room for the pure-Go backend only", jobNeeding(100, 50, 70), ONNXPassedOver + ": this job needs 100 B there, 70 B are available (test), the pure-Go backend needs 50 B"},
 		{"extra bytes tip it", func() Job { j := jobNeeding(100, 50, 120); j.Extra = 30; return j }(), "needs 130 B there"},
 		{"room for neither", jobNeeding(100, 50, 40), ""},

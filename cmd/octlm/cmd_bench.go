@@ -101,10 +101,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	// The bandwidth read's buffer is allocated while the model is still loaded; each cache holds
 	// the depth, the prompt and the decoded tokens, and --batch's largest size has that many.
 	positions, bandwidthBytes := *depth+*prompt+*decode, int64(*bandwidth*(1<<30))
+	work := xla.Workload{Longest: positions}
 	if len(batches) > 0 {
-		positions *= slices.Max(batches)
+		work.Sequences = slices.Max(batches)
+		positions *= work.Sequences
 	}
-	job := modelJob(mf.backend, dir, dtype, positions, bandwidthBytes, stderr)
+	job := modelJob(mf.backend, dir, dtype, positions, work, bandwidthBytes, stderr)
 	backend, info, err := xla.Choose(job)
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
+	"github.com/octlm/octlm/xla"
 )
 
 func init() {
@@ -94,7 +95,7 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := a.model.openDirVerbose(dir, a.opts.MaxNewTokens, stderr, a.verbose) // one reply's worth; the conversation grows past it
+	m, err := a.model.openDirVerbose(dir, a.opts.MaxNewTokens, xla.Workload{}, stderr, a.verbose) // one reply's worth; the conversation grows past it
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/tokenizer"
+	"github.com/octlm/octlm/xla"
 )
 
 func init() {
@@ -172,7 +173,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		dateID = strings.ReplaceAll(begin.Format("2006-01-02T15:04:05.000000"), ":", "-")
 	}
 	// --batch B holds B caches at once: the memory check plans for B times the positions.
-	m, err := a.model.openDir(dir, positions*a.batch, stderr)
+	m, err := a.model.openDir(dir, positions*a.batch, xla.Workload{Sequences: a.batch, Longest: positions}, stderr)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/octlm/octlm/eval"
 	"github.com/octlm/octlm/internal/fileio"
 	"github.com/octlm/octlm/octlm/tokenizer"
+	"github.com/octlm/octlm/xla"
 )
 
 // maxKLTextBytes bounds the --kl-text file (256 MiB).
@@ -50,7 +51,7 @@ func runKLDivergence(ctx context.Context, a evalArgs, stdout, stderr io.Writer) 
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		m, err := a.model.openDir(dir, n, stderr)
+		m, err := a.model.openDir(dir, n, xla.Workload{}, stderr)
 		if err != nil {
 			return err
 		}
@@ -72,7 +73,7 @@ func runKLDivergence(ctx context.Context, a evalArgs, stdout, stderr io.Writer) 
 		fmt.Fprintf(out, "Same top p           %.3f %%\n", 100*res.SameTop)
 		return out.check()
 	}
-	m, err := a.model.openDir(dir, a.klCtx, stderr)
+	m, err := a.model.openDir(dir, a.klCtx, xla.Workload{}, stderr)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/chat"
 	"github.com/octlm/octlm/octlm/tokenizer"
+	"github.com/octlm/octlm/xla"
 )
 
 func init() {
@@ -77,10 +78,12 @@ func runGenerateIO(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		return err
 	}
 	positions := 0 // every prompt's KV cache
+	work := xla.Workload{Sequences: len(prompts)}
 	for _, ids := range prompts {
 		positions += len(ids) + a.opts.MaxNewTokens
+		work.Longest = max(work.Longest, len(ids)+a.opts.MaxNewTokens)
 	}
-	m, err := a.model.openDir(dir, positions, stderr)
+	m, err := a.model.openDir(dir, positions, work, stderr)
 	if err != nil {
 		return err
 	}

@@ -111,3 +111,46 @@ func TestGenerateSeveralPromptsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestGenerateChoosesByWorkload: where the automatic choice finds ONNX Runtime, one prompt runs
+// there, while several prompts (decoded together) or a long generation run on the pure-Go
+// backend, and the backend line says why; a named backend is kept.
+func TestGenerateChoosesByWorkload(t *testing.T) {
+	t.Setenv(xla.EnvBackend, "")
+	if name, _, _ := xla.DefaultPlaces().AutoName(); name != xla.ONNX {
+		t.Skipf("the automatic choice here is %s, not ONNX Runtime", name)
+	}
+	model := testdata("tiny-qwen3-long") // a context of 40,960 positions
+	tests := []struct {
+		name string
+		args []string
+		want string // the backend line's start
+		why  string // a substring of it
+	}{
+		{"one prompt", []string{"--prompt-ids", "5,6", "-n", "2"}, "backend: onnx", ""},
+		{"two prompts", []string{"--prompt-ids", "5,6", "--prompt-ids", "7", "-n", "2"}, "backend: go", "decodes 2 sequences at once faster"},
+		{"a long generation", []string{"--prompt-ids", "5,6", "-n", "1100"}, "backend: go", "decodes faster with 1102 positions"},
+		{"two prompts, named", []string{"--backend", "onnx", "--prompt-ids", "5,6", "--prompt-ids", "7", "-n", "2"}, "backend: onnx", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if err := runGenerate(append([]string{"--model", model, "--temperature", "0"}, tt.args...), &stdout, &stderr); err != nil {
+				t.Fatalf("%v\n%s", err, stderr.String())
+			}
+			// The backend line, and its note lines ("  note: ONNX Runtime passed over: …").
+			var line string
+			for l := range strings.Lines(stderr.String()) {
+				if strings.HasPrefix(l, "backend: ") || line != "" && strings.HasPrefix(l, "  note: ") {
+					line += l
+				}
+			}
+			if !strings.HasPrefix(line, tt.want) || !strings.Contains(line, tt.why) {
+				t.Errorf("backend line %q, want %q … %q", line, tt.want, tt.why)
+			}
+			if tt.why != "" && !strings.Contains(line, "note: "+xla.ONNXPassedOver) {
+				t.Errorf("backend line %q: no note that ONNX Runtime was passed over", line)
+			}
+		})
+	}
+}

@@ -73,7 +73,9 @@ func runParity(args []string, stdout, stderr io.Writer) error {
 	for _, c := range ref.Cases {
 		longest = max(longest, c.Positions())
 	}
-	jobFor := func(dtype octlm.DType) xla.Job { return modelJob(pf.model.backend, dir, dtype, longest, 0, stderr) }
+	jobFor := func(dtype octlm.DType) xla.Job {
+		return modelJob(pf.model.backend, dir, dtype, longest, xla.Workload{}, 0, stderr)
+	}
 	choice := jobFor(octlm.Float32)
 	if slices.Contains(pf.halfDTypes, octlm.BFloat16) {
 		choice.DType = string(octlm.BFloat16)

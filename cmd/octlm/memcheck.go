@@ -13,12 +13,12 @@ import (
 var availableMemory = sysinfo.ProcessAvailable
 
 // modelJob describes to xla.Choose (which engine runs it) and xla.Job.Fits (whether it fits) the
-// job of running the checkpoint in dir with dtype weights, a KV cache of positions positions and
-// extra bytes the command allocates beside them, on the backend asked for ("" automatic); notes
-// go to stderr.
-func modelJob(backend, dir string, dtype octlm.DType, positions int, extra int64, stderr io.Writer) xla.Job {
+// job of running the checkpoint in dir with dtype weights, KV caches of positions positions in all
+// and extra bytes the command allocates beside them, decoding as work says, on the backend asked
+// for ("" automatic); notes go to stderr.
+func modelJob(backend, dir string, dtype octlm.DType, positions int, work xla.Workload, extra int64, stderr io.Writer) xla.Job {
 	return xla.Job{
-		Backend: backend, DType: string(dtype), Label: dir, Extra: extra,
+		Backend: backend, DType: string(dtype), Label: dir, Extra: extra, Workload: work,
 		Need: func(e xla.Engine) (xla.Need, error) { return octlm.MemoryNeededOn(dir, dtype, e, positions) },
 		Available: func() (int64, string, error) {
 			a, err := availableMemory()

@@ -110,7 +110,7 @@ func TestChooseByMemory(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			withAvailable(t, tt.available)
-			job := modelJob(tt.backend, dir, octlm.Float32, positions, 0, io.Discard)
+			job := modelJob(tt.backend, dir, octlm.Float32, positions, xla.Workload{}, 0, io.Discard)
 			b, info, err := xla.Choose(job)
 			if err != nil {
 				t.Fatal(err)

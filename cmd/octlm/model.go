@@ -77,15 +77,15 @@ func (f *modelFlags) resolve(ctx context.Context) (string, error) {
 }
 
 // openDir opens the backend and streams the weights of the checkpoint folder dir in, with
-// progress on stderr, after checking that the weights and a KV cache of positions positions fit
-// in memory.
-func (f *modelFlags) openDir(dir string, positions int, stderr io.Writer) (*loadedModel, error) {
-	return f.openDirVerbose(dir, positions, stderr, false)
+// progress on stderr, after checking that the weights and KV caches of positions positions in all
+// fit in memory; work (how the job decodes) informs the automatic choice of engine.
+func (f *modelFlags) openDir(dir string, positions int, work xla.Workload, stderr io.Writer) (*loadedModel, error) {
+	return f.openDirVerbose(dir, positions, work, stderr, false)
 }
 
 // openDirVerbose is openDir with the backend line in full (its library's path and why it was
 // chosen) when verbose, else one short line.
-func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer, verbose bool) (*loadedModel, error) {
+func (f *modelFlags) openDirVerbose(dir string, positions int, work xla.Workload, stderr io.Writer, verbose bool) (*loadedModel, error) {
 	dtype, err := octlm.ParseDType(f.dtype)
 	if err != nil {
 		return nil, usageError{err.Error()}
@@ -94,7 +94,7 @@ func (f *modelFlags) openDirVerbose(dir string, positions int, stderr io.Writer,
 	if err != nil {
 		return nil, err
 	}
-	job := modelJob(f.backend, dir, dtype, positions, 0, stderr)
+	job := modelJob(f.backend, dir, dtype, positions, work, 0, stderr)
 	backend, info, err := xla.Choose(job)
 	if err != nil {
 		return nil, err
