@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
@@ -325,28 +324,11 @@ func (c *Cache) reserve(n int) error {
 }
 
 // zeroed allocates spec's state for size positions (a fixed-size state: size ignored), zeroed,
-// shared with the backend where it shares buffers: there, with Layout.HugePages, on huge pages
-// (advised before the zeroing touches them), since a decode step reads every filled slot.
+// shared with the backend where it shares buffers.
 func (c *Cache) zeroed(spec stateSpec, size int) (*tensors.Tensor, error) {
-	shape := shapes.Make(c.specDType(spec), spec.shape(size)...)
-	backend := c.model.Backend
-	if !c.model.layout.HugePages || !backend.HasSharedBuffers() {
-		t, err := tensors.FromShapeForBackend(backend, 0, shape)
-		if err != nil {
-			return nil, fmt.Errorf("octlm: allocating a cache block of %d positions (%s): %w", size, spec.Name, err)
-		}
-		return t, nil
-	}
-	buffer, flat, err := backend.NewSharedBuffer(0, shape)
+	t, err := tensors.FromShapeForBackend(c.model.Backend, 0, shapes.Make(c.specDType(spec), spec.shape(size)...))
 	if err != nil {
 		return nil, fmt.Errorf("octlm: allocating a cache block of %d positions (%s): %w", size, spec.Name, err)
-	}
-	c.model.layout.adviseHugePages(flat)
-	reflect.ValueOf(flat).Clear()
-	t, err := tensors.FromBuffer(buffer)
-	if err != nil {
-		_ = buffer.Finalize()
-		return nil, fmt.Errorf("octlm: a cache block of %d positions (%s): %w", size, spec.Name, err)
 	}
 	return t, nil
 }

@@ -135,7 +135,8 @@ type Layout struct {
 	// HugePages asks the operating system for transparent huge pages under the resident weights
 	// where the backend shares their memory with Go (internal/hugepage), before they are filled:
 	// a decode step streams every weight, and with 4 KiB pages every 4 KiB of the stream costs a
-	// TLB miss.
+	// TLB miss. The KV cache keeps small pages: its blocks are zeroed (written) as they are
+	// allocated, in a tensor shared with the backend that octlm cannot advise first.
 	HugePages bool
 }
 

@@ -8,10 +8,10 @@ import (
 	"github.com/octlm/octlm/xla"
 )
 
-// TestHugePagesUnderWeightsAndCache: with its own layout (Layout.HugePages), the pure-Go engine's
-// resident weights and KV cache blocks lie in memory advised for transparent huge pages, and
-// the model still computes the reference's logits there.
-func TestHugePagesUnderWeightsAndCache(t *testing.T) {
+// TestHugePagesUnderWeights: with its own layout (Layout.HugePages), the pure-Go engine's resident
+// weights lie in memory advised for transparent huge pages, and the model still computes the
+// reference's logits; the KV cache's blocks stay shared with the backend (written in place).
+func TestHugePagesUnderWeights(t *testing.T) {
 	if hugepage.Size() == 0 {
 		t.Skip("no transparent huge pages here")
 	}
@@ -46,8 +46,10 @@ func TestHugePagesUnderWeightsAndCache(t *testing.T) {
 	}
 	for i, blocks := range cache.state {
 		for _, b := range blocks {
-			if err := b.ConstFlatData(func(flat any) { check("cache state", i, flat) }); err != nil {
-				t.Fatal(err)
+			// Shared with the backend, so rows are written in place: a tensor that is not
+			// keeps a host copy of every block it writes into.
+			if !b.IsShared() {
+				t.Errorf("cache state %d: a block that is not shared with the backend", i)
 			}
 		}
 	}
