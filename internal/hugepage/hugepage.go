@@ -3,10 +3,10 @@
 //
 // A decode step streams every weight from memory. With the kernel's 4 KiB pages each 4 KiB of a
 // 2.4 GB stream is a TLB miss and a page walk; with 2 MiB pages Qwen3-0.6B decoded 5–16% faster
-// on a 2-core Zen 5 guest (docs/performance.md, "Weights on huge pages"). Linux backs anonymous memory with
-// huge pages by itself only where /sys/kernel/mm/transparent_hugepage/enabled says "always";
-// under "madvise", the common default, only the ranges a program marks with madvise(2). Go's
-// heap is never marked, so octlm marks the buffers it will stream.
+// on a 2-core Zen 5 guest (docs/performance.md, "Weights on huge pages"). Linux backs anonymous
+// memory with huge pages by itself only where /sys/kernel/mm/transparent_hugepage/enabled says
+// "always"; under "madvise", the common default, only the ranges a program marks with
+// madvise(2). Go's heap is never marked, so octlm marks the buffers it will stream.
 //
 // The price is paid once, when the memory is first touched: on a virtual machine whose host
 // reclaims the guest's free huge pages (free page reporting), loading Qwen3-0.6B in float32 took
