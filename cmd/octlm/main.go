@@ -15,6 +15,8 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/octlm/octlm/internal/hugepage"
 )
 
 // command is one subcommand of octlm.
@@ -89,6 +91,10 @@ func run(args []string) int {
 	if !ok {
 		fmt.Fprintf(os.Stderr, "octlm: unknown command %q%s\n\n", args[0], suggestCommand(args[0]))
 		printUsage(os.Stderr)
+		return 2
+	}
+	if err := hugepage.CheckEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, errorLine(args[0], err))
 		return 2
 	}
 	warnWithoutSIMD()

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/octlm/octlm/internal/hugepage"
 )
 
 // TestEveryCommandUsage: every command answers -h with its own usage line on stdout (never Go's
@@ -53,5 +55,21 @@ func TestVersion(t *testing.T) {
 				t.Errorf("%v: output lacks %s:\n%s", args, re, stdout)
 			}
 		}
+	}
+}
+
+// TestHugePagesEnvironment: a value of $OCTLM_HUGE_PAGES that is neither on nor off stops every
+// command before it starts (exit 2); off and on run it.
+func TestHugePagesEnvironment(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		code  int
+	}{{"soon", 2}, {"off", 0}, {"on", 0}} {
+		t.Run(tt.value, func(t *testing.T) {
+			t.Setenv(hugepage.EnvVar, tt.value)
+			if code := run([]string{"version"}); code != tt.code {
+				t.Errorf("octlm version with %s=%s: exit %d, want %d", hugepage.EnvVar, tt.value, code, tt.code)
+			}
+		})
 	}
 }

@@ -10,25 +10,38 @@
 //
 // The price is paid once, when the memory is first touched: on a virtual machine whose host
 // reclaims the guest's free huge pages (free page reporting), loading Qwen3-0.6B in float32 took
-// 3.4 s instead of 1.4. $OCTLM_HUGE_PAGES=off keeps small pages.
+// 3.4 s instead of 1.4. $OCTLM_HUGE_PAGES=off keeps small pages (CheckEnv).
 package hugepage
 
 import (
+	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"unsafe"
 )
 
-// EnvVar turns the advice off when set to off, 0, false or no.
+// EnvVar turns the advice off when set to off (or 0, false, no); on, 1, true, yes or unset
+// leave it on.
 const EnvVar = "OCTLM_HUGE_PAGES"
 
-// Off reports whether a value of EnvVar turns the advice off.
-func Off(value string) bool {
+// ParseEnv reads a value of EnvVar: whether it leaves the advice on, or an error naming the
+// variable for anything else.
+func ParseEnv(value string) (on bool, err error) {
 	switch strings.ToLower(strings.TrimSpace(value)) {
+	case "", "on", "1", "true", "yes":
+		return true, nil
 	case "off", "0", "false", "no":
-		return true
+		return false, nil
 	}
-	return false
+	return true, fmt.Errorf("hugepage: $%s=%q: want on or off", EnvVar, value)
+}
+
+// CheckEnv is ParseEnv's error for the environment's EnvVar: the command line refuses a value it
+// cannot read before it starts (the package itself leaves the advice on for one).
+func CheckEnv() error {
+	_, err := ParseEnv(os.Getenv(EnvVar))
+	return err
 }
 
 // AdviseSlice marks the memory of flat, a slice of any element type, for huge pages (Advise).

@@ -20,7 +20,7 @@ import (
 func Size() uintptr { return size() }
 
 var size = sync.OnceValue(func() uintptr {
-	if Off(os.Getenv(EnvVar)) {
+	if on, _ := ParseEnv(os.Getenv(EnvVar)); !on {
 		return 0
 	}
 	enabled, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")

@@ -3,6 +3,7 @@ package hugepage
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -15,12 +16,24 @@ func TestAdviseSliceIgnoresWhatIsNoSlice(t *testing.T) {
 	}
 }
 
-func TestOff(t *testing.T) {
-	for value, off := range map[string]bool{"off": true, "OFF": true, " 0 ": true, "false": true, "no": true,
-		"": false, "on": false, "1": false, "yes": false, "offf": false} {
-		if got := Off(value); got != off {
-			t.Errorf("Off(%q) = %v, want %v", value, got, off)
+func TestParseEnv(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		on    bool
+		err   string
+	}{
+		{"", true, ""}, {"on", true, ""}, {"1", true, ""}, {"TRUE", true, ""}, {"yes", true, ""},
+		{"off", false, ""}, {"OFF", false, ""}, {" 0 ", false, ""}, {"false", false, ""}, {"no", false, ""},
+		{"offf", true, `$OCTLM_HUGE_PAGES="offf": want on or off`}, {"2", true, "want on or off"},
+	} {
+		on, err := ParseEnv(tt.value)
+		if on != tt.on || (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("ParseEnv(%q) = %v, %v; want %v, %q", tt.value, on, err, tt.on, tt.err)
 		}
+	}
+	t.Setenv(EnvVar, "soon")
+	if err := CheckEnv(); err == nil {
+		t.Error("CheckEnv accepted soon")
 	}
 }
 
