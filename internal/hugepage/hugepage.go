@@ -2,7 +2,7 @@
 // and over (a model's weights), with transparent huge pages.
 //
 // A decode step streams every weight from memory. With the kernel's 4 KiB pages each 4 KiB of a
-// 2.4 GB stream is a TLB miss and a page walk; with 2 MiB pages Qwen3-0.6B decoded 5–16% faster
+// 2.4 GB stream is a TLB miss and a page walk; with 2 MiB pages Qwen3-0.6B decoded 1–22% faster
 // on a 2-core Zen 5 guest (docs/performance.md, "Weights on huge pages"). Linux backs anonymous
 // memory with huge pages by itself only where /sys/kernel/mm/transparent_hugepage/enabled says
 // "always"; under "madvise", the common default, only the ranges a program marks with
