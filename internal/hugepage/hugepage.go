@@ -64,8 +64,9 @@ func Advise(p unsafe.Pointer, n uintptr) {
 	if size == 0 || p == nil || n == 0 {
 		return
 	}
-	lead := uintptr(p) & (size - 1)
-	begin := unsafe.Add(p, -int(lead))
-	length := (lead + n + size - 1) &^ (size - 1)
-	advise(begin, length)
+	// Addresses, not pointers: the widened range reaches outside the object at p, where a
+	// pointer may not point (checkptr, under -race, stops the program on one).
+	begin := uintptr(p) &^ (size - 1)
+	end := (uintptr(p) + n + size - 1) &^ (size - 1)
+	advise(begin, end-begin)
 }

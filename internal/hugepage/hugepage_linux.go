@@ -38,11 +38,11 @@ var size = sync.OnceValue(func() uintptr {
 	return uintptr(n)
 })
 
-// advise is madvise(MADV_HUGEPAGE). Its error is dropped: a range that reaches past the mapping
-// (ENOMEM) is still marked where it is mapped, and a kernel without the advice (EINVAL) keeps
-// small pages.
-func advise(p unsafe.Pointer, n uintptr) {
-	_ = syscall.Madvise(unsafe.Slice((*byte)(p), n), syscall.MADV_HUGEPAGE)
+// advise is madvise(MADV_HUGEPAGE) on the n bytes at address addr. Its error is dropped: a range
+// that reaches past the mapping (ENOMEM) is still marked where it is mapped, and a kernel
+// without the advice (EINVAL) keeps small pages.
+func advise(addr, n uintptr) {
+	_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, addr, n, syscall.MADV_HUGEPAGE)
 }
 
 // Marked reports whether the mapping that holds p carries the huge page advice (the "hg" of
