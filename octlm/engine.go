@@ -1094,7 +1094,7 @@ func (o ops) cacheScores(q *Node, blocks []*Node) *Node {
 		return wide(cutTo(concatenate(parts, 2), 1, rows))
 	}
 	for j, block := range blocks {
-		parts[j] = DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, q, []int{2}, []int{0}) // [kvHeads, n, rows(+pad)]
+		parts[j] = o.blockDot(q, 2, block, 2, true, dtype) // K·qᵀ: [kvHeads, n, rows(+pad)]
 	}
 	return Transpose(wide(cutTo(concatenate(parts, 1), 2, rows)), 1, 2)
 }
@@ -1186,7 +1186,7 @@ func (o ops) cacheContext(probs *Node, blocks []*Node) *Node {
 		if n != slots {
 			part = SliceAxis(pT, 1, AxisRange(offset, offset+n))
 		}
-		add(DotGeneral(ConvertDType(block, dtype), []int{2}, []int{0}, part, []int{1}, []int{0})) // [kvHeads, hd, rows]
+		add(o.blockDot(part, 1, block, 2, true, dtype)) // Vᵀ·pᵀ: [kvHeads, hd, rows]
 		offset += n
 	}
 	return ConvertDType(Transpose(cutTo(sum, 2, rows), 1, 2), probs.DType())
