@@ -125,6 +125,10 @@ func residentSpecs(specs []weightSpec, l Layout, dtype DType) []weightSpec {
 
 // residentShape is the weight's shape on the engine under layout l.
 func (s weightSpec) residentShape(l Layout) []int {
+	if s.panels(l) {
+		n, in := s.Shape[0], s.Shape[1]
+		return []int{n / l.PiecePanels, in, l.PiecePanels}
+	}
 	switch s.Kind {
 	case linearWeight:
 		if l.LinearRows {
@@ -135,6 +139,12 @@ func (s weightSpec) residentShape(l Layout) []int {
 		return l.tableShape(s.Shape[0], s.Shape[1])
 	}
 	return slices.Clone(s.Shape)
+}
+
+// panels reports whether the weight is a piece (of a Linear weight, or of a table stored as
+// rows) resident as panels (Layout.PiecePanels).
+func (s weightSpec) panels(l Layout) bool {
+	return s.Of != "" && l.PiecePanels > 0 && s.Shape[0]%l.PiecePanels == 0
 }
 
 // stateSpec declares one tensor of the cache.
@@ -225,9 +235,27 @@ func (w weightSet) get(name string) *Node {
 		return SliceAxis(w.byName[p.fused], w.outAxis(), AxisRange(p.offset, p.offset+p.width))
 	}
 	if p, ok := w.pieces[w.prefix+name]; ok {
-		return concatenate(p.nodes, p.axis) // a copy: ops.projections multiplies the pieces instead
+		parts := make([]*Node, len(p.nodes))
+		for i, n := range p.nodes {
+			parts[i] = unpanel(n, p.axis)
+		}
+		return concatenate(parts, p.axis) // a copy: ops.projections multiplies the pieces instead
 	}
 	panic(fmt.Sprintf("octlm: the graph asks for weight %q, which the weight table does not declare", w.prefix+name))
+}
+
+// unpanel is a Linear piece as its weight's other pieces lie: a piece of panels [n/w, in, w]
+// (Layout.PiecePanels) as rows [n, in] (outAxis 0) or columns [in, n] (outAxis 1); any other
+// piece as it is.
+func unpanel(piece *Node, outAxis int) *Node {
+	if piece.Rank() != 3 {
+		return piece
+	}
+	d := piece.Shape().Dimensions
+	if outAxis == 0 {
+		return Reshape(TransposeAllAxes(piece, 0, 2, 1), d[0]*d[2], d[1])
+	}
+	return Reshape(TransposeAllAxes(piece, 1, 0, 2), d[1], d[0]*d[2])
 }
 
 // table is the table named prefix+name as its resident pieces of rows (Layout.PieceMACs), or

@@ -129,6 +129,15 @@ type Layout struct {
 	// of columns, float32 ones about as fast, and its large kernel packs columns faster (a
 	// prompt's products), so float32 keeps columns.
 	HalfLinearRows bool
+	// PiecePanels stores each piece of n output rows (PieceMACs: a Linear weight's, a table's) as
+	// n/PiecePanels panels of PiecePanels columns, [n/PiecePanels, in, PiecePanels]: panel q is
+	// the columns [in, PiecePanels] of the piece's rows q·PiecePanels…, so that the pure-Go backend's small
+	// kernel, whose tiles are 64 columns wide, reads each panel from start to end instead of
+	// striding down the rows of a piece of columns, as llama.cpp repacks its weights once at load.
+	// A decode product multiplies the panels as a batch, the rows broadcast over them
+	// (panelRows.product). A piece whose height is not a multiple of it keeps the layout's form.
+	// 0: none.
+	PiecePanels int
 	// PieceWorkers is how many pieces the engine multiplies at once (its graph executors):
 	// pieceHeight keeps them evenly busy. 0 or 1: one.
 	PieceWorkers int
@@ -192,6 +201,16 @@ const (
 	// and 20 in pieces of rows (BenchmarkMatMulPieces, AMD Zen 5, 2 cores, 2026-12-05). Pieces
 	// sized for 4 rows (twice as high) decoded Qwen3-0.6B no faster.
 	goPieceRows = 8
+	// goPiecePanels: the small kernel's non-transposed tiles are 64 columns wide (4 × 64 in
+	// float32 and bfloat16). One row times a weight of Qwen3-0.6B's head size in pieces
+	// (BenchmarkMatMulPanels, AMD Zen 5, 2 cores, huge pages, 2026-12-05, two runs): float32
+	// pieces of columns 37–47 GB/s, of rows 37–47, of 64-column panels 40–52; bfloat16 22, 28–29
+	// and 32–37. Eight rows: float32 32–37, 31–36, 37–43; bfloat16 18, 22–23, 27–28. Qwen3-0.6B
+	// (octlm bench, alternated twice): decode 13.5–13.6 → 15.2–15.5 tokens/s in float32 and
+	// 18.1–18.5 → 21.0–21.9 in bfloat16; a 128-token prompt 312–320 → 284–303 tokens/s in
+	// float32 (a prompt's products multiply the panels as a batch, the rows copied for each), and
+	// 168–171 → 186–203 in bfloat16.
+	goPiecePanels = 64
 	// pieceKernelRows: the small kernel multiplies rows four at a time (its AVX-512 assembly
 	// takes 4-row groups; the rows left over run on a slower Go loop, 3–10 GB/s), so products
 	// by pieces are padded to a multiple of four rows.
@@ -271,6 +290,7 @@ func LayoutFor(engine xla.Engine) Layout {
 		l.PieceMACs = goSmallMACs
 		l.PieceRows = goPieceRows
 		l.HalfLinearRows = true
+		l.PiecePanels = goPiecePanels
 		l.PieceWorkers = min(runtime.GOMAXPROCS(0), 8) // xla.Go's executors (xla/go_executors.go)
 	case xla.EngineONNX:
 		l.HugePages = true
@@ -317,12 +337,16 @@ func (l Layout) pieceSpecs(specs []weightSpec, dtype DType) []weightSpec {
 			continue
 		}
 		rows, in := s.Shape[0], s.Shape[1]
-		most := (l.PieceMACs - 1) / (max(l.PieceRows, 1) * in) / 16 * 16
-		if most < 16 || rows <= most {
+		step := 16
+		if l.PiecePanels > 0 {
+			step = 16 * l.PiecePanels / gcd(16, l.PiecePanels) // whole panels
+		}
+		most := (l.PieceMACs - 1) / (max(l.PieceRows, 1) * in) / step * step
+		if most < step || rows <= most {
 			out = append(out, s)
 			continue
 		}
-		height := pieceHeight(rows, most, in*s.residentDType(dtype).Size(), max(l.PieceWorkers, 1))
+		height := pieceHeight(rows, most, step, in*s.residentDType(dtype).Size(), max(l.PieceWorkers, 1))
 		for k, first := 0, 0; first < rows; k, first = k+1, first+height {
 			piece := s
 			piece.Name, piece.Of, piece.First = fmt.Sprintf("%s#%d", s.Name, k), s.Name, first
@@ -334,20 +358,20 @@ func (l Layout) pieceSpecs(specs []weightSpec, dtype DType) []weightSpec {
 }
 
 // pieceHeight is the height of the pieces of a weight of rows rows of rowBytes each: a multiple
-// of 16 rows (the kernels' column width) up to most, chosen first to waste little of the buffers
+// of step rows (16, the kernels' column width, or whole panels) up to most, chosen first to waste little of the buffers
 // the pure-Go backend allocates (goBufferBytes: within 2% of the least waste), then to keep
 // workers executors evenly busy (within 5% of the fewest rounds of workers pieces, counted in
 // rows), then the fewest pieces. Qwen3-0.6B's q_proj in float32 is 8 pieces of 256 rows (1 MiB
 // buffers, no waste) where 6 balanced ones of 352 rows would take 1.5 MiB buffers for 1.38 MiB:
 // on a Qwen3.5-0.8B such balanced heights had the load peak at 1.19× the weights, against 1.04
 // for whole weights.
-func pieceHeight(rows, most, rowBytes, workers int) int {
+func pieceHeight(rows, most, step, rowBytes, workers int) int {
 	type choice struct {
 		height, pieces, rounds int
 		waste                  float64
 	}
 	var choices []choice
-	for h := 16; h <= most; h += 16 {
+	for h := step; h <= most; h += step {
 		full, last := rows/h, rows%h
 		allocated, pieces := full*goBufferBytes(h*rowBytes), full
 		if last > 0 {
@@ -364,6 +388,14 @@ func pieceHeight(rows, most, rowBytes, workers int) int {
 	return slices.MinFunc(choices, func(a, b choice) int {
 		return cmp.Or(cmp.Compare(a.pieces, b.pieces), cmp.Compare(a.rounds, b.rounds))
 	}).height
+}
+
+// gcd is the greatest common divisor of a and b (positive).
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // goBufferBytes is the size of the buffer the pure-Go backend (compute v0.1.14) allocates for
@@ -495,17 +527,19 @@ func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 	if columns {
 		inAxis = 0
 	}
-	in, out := pieces[0].Shape().Dimensions[inAxis], 0
+	in, out := 0, 0
 	for _, p := range pieces {
-		out += p.Shape().Dimensions[1-inAxis]
+		pIn, pOut := pieceSize(p, inAxis)
+		in, out = pIn, out+pOut
 	}
 	rows := x.Shape().Size() / in
 	product := func(x *Node, weight func(*Node) *Node) *Node {
+		var panels panelRows
 		ys := make([]*Node, len(pieces))
 		for i, p := range pieces {
-			ys[i] = DotGeneral(x, []int{1}, nil, weight(p), []int{inAxis}, nil)
+			ys[i] = panels.product(x, weight(p), inAxis)
 		}
-		return concatenate(ys, 1)
+		return sideBySide(ys)
 	}
 	x = Reshape(x, rows, in)
 	var y *Node
@@ -515,6 +549,79 @@ func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 		y = o.rowProduct(x, in*out, product)
 	}
 	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
+}
+
+// pieceSize is a resident piece's input and output sizes: [n, in] or [in, n] (inAxis 0) as it
+// lies, [n/w, in, w] as panels (Layout.PiecePanels).
+func pieceSize(p *Node, inAxis int) (in, out int) {
+	d := p.Shape().Dimensions
+	if len(d) == 3 {
+		return d[1], d[0] * d[2]
+	}
+	return d[inAxis], d[1-inAxis]
+}
+
+// panelRows holds the rows of a product broadcast over a number of panels, made once for all
+// the pieces of that many panels that multiply them.
+type panelRows struct {
+	x          *Node
+	broadcasts map[int]*Node
+}
+
+// product is x [rows, in] times piece p contracted on its input axis: [rows, n], or for a piece
+// of panels [n/w, in, w] a batch of products, one per panel, x broadcast over them: [n/w, rows,
+// w] (sideBySide lays them out).
+func (r *panelRows) product(x, p *Node, inAxis int) *Node {
+	if p.Rank() != 3 {
+		return DotGeneral(x, []int{1}, nil, p, []int{inAxis}, nil)
+	}
+	count := p.Shape().Dimensions[0]
+	rows, in := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
+	if r.x != x {
+		r.x, r.broadcasts = x, map[int]*Node{}
+	}
+	xs, ok := r.broadcasts[count]
+	if !ok {
+		// Copies side by side: the pure-Go backend broadcasts a new leading axis element by
+		// element, a concatenation with one copy a part.
+		copies := make([]*Node, count)
+		for i := range copies {
+			copies[i] = x
+		}
+		xs = Reshape(concatenate(copies, 0), count, rows, in)
+		r.broadcasts[count] = xs
+	}
+	return DotGeneral(xs, []int{2}, []int{0}, p, []int{1}, []int{0})
+}
+
+// sideBySide lays the products of one input by a weight's pieces side by side, [rows, Σ n]: each
+// [rows, n] as it is, each run of panels' outputs [n/w, rows, w] (panelRows.product)
+// concatenated and transposed once.
+func sideBySide(ys []*Node) *Node {
+	var parts, run []*Node
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		y := concatenate(run, 0) // [Σ n/w, rows, w]
+		d := y.Shape().Dimensions
+		parts = append(parts, Reshape(TransposeAllAxes(y, 1, 0, 2), d[1], d[0]*d[2]))
+		run = nil
+	}
+	for _, y := range ys {
+		if y.Rank() == 3 && (len(run) == 0 || y.Shape().Dimensions[2] == run[0].Shape().Dimensions[2]) {
+			run = append(run, y)
+			continue
+		}
+		flush()
+		if y.Rank() == 3 {
+			run = append(run, y)
+			continue
+		}
+		parts = append(parts, y)
+	}
+	flush()
+	return concatenate(parts, 1)
 }
 
 // smallPieces is x [rows, in] (rows a multiple of pieceKernelRows) times each piece, contracted
@@ -535,15 +642,16 @@ func (o ops) smallPieces(x *Node, pieces []*Node, inAxis int) *Node {
 		chunks = append(chunks, chunk)
 	}
 	ys := make([][]*Node, len(chunks))
+	panels := make([]panelRows, len(chunks))
 	for _, p := range pieces {
 		w := ConvertDType(p, x.DType())
 		for c, chunk := range chunks {
-			ys[c] = append(ys[c], DotGeneral(chunk, []int{1}, nil, w, []int{inAxis}, nil))
+			ys[c] = append(ys[c], panels[c].product(chunk, w, inAxis))
 		}
 	}
 	parts := make([]*Node, len(chunks))
 	for c := range chunks {
-		parts[c] = concatenate(ys[c], 1)
+		parts[c] = sideBySide(ys[c])
 	}
 	return concatenate(parts, 0)
 }
@@ -858,10 +966,17 @@ func (l Layout) hostEmbeddings(tables []*tensors.Tensor, ids [][]int, seqLen, vo
 }
 
 // pieceEmbeddings is hostEmbeddings for a table in pieces of rows, every piece as high as the
-// first but the last: token t is row t % height of piece t / height.
+// first but the last: token t is row t % height of piece t / height; in a piece of panels
+// [n/w, in, w] (Layout.PiecePanels) that row is column r % w of panel r / w, read with a
+// stride of w.
 func pieceEmbeddings(pieces []*tensors.Tensor, ids [][]int, seqLen int) (*tensors.Tensor, error) {
-	height, d := pieces[0].Shape().Dimensions[0], pieces[0].Shape().Dimensions[1]
-	size := pieces[0].DType().Size() * d // bytes per row
+	dims := pieces[0].Shape().Dimensions
+	height, d := dims[0], dims[1]
+	if len(dims) == 3 {
+		height = dims[0] * dims[2]
+	}
+	elem := pieces[0].DType().Size()
+	size := elem * d // bytes per row
 	out := tensors.FromShape(shapes.Make(pieces[0].DType(), len(ids), seqLen, d))
 	var bad error
 	err := out.MutableBytes(func(dst []byte) {
@@ -872,7 +987,8 @@ func pieceEmbeddings(pieces []*tensors.Tensor, ids [][]int, seqLen int) (*tensor
 					t = row[j]
 				}
 				to := dst[((b*seqLen)+j)*size:][:size]
-				if bad = pieces[t/height].ConstBytes(func(src []byte) { copy(to, src[(t%height)*size:][:size]) }); bad != nil {
+				piece, r := pieces[t/height], t%height
+				if bad = piece.ConstBytes(func(src []byte) { copyEmbedding(to, src, piece.Shape().Dimensions, r, elem) }); bad != nil {
 					return
 				}
 			}
@@ -886,6 +1002,20 @@ func pieceEmbeddings(pieces []*tensors.Tensor, ids [][]int, seqLen int) (*tensor
 		return nil, fmt.Errorf("octlm: looking up the embeddings of %d sequences in %d pieces: %w", len(ids), len(pieces), err)
 	}
 	return out, nil
+}
+
+// copyEmbedding copies row r of a piece of a table (src, of dims: rows [n, d] or panels
+// [n/w, d, w]) into to, elem bytes an element.
+func copyEmbedding(to, src []byte, dims []int, r, elem int) {
+	if len(dims) == 2 {
+		copy(to, src[r*len(to):][:len(to)])
+		return
+	}
+	d, w := dims[1], dims[2]
+	at := (r/w*d*w + r%w) * elem // element (r/w, 0, r%w)
+	for i := range d {
+		copy(to[i*elem:(i+1)*elem], src[at+i*w*elem:])
+	}
 }
 
 // head is the output projection logits = hidden · tableᵀ for hidden [P, d], with the table (the
@@ -903,8 +1033,8 @@ func pieceEmbeddings(pieces []*tensors.Tensor, ids [][]int, seqLen int) (*tensor
 // large kernel's half-precision bug (SpreadHalfRows).
 func (o ops) head(hidden *Node, pieces []*Node) *Node {
 	table := pieces[0]
-	if o.layout.PieceMACs > 0 && !o.layout.TableColumns && table.Rank() == 2 && !o.asStored {
-		return o.linearPieces(hidden, pieces, false) // rows in pieces [n, d] (pieceSpecs), or whole
+	if o.layout.PieceMACs > 0 && !o.layout.TableColumns && o.layout.tableBlocks() == 1 && !o.asStored {
+		return o.linearPieces(hidden, pieces, false) // rows in pieces [n, d] or panels (pieceSpecs), or whole
 	}
 	p := hidden.Shape().Dimensions[0]
 	if o.layout.TableColumns && table.Rank() == 3 {

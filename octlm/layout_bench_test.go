@@ -1,6 +1,7 @@
 package octlm
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -292,6 +293,22 @@ func testTiedHead(t *testing.T, layout Layout) {
 		}, ""},
 		{"embedding only", func(ts []loader.WriteTensor) []loader.WriteTensor {
 			return withoutTensor(ts, TiedHeadName)
+		}, ""},
+		{"head stored as F32, the same values", func(ts []loader.WriteTensor) []loader.WriteTensor {
+			// Not the same bytes: the copies are compared value by value, resident element by
+			// checkpoint element (rows, columns, blocks, pieces or panels).
+			i := tensorIndex(ts, TiedHeadName)
+			h := ts[i]
+			if h.DType != loader.BF16 {
+				panic(fmt.Sprintf("%s is %s, want BF16", TiedHeadName, h.DType))
+			}
+			wide := make([]byte, 0, 2*len(h.Data))
+			for j := 0; j < len(h.Data); j += 2 {
+				wide = binary.LittleEndian.AppendUint32(wide, uint32(binary.LittleEndian.Uint16(h.Data[j:]))<<16)
+			}
+			h.DType, h.Data = loader.F32, wide
+			ts[i] = h
+			return ts
 		}, ""},
 		{"head differs in its last value", func(ts []loader.WriteTensor) []loader.WriteTensor {
 			h := ts[tensorIndex(ts, TiedHeadName)]

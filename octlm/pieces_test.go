@@ -1,10 +1,15 @@
 package octlm
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/octlm/octlm/loader"
 	"github.com/octlm/octlm/octlm/synth"
@@ -12,10 +17,12 @@ import (
 )
 
 // piecesLayout is the pure-Go engine's layout with pieces small enough for the tiny fixtures
-// (hidden 64): at most 32 rows for a 64-wide input, sized for 8-row products.
+// (hidden 64): at most 32 rows for a 64-wide input, sized for 8-row products, in panels of 16
+// columns.
 func piecesLayout() Layout {
 	l := LayoutFor(xla.EngineGo)
 	l.PieceMACs = 8*64*32 + 1
+	l.PiecePanels = 16
 	return l
 }
 
@@ -66,6 +73,28 @@ func TestPieceSpecs(t *testing.T) {
 			t.Errorf("%s: pieces hold %d rows, want %d", s.Name, rows[s.Name], s.Shape[0])
 		}
 	}
+	// In panels of 64 columns every piece but a weight's last is whole panels, resident
+	// [n/64, in, 64]; a last piece of another height keeps the layout's form.
+	panels := l
+	panels.PiecePanels = 64
+	for _, s := range panels.pieceSpecs(specs, Float32) {
+		if s.Of == "" {
+			continue
+		}
+		shape := s.residentShape(panels)
+		if s.Shape[0]%64 == 0 {
+			if want := []int{s.Shape[0] / 64, s.Shape[1], 64}; !slices.Equal(shape, want) {
+				t.Errorf("%s: resident %v, want %v", s.Name, shape, want)
+			}
+			continue
+		}
+		if spec := specs[slices.IndexFunc(specs, func(w weightSpec) bool { return w.Name == s.Of })]; s.First+s.Shape[0] != spec.Shape[0] {
+			t.Errorf("%s: %d rows, not whole panels, and not its weight's last piece", s.Name, s.Shape[0])
+		}
+		if !slices.Equal(shape, s.Shape) {
+			t.Errorf("%s: resident %v, want %v as stored (LinearRows)", s.Name, shape, s.Shape)
+		}
+	}
 	heights := func(of string) []int {
 		var h []int
 		for _, s := range got {
@@ -95,11 +124,13 @@ func TestLinearPieces(t *testing.T) {
 	for _, tt := range []struct {
 		fixture string
 		gate    float64 // what the fixture reaches with whole weights: 1e-4, and Qwen3.5's gate
-	}{{"tiny-qwen3", 1e-4}, {"tiny-qwen35", qwen35Gate}} {
+		panels  int     // Layout.PiecePanels
+	}{{"tiny-qwen3", 1e-4, 0}, {"tiny-qwen35", qwen35Gate, 0}, {"tiny-qwen3", 1e-4, 16}, {"tiny-qwen35", qwen35Gate, 16}} {
 		fixture := tt.fixture
-		t.Run(fixture, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/panels=%d", fixture, tt.panels), func(t *testing.T) {
 			t.Parallel()
 			layout := piecesLayout()
+			layout.PiecePanels = tt.panels
 			m, err := Load(fixtureDir(fixture), LoadOptions{Backend: goBackend(t), Layout: &layout})
 			if err != nil {
 				t.Fatal(err)
@@ -107,6 +138,9 @@ func TestLinearPieces(t *testing.T) {
 			t.Cleanup(m.Close)
 			if n := countPieces(m); n == 0 {
 				t.Fatalf("no weight was split: the test runs nothing new")
+			}
+			if n := countPanels(m); (n == 0) != (tt.panels == 0) {
+				t.Fatalf("%d pieces as panels with PiecePanels %d", n, tt.panels)
 			}
 			refs := readReference(t, fixture)
 			for n, ref := range refs {
@@ -168,6 +202,17 @@ func countPieces(m *Model) int {
 	return n
 }
 
+// countPanels is how many resident weights of m are Linear pieces as panels.
+func countPanels(m *Model) int {
+	n := 0
+	for i, s := range m.specs {
+		if s.panels(m.layout) && m.weights[i].Rank() == 3 {
+			n++
+		}
+	}
+	return n
+}
+
 // checkBatchDecode decodes four sequences together, the two longest reference cases in turn,
 // one token each per step, for as many steps as the shorter has (at most 24), and checks each
 // step's logits against the reference within gate.
@@ -209,6 +254,84 @@ func checkBatchDecode(t *testing.T, m *Model, refs []referenceCase, gate float64
 	t.Logf("%d sequences decoded together, %d steps: max abs error %.3g", batch, steps, worst)
 	if worst > gate {
 		t.Errorf("%d sequences decoded together: max abs error %.3g > %g", batch, worst, gate)
+	}
+}
+
+// TestPanelPieces multiplies rows by a weight W [80, 32] held as a piece of panels (its first
+// 64 rows, [4, 32, 16]) and a piece of columns or of rows (the last 16, a height that is not a
+// multiple of the panels' width keeps the layout's form), against x·Wᵀ on the host: one row and
+// five (the small kernel, padded to 8), and 40 (a prompt's product, each piece whole).
+func TestPanelPieces(t *testing.T) {
+	t.Parallel()
+	const n, in, width, split = 80, 32, 16, 64
+	r := rand.New(rand.NewPCG(3, 4))
+	w := make([]float32, n*in)
+	for i := range w {
+		w[i] = float32(r.NormFloat64())
+	}
+	panels := make([]float32, split*in) // [split/width, in, width]
+	for q := range split / width {
+		for k := range in {
+			for j := range width {
+				panels[(q*in+k)*width+j] = w[(q*width+j)*in+k]
+			}
+		}
+	}
+	last := func(columns bool) *tensors.Tensor {
+		v := make([]float32, (n-split)*in)
+		for j := range n - split {
+			for k := range in {
+				if columns {
+					v[k*(n-split)+j] = w[(split+j)*in+k]
+				} else {
+					v[j*in+k] = w[(split+j)*in+k]
+				}
+			}
+		}
+		if columns {
+			return tensors.FromFlatDataAndDimensions(v, in, n-split)
+		}
+		return tensors.FromFlatDataAndDimensions(v, n-split, in)
+	}
+	layout := piecesLayout()
+	layout.PiecePanels = width
+	for _, columns := range []bool{true, false} {
+		for _, rows := range []int{1, 5, 40} {
+			t.Run(fmt.Sprintf("columns=%v/rows=%d", columns, rows), func(t *testing.T) {
+				t.Parallel()
+				x := make([]float32, rows*in)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				exec, err := NewExec(goBackend(t), func(x, p, q *Node) *Node {
+					return ops{layout: layout}.linearPieces(x, []*Node{p, q}, columns)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer exec.Finalize()
+				out, err := exec.Call(tensors.FromFlatDataAndDimensions(x, rows, in),
+					tensors.FromFlatDataAndDimensions(panels, split/width, in, width), last(columns))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := tensors.MustCopyFlatData[float32](out[0])
+				if len(got) != rows*n {
+					t.Fatalf("got %v, want [%d %d]", out[0].Shape(), rows, n)
+				}
+				for i := range rows {
+					for j := range n {
+						want := 0.0
+						for k := range in {
+							want += float64(x[i*in+k]) * float64(w[j*in+k])
+						}
+						if math.Abs(float64(got[i*n+j])-want) > 1e-4*(1+math.Abs(want)) {
+							t.Fatalf("row %d output %d: %g, want %g", i, j, got[i*n+j], want)
+						}
+					}
+				}
+			})
+		}
 	}
 }
 

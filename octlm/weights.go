@@ -284,9 +284,12 @@ func fillPieces(backend compute.Backend, specs []weightSpec, layout Layout, e lo
 			_ = buffer.Finalize()
 			return err
 		}
-		if s.Kind == linearWeight && !layout.LinearRows {
+		switch {
+		case s.panels(layout):
+			err = fillPanelPiece(flat, s, layout.PiecePanels, e, scratch)
+		case s.Kind == linearWeight && !layout.LinearRows:
 			err = fillColumnPiece(flat, s, e, scratch)
-		} else {
+		default:
 			err = fillRowPiece(flat, s, e, scratch)
 		}
 		if err != nil {
@@ -329,6 +332,34 @@ func fillColumnPiece(flat any, s weightSpec, e loader.Entry, scratch *[]float32)
 		placeTransposed(to, values, n, in, n, 0, float16.FromFloat32)
 	default:
 		return fmt.Errorf("unsupported resident type %T", flat)
+	}
+	return nil
+}
+
+// fillPanelPiece decodes the rows of e that piece s holds ([n, in]) through scratch into flat
+// as panels of width columns, [n/width, in, width]: panel q holds rows q·width… as columns.
+func fillPanelPiece(flat any, s weightSpec, width int, e loader.Entry, scratch *[]float32) error {
+	n, in := s.Shape[0], s.Shape[1]
+	values := scratchFloats(scratch, n*in)
+	if err := e.File.ReadFloat32Range(e.Info, s.First*in, values); err != nil {
+		return err
+	}
+	panel := in * width // elements per panel, in the piece and in the checkpoint's rows alike
+	for q := range n / width {
+		src := values[q*panel : (q+1)*panel] // rows [width, in]
+		switch to := flat.(type) {
+		case []float32:
+			dst := to[q*panel : (q+1)*panel]
+			parallelTiles(in, width, func(i0, i1, j0, j1 int) {
+				transpose32(dst[i0*width+j0:], width, src[j0*in+i0:], in, j1-j0, i1-i0)
+			})
+		case []bfloat16.BFloat16:
+			placeTransposed(to[q*panel:(q+1)*panel], src, width, in, width, 0, bfloat16.FromFloat32)
+		case []float16.Float16:
+			placeTransposed(to[q*panel:(q+1)*panel], src, width, in, width, 0, float16.FromFloat32)
+		default:
+			return fmt.Errorf("unsupported resident type %T", flat)
+		}
 	}
 	return nil
 }
@@ -726,22 +757,30 @@ func checkTiedCopy(first, e loader.Entry, resident []*tensors.Tensor, spec weigh
 		}
 	}
 	// In pieces of rows (consecutive, in order) checkpoint element j lies in the piece that
-	// holds its row.
+	// holds its row; in a piece of panels, in the column of its row's panel.
 	var mismatch error
 	offset := 0
 	for _, piece := range resident {
 		size := piece.Shape().Size()
+		local := func(j int) int { return at(j) - offset }
+		if dims := piece.Shape().Dimensions; len(resident) > 1 && len(dims) == 3 { // a piece of panels [n/w, d, w]
+			d, w := dims[1], dims[2]
+			local = func(j int) int {
+				r, i := (j-offset)/d, (j-offset)%d
+				return (r/w*d+i)*w + r%w
+			}
+		}
 		err = piece.ConstFlatData(func(flat any) {
 			for j, v := range values[offset : offset+size] {
 				j += offset
 				var got float32
 				switch f := flat.(type) {
 				case []float32:
-					got = f[at(j)-offset]
+					got = f[local(j)]
 				case []float16.Float16:
-					got, v = f[at(j)-offset].Float32(), float16.FromFloat32(v).Float32()
+					got, v = f[local(j)].Float32(), float16.FromFloat32(v).Float32()
 				case []bfloat16.BFloat16:
-					got, v = f[at(j)-offset].Float32(), bfloat16.FromFloat32(v).Float32()
+					got, v = f[local(j)].Float32(), bfloat16.FromFloat32(v).Float32()
 				}
 				if got != v {
 					mismatch = fmt.Errorf("first difference at element %d: %g vs %g", j, got, v)
