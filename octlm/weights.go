@@ -344,24 +344,43 @@ func fillPanelPiece(flat any, s weightSpec, width int, e loader.Entry, scratch *
 	if err := e.File.ReadFloat32Range(e.Info, s.First*in, values); err != nil {
 		return err
 	}
-	panel := in * width // elements per panel, in the piece and in the checkpoint's rows alike
-	for q := range n / width {
-		src := values[q*panel : (q+1)*panel] // rows [width, in]
-		switch to := flat.(type) {
-		case []float32:
-			dst := to[q*panel : (q+1)*panel]
-			parallelTiles(in, width, func(i0, i1, j0, j1 int) {
-				transpose32(dst[i0*width+j0:], width, src[j0*in+i0:], in, j1-j0, i1-i0)
-			})
-		case []bfloat16.BFloat16:
-			placeTransposed(to[q*panel:(q+1)*panel], src, width, in, width, 0, bfloat16.FromFloat32)
-		case []float16.Float16:
-			placeTransposed(to[q*panel:(q+1)*panel], src, width, in, width, 0, float16.FromFloat32)
-		default:
-			return fmt.Errorf("unsupported resident type %T", flat)
-		}
+	// Row j of the piece, element i, goes to panel j/width, row i, column j%width. Each tile of
+	// rows j0..j1-1 is cut where a panel ends.
+	panels := func(place func(dst, src, rows, cols int)) {
+		parallelTiles(in, n, func(i0, i1, j0, j1 int) {
+			for j := j0; j < j1; {
+				q := j / width
+				end := min(j1, (q+1)*width)
+				place((q*in+i0)*width+j-q*width, j*in+i0, end-j, i1-i0)
+				j = end
+			}
+		})
+	}
+	switch to := flat.(type) {
+	case []float32:
+		panels(func(dst, src, rows, cols int) { transpose32(to[dst:], width, values[src:], in, rows, cols) })
+	case []bfloat16.BFloat16:
+		panels(func(dst, src, rows, cols int) {
+			transposeConverted(to[dst:], width, values[src:], in, rows, cols, bfloat16.FromFloat32)
+		})
+	case []float16.Float16:
+		panels(func(dst, src, rows, cols int) {
+			transposeConverted(to[dst:], width, values[src:], in, rows, cols, float16.FromFloat32)
+		})
+	default:
+		return fmt.Errorf("unsupported resident type %T", flat)
 	}
 	return nil
+}
+
+// transposeConverted writes the rows × cols block src (row stride srcStride) into dst as cols ×
+// rows (row stride dstStride), converted.
+func transposeConverted[T any](dst []T, dstStride int, src []float32, srcStride, rows, cols int, convert func(float32) T) {
+	for r := range rows {
+		for c := range cols {
+			dst[c*dstStride+r] = convert(src[r*srcStride+c])
+		}
+	}
 }
 
 // readConverted decodes len(dst) elements of e from element first on through scratch and
