@@ -233,7 +233,10 @@ const (
 // (HalfLinearRows), the table's as rows, looked up on the host (HostEmbed). Qwen3-0.6B on 2 cores
 // (docs/performance.md, 2026-12-05): decode 9.0–9.3 → 12.3–12.6 tokens/s in float32 and
 // 10.9–11.0 → 16.1–16.2 in bfloat16; a 128-token prompt 308–316 → 269–281 tokens/s in float32
-// (the pieces' products each pack and allocate for themselves). Products that stay whole
+// (the pieces' products each pack and allocate for themselves). Every piece whose height is a
+// multiple of 64 is held as panels of 64 columns (PiecePanels, BenchmarkMatMulPanels): decode
+// 1.08–1.13× in float32 and 1.12–1.24× in bfloat16, 8 sequences 1.15–1.21×, a float32 prompt
+// 0.86–0.94× (docs/performance.md, sittings K and L). Products that stay whole
 // (rows past PieceRows go through rowProduct; small weights) pad their rows to 8 (PadRows,
 // BenchmarkMatMulRows); the cache's blocks on the left for decode steps (CacheLeft up to
 // CacheLeftRows, BenchmarkCacheProducts).
