@@ -244,7 +244,7 @@ func (w weightSet) get(name string) *Node {
 	panic(fmt.Sprintf("octlm: the graph asks for weight %q, which the weight table does not declare", w.prefix+name))
 }
 
-// unpanel is a Linear piece as its weight's other pieces lie: a piece of panels [n/w, in, w]
+// unpanel is a piece as its weight's other pieces lie: a piece of panels [n/w, in, w]
 // (Layout.PiecePanels) as rows [n, in] (outAxis 0) or columns [in, n] (outAxis 1); any other
 // piece as it is.
 func unpanel(piece *Node, outAxis int) *Node {

@@ -612,16 +612,15 @@ func sideBySide(ys []*Node) *Node {
 		run = nil
 	}
 	for _, y := range ys {
-		if y.Rank() == 3 && (len(run) == 0 || y.Shape().Dimensions[2] == run[0].Shape().Dimensions[2]) {
-			run = append(run, y)
+		if y.Rank() != 3 {
+			flush()
+			parts = append(parts, y)
 			continue
 		}
-		flush()
-		if y.Rank() == 3 {
-			run = append(run, y)
-			continue
+		if len(run) > 0 && y.Shape().Dimensions[2] != run[0].Shape().Dimensions[2] {
+			flush() // panels of another width
 		}
-		parts = append(parts, y)
+		run = append(run, y)
 	}
 	flush()
 	return concatenate(parts, 1)
