@@ -251,14 +251,15 @@ func callFreed(b *testing.B, exec *Exec, args []any) {
 	}
 }
 
-// BenchmarkKeyPanels is the measurement behind a lead for the KV cache: decode's query rows
+// BenchmarkKeyPanels is the measurement behind a tried layout of the KV cache: decode's query rows
 // (4 per kv head, Qwen3-0.6B's 8 kv heads of 128) times 64 key blocks of 512 positions, as the go
 // layout stores them (KeysTransposed, [kvHeads, hd, n]: the small kernel's 4 × 64 tiles stride
 // 2 KB from one row of a block to the next) and as panels of 64 positions ([kvHeads·n/64, hd,
 // 64], each read straight through, the rows copied per panel and the output transposed back).
 // It reports the keys' GB/s. On a 2-core AMD Zen 5 (compute v0.1.14, 2026-12-05):
-// 31.5–35.5 GB/s as stored, 38.0–44.1 as panels (three runs). Storing keys so needs the cache's position axis
-// split in two (stateSpec.PosAxis), which the cache does not do yet.
+// 31.5–35.5 GB/s as stored, 38.0–44.1 as panels (three runs). A cache that stored its keys so
+// made a depth-4,096 decode step of Qwen3-0.6B only 1–3% faster and its prompt there slower
+// (docs/performance.md), so the cache keeps KeysTransposed's layout.
 func BenchmarkKeyPanels(b *testing.B) {
 	const heads, hd, n, rows, blocks, width = 8, 128, 512, 4, 64, 64
 	backend := goBackend(b)
