@@ -147,6 +147,10 @@ func (s weightSpec) panels(l Layout) bool {
 	return s.Of != "" && l.PiecePanels > 0 && s.Shape[0]%l.PiecePanels == 0
 }
 
+// panelIndex is where element i of row r of a piece [n, in] lies in the piece as panels of w
+// columns, [n/w, in, w] (Layout.PiecePanels): panel r/w, its row i, its column r%w.
+func panelIndex(r, i, in, w int) int { return (r/w*in+i)*w + r%w }
+
 // stateSpec declares one tensor of the cache.
 type stateSpec struct {
 	Name string // for errors: "layers.3.k"

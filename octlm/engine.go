@@ -537,10 +537,10 @@ func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 	}
 	rows := x.Shape().Size() / in
 	product := func(x *Node, weight func(*Node) *Node) *Node {
-		var panels panelRows
+		panels := panelRows{x: x}
 		ys := make([]*Node, len(pieces))
 		for i, p := range pieces {
-			ys[i] = panels.product(x, weight(p), inAxis)
+			ys[i] = panels.product(weight(p), inAxis)
 		}
 		return sideBySide(ys)
 	}
@@ -564,35 +564,35 @@ func pieceSize(p *Node, inAxis int) (in, out int) {
 	return d[inAxis], d[1-inAxis]
 }
 
-// panelRows holds the rows of a product broadcast over a number of panels, made once for all
-// the pieces of that many panels that multiply them.
+// panelRows is the rows x [rows, in] of a weight's product by its pieces, with their copies
+// for each number of panels, made once for all the pieces of that many panels.
 type panelRows struct {
-	x          *Node
-	broadcasts map[int]*Node
+	x      *Node
+	copies map[int]*Node
 }
 
-// product is x [rows, in] times piece p contracted on its input axis: [rows, n], or for a piece
-// of panels [n/w, in, w] a batch of products, one per panel, x broadcast over them: [n/w, rows,
-// w] (sideBySide lays them out).
-func (r *panelRows) product(x, p *Node, inAxis int) *Node {
+// product is x times piece p contracted on its input axis: [rows, n], or for a piece of panels
+// [n/w, in, w] a batch of products, one per panel, x copied for each: [n/w, rows, w]
+// (sideBySide lays them out).
+func (r *panelRows) product(p *Node, inAxis int) *Node {
 	if p.Rank() != 3 {
-		return DotGeneral(x, []int{1}, nil, p, []int{inAxis}, nil)
+		return DotGeneral(r.x, []int{1}, nil, p, []int{inAxis}, nil)
 	}
 	count := p.Shape().Dimensions[0]
-	rows, in := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
-	if r.x != x {
-		r.x, r.broadcasts = x, map[int]*Node{}
-	}
-	xs, ok := r.broadcasts[count]
+	xs, ok := r.copies[count]
 	if !ok {
 		// Copies side by side: the pure-Go backend broadcasts a new leading axis element by
 		// element, a concatenation with one copy a part.
 		copies := make([]*Node, count)
 		for i := range copies {
-			copies[i] = x
+			copies[i] = r.x
 		}
+		rows, in := r.x.Shape().Dimensions[0], r.x.Shape().Dimensions[1]
 		xs = Reshape(concatenate(copies, 0), count, rows, in)
-		r.broadcasts[count] = xs
+		if r.copies == nil {
+			r.copies = map[int]*Node{}
+		}
+		r.copies[count] = xs
 	}
 	return DotGeneral(xs, []int{2}, []int{0}, p, []int{1}, []int{0})
 }
@@ -645,10 +645,13 @@ func (o ops) smallPieces(x *Node, pieces []*Node, inAxis int) *Node {
 	}
 	ys := make([][]*Node, len(chunks))
 	panels := make([]panelRows, len(chunks))
+	for c, chunk := range chunks {
+		panels[c].x = chunk
+	}
 	for _, p := range pieces {
 		w := ConvertDType(p, x.DType())
-		for c, chunk := range chunks {
-			ys[c] = append(ys[c], panels[c].product(chunk, w, inAxis))
+		for c := range chunks {
+			ys[c] = append(ys[c], panels[c].product(w, inAxis))
 		}
 	}
 	parts := make([]*Node, len(chunks))
@@ -1014,9 +1017,8 @@ func copyEmbedding(to, src []byte, dims []int, r, elem int) {
 		return
 	}
 	d, w := dims[1], dims[2]
-	at := (r/w*d*w + r%w) * elem // element (r/w, 0, r%w)
 	for i := range d {
-		copy(to[i*elem:(i+1)*elem], src[at+i*w*elem:])
+		copy(to[i*elem:(i+1)*elem], src[panelIndex(r, i, d, w)*elem:])
 	}
 }
 

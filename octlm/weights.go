@@ -287,8 +287,8 @@ func fillPieces(backend compute.Backend, specs []weightSpec, layout Layout, e lo
 		switch {
 		case s.panels(layout):
 			err = fillPanelPiece(flat, s, layout.PiecePanels, e, scratch)
-		case s.Kind == linearWeight && !layout.LinearRows:
-			err = fillColumnPiece(flat, s, e, scratch)
+		case s.Kind == linearWeight && !layout.LinearRows: // columns [in, n]: one panel as wide as the piece
+			err = fillPanelPiece(flat, s, s.Shape[0], e, scratch)
 		default:
 			err = fillRowPiece(flat, s, e, scratch)
 		}
@@ -313,31 +313,9 @@ func fillRowPiece(flat any, s weightSpec, e loader.Entry, scratch *[]float32) er
 	return fmt.Errorf("unsupported resident type %T", flat)
 }
 
-// fillColumnPiece decodes the rows of e that piece s holds ([n, in]) through scratch into flat
-// as columns, [in, n].
-func fillColumnPiece(flat any, s weightSpec, e loader.Entry, scratch *[]float32) error {
-	n, in := s.Shape[0], s.Shape[1]
-	values := scratchFloats(scratch, n*in)
-	if err := e.File.ReadFloat32Range(e.Info, s.First*in, values); err != nil {
-		return err
-	}
-	switch to := flat.(type) {
-	case []float32:
-		parallelTiles(in, n, func(i0, i1, j0, j1 int) {
-			transpose32(to[i0*n+j0:], n, values[j0*in+i0:], in, j1-j0, i1-i0)
-		})
-	case []bfloat16.BFloat16:
-		placeTransposed(to, values, n, in, n, 0, bfloat16.FromFloat32)
-	case []float16.Float16:
-		placeTransposed(to, values, n, in, n, 0, float16.FromFloat32)
-	default:
-		return fmt.Errorf("unsupported resident type %T", flat)
-	}
-	return nil
-}
-
 // fillPanelPiece decodes the rows of e that piece s holds ([n, in]) through scratch into flat
-// as panels of width columns, [n/width, in, width]: panel q holds rows q·width… as columns.
+// as panels of width columns, [n/width, in, width]: panel q holds rows q·width… as columns
+// (panelIndex). With width n that is the piece as columns, [in, n].
 func fillPanelPiece(flat any, s weightSpec, width int, e loader.Entry, scratch *[]float32) error {
 	n, in := s.Shape[0], s.Shape[1]
 	values := scratchFloats(scratch, n*in)
@@ -351,7 +329,7 @@ func fillPanelPiece(flat any, s weightSpec, width int, e loader.Entry, scratch *
 			for j := j0; j < j1; {
 				q := j / width
 				end := min(j1, (q+1)*width)
-				place((q*in+i0)*width+j-q*width, j*in+i0, end-j, i1-i0)
+				place(panelIndex(j, i0, in, width), j*in+i0, end-j, i1-i0)
 				j = end
 			}
 		})
@@ -710,11 +688,7 @@ func transposeScalar(dst []float32, dstStride int, src []float32, srcStride, row
 // offset..offset+out-1 of [in, width], converting as it goes.
 func placeTransposed[T any](dst []T, values []float32, out, in, width, offset int, convert func(float32) T) {
 	parallelTiles(in, out, func(i0, i1, j0, j1 int) {
-		for j := j0; j < j1; j++ {
-			for i := i0; i < i1; i++ {
-				dst[i*width+offset+j] = convert(values[j*in+i])
-			}
-		}
+		transposeConverted(dst[i0*width+offset+j0:], width, values[j0*in+i0:], in, j1-j0, i1-i0, convert)
 	})
 }
 
@@ -784,10 +758,7 @@ func checkTiedCopy(first, e loader.Entry, resident []*tensors.Tensor, spec weigh
 		local := func(j int) int { return at(j) - offset }
 		if dims := piece.Shape().Dimensions; len(resident) > 1 && len(dims) == 3 { // a piece of panels [n/w, d, w]
 			d, w := dims[1], dims[2]
-			local = func(j int) int {
-				r, i := (j-offset)/d, (j-offset)%d
-				return (r/w*d+i)*w + r%w
-			}
+			local = func(j int) int { return panelIndex((j-offset)/d, (j-offset)%d, d, w) }
 		}
 		err = piece.ConstFlatData(func(flat any) {
 			for j, v := range values[offset : offset+size] {
