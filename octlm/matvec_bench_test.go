@@ -494,3 +494,61 @@ func BenchmarkMatMulPanels(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHalfPromptProducts is the reproduction for bfloat16 prefill on the pure-Go engine: a
+// 128-row product by a gate/up weight of Qwen3-0.6B (1024 → 6144) in the go layout's pieces of
+// 64-column panels, through
+//   - "float32": float32 rows and panels, the large kernel (a float32 prompt's route);
+//   - "widened": bfloat16 panels widened to float32 on every call, then the large kernel (a
+//     bfloat16 prompt's route, ops.rowProduct: the large kernel's half-precision products are
+//     wrong in rows ≡ 3 mod 4);
+//   - "small": bfloat16 panels on the small kernel, 8 rows at a time (ops.smallPieces, as decode
+//     multiplies up to 16 rows): right, and as fast as float32, but a graph node per 8-row chunk
+//     and piece, so that a 128-row prompt graph of Qwen3-0.6B holds 40–50 MB of nodes that the
+//     collector marks on every cycle (tried as the default, not kept: docs/performance.md);
+//   - "spread": bfloat16 pieces of columns with the rows spread (spreadRows), the large kernel's
+//     own half-precision route.
+//
+// It reports each route's GFLOP/s.
+//
+//	GOEXPERIMENT=simd go test ./octlm/ -run '^$' -bench HalfPromptProducts -benchtime 30x
+func BenchmarkHalfPromptProducts(b *testing.B) {
+	const rows, in, out = 128, 1024, 6144
+	backend := goBackend(b)
+	layout := LayoutFor(xla.EngineGo)
+	specs := layout.pieceSpecs([]weightSpec{{Name: "w", Shape: []int{out, in}, Kind: linearWeight}}, BFloat16)
+	for _, route := range []string{"float32", "widened", "small", "spread"} {
+		dt := dtypes.BFloat16
+		if route == "float32" {
+			dt = dtypes.Float32
+		}
+		args := []any{randomTensor(b, dt, rows, in)}
+		for _, s := range specs {
+			n := s.Shape[0]
+			if route == "spread" || n%layout.PiecePanels != 0 {
+				args = append(args, randomTensor(b, dt, in, n))
+			} else {
+				args = append(args, randomTensor(b, dt, n/layout.PiecePanels, in, layout.PiecePanels))
+			}
+		}
+		b.Run(route, func(b *testing.B) {
+			loopCores(b, backend, func(args []*Node) *Node {
+				o := ops{layout: layout}
+				x, pieces := args[0], args[1:]
+				switch route {
+				case "small":
+					return cutTo(o.smallPieces(padToMultiple(x, 0, pieceKernelRows), pieces, 0), 0, rows)
+				case "spread":
+					spread := spreadRows(x, 0)
+					ys := make([]*Node, len(pieces))
+					for i, p := range pieces {
+						ys[i] = DotGeneral(spread, []int{1}, nil, p, []int{0}, nil)
+					}
+					return gatherSpreadRows(Concatenate(ys, 1), 0, rows)
+				}
+				return o.linearPieces(x, pieces, true)
+			}, args...)
+			b.ReportMetric(2*float64(rows*in*out)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
