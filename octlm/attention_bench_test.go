@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
+	mlattention "github.com/gomlx/gomlx/ml/layers/attention"
 
 	"github.com/octlm/octlm/xla"
 )
@@ -295,6 +296,144 @@ func BenchmarkKeyPanels(b *testing.B) {
 				return Concatenate(parts, 2)
 			}, args...)
 			b.ReportMetric(float64(heads*hd*n*blocks*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
+// BenchmarkValueLayouts is the measurement for the value side of a decode step at depth 4,096:
+// the probabilities' rows (4 per kv head, padded as CacheLeftPad pads them) times 28 layers × 8
+// value blocks of 512 positions of Qwen3-0.6B (8 kv heads of 128), the blocks stored as the go
+// layout stores them ("transposed", [kvHeads, hd, n], multiplied on the left with the rows as
+// they lie: ContextByRows, the small kernel's transposed 4 × 4 tiles), as rows ([kvHeads, n, hd],
+// p·V on the 4 × 64 tiles, two per row of 128) and as panels of 64 of the head dimension
+// ([kvHeads, 2, n, 64], the rows copied per panel, each panel read straight through). It
+// reports the values' GB/s. On a 2-core AMD Zen 5 (compute v0.1.14, 2026-12-05, three runs):
+// 23.1–23.9, 24.2–25.1 and 25.4–29.6 GB/s; at that rate the panels would save 1–4 ms of a
+// 100 ms step (not built: see docs/performance.md).
+func BenchmarkValueLayouts(b *testing.B) {
+	const layers, blocks, kvHeads, hd, n, rows, width = 28, 8, 8, 128, 512, 4, 64
+	backend := goBackend(b)
+	for _, form := range []string{"transposed", "rows", "panels"} {
+		args := []any{randomTensor(b, dtypes.Float32, layers, kvHeads, rows, blocks*n)}
+		for range layers * blocks {
+			switch form {
+			case "transposed":
+				args = append(args, randomTensor(b, dtypes.Float32, kvHeads, hd, n))
+			case "rows":
+				args = append(args, randomTensor(b, dtypes.Float32, kvHeads, n, hd))
+			case "panels":
+				args = append(args, randomTensor(b, dtypes.Float32, kvHeads, hd/width, n, width))
+			}
+		}
+		b.Run(form, func(b *testing.B) {
+			loopCores(b, backend, func(in []*Node) *Node {
+				outs := make([]*Node, layers)
+				for l := range outs {
+					p := Reshape(SliceAxis(in[0], 0, AxisElem(l)), kvHeads, rows, blocks*n)
+					for j := range blocks {
+						v, pj := in[1+l*blocks+j], SliceAxis(p, 2, AxisRange(j*n, (j+1)*n))
+						var y *Node // [kvHeads, rows, hd]
+						switch form {
+						case "transposed": // Vᵀ·pᵀ, [kvHeads, hd, rows]
+							y = Transpose(DotGeneral(v, []int{2}, []int{0}, pj, []int{2}, []int{0}), 1, 2)
+						case "rows":
+							y = DotGeneral(pj, []int{2}, []int{0}, v, []int{1}, []int{0})
+						case "panels":
+							copies := make([]*Node, hd/width)
+							for i := range copies {
+								copies[i] = InsertAxes(pj, 1)
+							}
+							y = DotGeneral(Concatenate(copies, 1), []int{3}, []int{0, 1}, v, []int{2}, []int{0, 1}) // [kvHeads, 2, rows, 64]
+							y = Reshape(TransposeAllAxes(y, 0, 2, 1, 3), kvHeads, rows, hd)
+						}
+						if outs[l] == nil {
+							outs[l] = y
+						} else {
+							outs[l] = Add(outs[l], y)
+						}
+					}
+				}
+				return Concatenate(outs, 0)
+			}, args...)
+			b.ReportMetric(float64(layers*blocks*kvHeads*hd*n*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
+// BenchmarkFusedAttentionAtDepth measures GoMLX's attention.Core, which runs compute's fused
+// attention (its AVX-512 kernel for a head dimension of 128), on a decode step's shape at depth:
+// 28 layers, one query row for each of 16 heads over 8 kv heads, keys and values [1, 8, depth,
+// 128] float32, each contiguous. It reports the keys' and values' GB/s. On a 2-core AMD Zen 5
+// (compute v0.1.14, 2026-12-05): 23.4–24.8 ms at depth 4,096 (38–40 GB/s) where a depth-4,096
+// step of the go layout's blocked cache takes 38–42 ms more than a depth-0 one. octlm's cache is in blocks that grow
+// without copying, the fused op returns no log-sum-exp to merge blocks (or the cache and the
+// step's own new rows) with, and writing the new rows into the cache inside the graph copies it
+// (BenchmarkScatterDonated): see docs/performance.md.
+func BenchmarkFusedAttentionAtDepth(b *testing.B) {
+	const layers, kvHeads, heads, hd = 28, 8, 16, 128
+	backend := goBackend(b)
+	for _, depth := range []int{1024, 4096} {
+		args := []any{randomTensor(b, dtypes.Float32, layers, 1, heads, 1, hd)}
+		for range layers {
+			args = append(args, randomTensor(b, dtypes.Float32, 1, kvHeads, depth, hd), randomTensor(b, dtypes.Float32, 1, kvHeads, depth, hd))
+		}
+		b.Run(fmt.Sprint("depth=", depth), func(b *testing.B) {
+			loopCores(b, backend, func(in []*Node) *Node {
+				outs := make([]*Node, layers)
+				for l := range outs {
+					q := Reshape(SliceAxis(in[0], 0, AxisElem(l)), 1, heads, 1, hd)
+					outs[l], _ = mlattention.Core(q, in[1+2*l], in[2+2*l], mlattention.LayoutBHSD, mlattention.CoreOptions{})
+				}
+				return Concatenate(outs, 0)
+			}, args...)
+			b.ReportMetric(float64(layers*2*kvHeads*depth*hd*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
+// BenchmarkScatterDonated measures what writing one position's keys into a layer's cache
+// inside the graph would cost on the pure-Go backend: ScatterUpdate of [8, 1, 128] rows into
+// a [8, 4096, 128] float32 cache (16 MiB), the cache passed as it is or donated to the call. It
+// reports milliseconds per call. On a 2-core AMD Zen 5 (compute v0.1.14, 2026-12-05): 6.9–12.8
+// ms as it is, 3.1–3.5 ms donated: the update copies the cache either way, so a fused attention
+// that wanted the new token's keys in the cache tensor (BenchmarkFusedAttentionAtDepth) would
+// pay about 56 such copies a step; octlm's host writes the rows in place instead (Cache.writeRows).
+func BenchmarkScatterDonated(b *testing.B) {
+	const kvHeads, n, hd = 8, 4096, 128
+	backend := goBackend(b)
+	exec, err := NewExec(backend, func(cache, rows, start *Node) *Node {
+		g := cache.Graph()
+		idx := shapes.Make(dtypes.Int32, kvHeads, 1, 1)
+		slots := Add(Reshape(start, 1, 1, 1), Iota(g, idx, 1))
+		return ScatterUpdate(cache, Concatenate([]*Node{Iota(g, idx, 0), slots}, -1), rows, true, true)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer exec.Finalize()
+	rows := randomTensor(b, dtypes.Float32, kvHeads, 1, hd)
+	for _, donate := range []bool{false, true} {
+		b.Run(fmt.Sprint("donated=", donate), func(b *testing.B) {
+			cache := randomTensor(b, dtypes.Float32, kvHeads, n, hd)
+			i := 0
+			for b.Loop() {
+				var arg any = cache
+				if donate {
+					if arg, err = DonateTensorBuffer(cache, backend, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				out, err := exec.Call(arg, rows, tensors.FromValue(int32(i%n)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !donate {
+					cache.FinalizeAll()
+				}
+				cache, i = out[0], i+1
+			}
+			cache.FinalizeAll()
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/call")
 		})
 	}
 }
