@@ -11,7 +11,6 @@ import (
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
-	mlattention "github.com/gomlx/gomlx/ml/layers/attention"
 
 	"github.com/octlm/octlm/xla"
 )
@@ -360,12 +359,15 @@ func BenchmarkValueLayouts(b *testing.B) {
 	}
 }
 
-// BenchmarkFusedAttentionAtDepth measures GoMLX's attention.Core, which runs compute's fused
-// attention (its AVX-512 kernel for a head dimension of 128), on a decode step's shape at depth:
+// BenchmarkFusedAttentionAtDepth measures compute's fused attention (its AVX-512 kernel for a
+// head dimension of 128), the op GoMLX's attention.Core runs, on a decode step's shape at depth:
 // 28 layers, one query row for each of 16 heads over 8 kv heads, keys and values [1, 8, depth,
 // 128] float32, each contiguous. It reports the keys' and values' GB/s. On a 2-core AMD Zen 5
-// (compute v0.1.14, 2026-12-05): 23.4–24.8 ms at depth 4,096 (38–40 GB/s) where a depth-4,096
-// step of the go layout's blocked cache takes 38–42 ms more than a depth-0 one. octlm's cache is in blocks that grow
+// (compute v0.1.14, 2026-12-05): 23.2–29.9 ms at depth 4,096 (31–40 GB/s, five runs) where a depth-4,096
+// step of the go layout's blocked cache takes 38–42 ms more than a depth-0 one. It calls the op
+// through graph.BackendFusedScaledDotProductAttention, which GoMLX marks as internal (its stable
+// wrapper, ml/layers/attention, would pull plotting and training packages into go.sum for a
+// benchmark). octlm's cache is in blocks that grow
 // without copying, the fused op returns no log-sum-exp to merge blocks (or the cache and the
 // step's own new rows) with, and writing the new rows into the cache inside the graph copies it
 // (BenchmarkScatterDonated): see docs/performance.md.
@@ -382,7 +384,7 @@ func BenchmarkFusedAttentionAtDepth(b *testing.B) {
 				outs := make([]*Node, layers)
 				for l := range outs {
 					q := Reshape(SliceAxis(in[0], 0, AxisElem(l)), 1, heads, 1, hd)
-					outs[l], _ = mlattention.Core(q, in[1+2*l], in[2+2*l], mlattention.LayoutBHSD, mlattention.CoreOptions{})
+					outs[l], _ = BackendFusedScaledDotProductAttention(q, in[1+2*l], in[2+2*l], compute.AttentionAxesLayoutBHSD, &compute.ScaledDotProductAttentionConfig{})
 				}
 				return Concatenate(outs, 0)
 			}, args...)
