@@ -363,14 +363,14 @@ func BenchmarkValueLayouts(b *testing.B) {
 // head dimension of 128), the op GoMLX's attention.Core runs, on a decode step's shape at depth:
 // 28 layers, one query row for each of 16 heads over 8 kv heads, keys and values [1, 8, depth,
 // 128] float32, each contiguous. It reports the keys' and values' GB/s. On a 2-core AMD Zen 5
-// (compute v0.1.14, 2026-12-05): 23.2–29.9 ms at depth 4,096 (31–40 GB/s, five runs) where a depth-4,096
-// step of the go layout's blocked cache takes 38–42 ms more than a depth-0 one. It calls the op
-// through graph.BackendFusedScaledDotProductAttention, which GoMLX marks as internal (its stable
-// wrapper, ml/layers/attention, would pull plotting and training packages into go.sum for a
-// benchmark). octlm's cache is in blocks that grow
-// without copying, the fused op returns no log-sum-exp to merge blocks (or the cache and the
-// step's own new rows) with, and writing the new rows into the cache inside the graph copies it
-// (BenchmarkScatterDonated): see docs/performance.md.
+// (compute v0.1.14, 2026-12-05, five runs): 23.2–29.9 ms at depth 4,096 (31–40 GB/s), where a
+// depth-4,096 step of the go layout's blocked cache takes 38–42 ms more than a depth-0 one. It
+// is not used: octlm's cache grows in blocks without copying, the op returns no log-sum-exp to
+// merge blocks (or the cache and the step's own new rows) with, and writing the new rows into
+// the cache inside the graph copies it (BenchmarkScatterDonated); see docs/performance.md. The
+// op is called through graph.BackendFusedScaledDotProductAttention, which GoMLX marks as
+// internal: its stable wrapper, ml/layers/attention, would pull plotting and training packages
+// into go.sum for a benchmark.
 func BenchmarkFusedAttentionAtDepth(b *testing.B) {
 	const layers, kvHeads, heads, hd = 28, 8, 16, 128
 	backend := goBackend(b)
@@ -397,9 +397,10 @@ func BenchmarkFusedAttentionAtDepth(b *testing.B) {
 // inside the graph would cost on the pure-Go backend: ScatterUpdate of [8, 1, 128] rows into
 // a [8, 4096, 128] float32 cache (16 MiB), the cache passed as it is or donated to the call. It
 // reports milliseconds per call. On a 2-core AMD Zen 5 (compute v0.1.14, 2026-12-05): 6.9–12.8
-// ms as it is, 3.1–3.5 ms donated: the update copies the cache either way, so a fused attention
-// that wanted the new token's keys in the cache tensor (BenchmarkFusedAttentionAtDepth) would
-// pay about 56 such copies a step; octlm's host writes the rows in place instead (Cache.writeRows).
+// ms as it is, 3.1–3.5 ms donated, a copy's time for 16 MiB where writing the 4 KiB of rows in
+// place would take microseconds. A fused attention that wanted the new token's keys in the cache
+// tensor (BenchmarkFusedAttentionAtDepth) would pay 56 of them a step; octlm's host writes the
+// rows in place after the step instead (Cache.writeRows).
 func BenchmarkScatterDonated(b *testing.B) {
 	const kvHeads, n, hd = 8, 4096, 128
 	backend := goBackend(b)

@@ -554,8 +554,8 @@ func BenchmarkHalfPromptProducts(b *testing.B) {
 }
 
 // BenchmarkKernelAllocs is the reproduction for the garbage a prompt's products leave on the
-// pure-Go backend (compute v0.1.14): one product of rows × 1024 by a 1024 × 384 piece (a go
-// layout piece of Qwen3-0.6B's gate/up weight, float32), on the large kernel (128 rows, a
+// pure-Go backend (compute v0.1.14): one product of rows × 1024 by a 1024 × 384 float32 weight
+// (the size of a go layout piece of Qwen3-0.6B's gate/up weight), on the large kernel (128 rows, a
 // prompt's) and the small one (4 rows, decode's), reporting the bytes the process allocates per
 // call: on AMD Zen 5, 2026-12-05, 368 KB in 78 allocations on the large kernel (its 196 KB
 // output included; among the rest a channel of 2,000 work items, 96 KB, made on every call:
