@@ -297,12 +297,12 @@ func TestPanelPieces(t *testing.T) {
 	layout.PiecePanels = width
 	for _, columns := range []bool{true, false} {
 		for _, rows := range []int{1, 5, 40} {
+			x := make([]float32, rows*in) // drawn here: the parallel subtests must not share r
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
 			t.Run(fmt.Sprintf("columns=%v/rows=%d", columns, rows), func(t *testing.T) {
 				t.Parallel()
-				x := make([]float32, rows*in)
-				for i := range x {
-					x[i] = float32(r.NormFloat64())
-				}
 				exec, err := NewExec(goBackend(t), func(x, p, q *Node) *Node {
 					return ops{layout: layout}.linearPieces(x, []*Node{p, q}, columns)
 				})
