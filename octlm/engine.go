@@ -635,23 +635,19 @@ func sideBySide(ys []*Node) *Node {
 // call; 239–277 in two chunks of 8 rows, 241–246 with each piece's chunks together.
 func (o ops) smallPieces(x *Node, pieces []*Node, inAxis int) *Node {
 	rows := x.Shape().Dimensions[0]
-	var chunks []*Node
+	var chunks []panelRows // each chunk of rows, with its copies for the pieces of panels
 	for first := 0; first < rows; first += o.layout.PieceRows {
 		chunk, last := x, min(first+o.layout.PieceRows, rows)
 		if first > 0 || last < rows {
 			chunk = SliceAxis(x, 0, AxisRange(first, last))
 		}
-		chunks = append(chunks, chunk)
+		chunks = append(chunks, panelRows{x: chunk})
 	}
 	ys := make([][]*Node, len(chunks))
-	panels := make([]panelRows, len(chunks))
-	for c, chunk := range chunks {
-		panels[c].x = chunk
-	}
 	for _, p := range pieces {
 		w := ConvertDType(p, x.DType())
 		for c := range chunks {
-			ys[c] = append(ys[c], panels[c].product(w, inAxis))
+			ys[c] = append(ys[c], chunks[c].product(w, inAxis))
 		}
 	}
 	parts := make([]*Node, len(chunks))
