@@ -555,15 +555,16 @@ func BenchmarkHalfPromptProducts(b *testing.B) {
 
 // BenchmarkKernelAllocs is the reproduction for the garbage a prompt's products leave on the
 // pure-Go backend (compute v0.1.14): one product of rows × 1024 by a 1024 × 384 float32 weight
-// (the size of a go layout piece of Qwen3-0.6B's gate/up weight), on the large kernel (128 rows, a
-// prompt's) and the small one (4 rows, decode's), reporting the bytes the process allocates per
-// call: on AMD Zen 5, 2026-12-05, 368 KB in 78 allocations on the large kernel (its 196 KB
-// output included; among the rest a channel of 2,000 work items, 96 KB, made on every call:
-// avx512LargeFloat32's workChan in internal/gobackend/dot/matmul/avx512/large.go), 7.6 KB in 28
-// on the small one. A 128-token prompt of Qwen3-0.6B makes about 1,350 large-kernel calls and
-// allocates 224–255 MB: with the octlm command's GOGC of 2 the collector runs 6–7 times during a
-// float32 prompt and 12–13 times during a bfloat16 one, and the prompt runs 5–23% faster with
-// it off (docs/performance.md).
+// (the size of a go layout piece of Qwen3-0.6B's gate/up weight), on the large kernel (128
+// rows, a prompt's) and the small one (4 rows, decode's), reporting the bytes the process
+// allocates per call. On AMD Zen 5, 2026-12-05, three runs: 298–368 KB in 78 allocations on
+// the large kernel (its 196 KB output, when the pool has none to reuse, and a channel of 2,000
+// work items, 96 KB, made on every call: avx512LargeFloat32's workChan in
+// internal/gobackend/dot/matmul/avx512/large.go), 7.6 KB in 28 on the small one. A 128-token
+// prompt of Qwen3-0.6B makes about 1,350 large-kernel calls and allocates 224–255 MB: with the
+// octlm command's GOGC of 2 the collector runs 6–7 times during a float32 prompt and 12–13
+// times during a bfloat16 one, and the prompt runs 5–23% faster with it off
+// (docs/performance.md).
 //
 //	GOEXPERIMENT=simd go test ./octlm/ -run '^$' -bench KernelAllocs -benchmem
 func BenchmarkKernelAllocs(b *testing.B) {
@@ -575,19 +576,10 @@ func BenchmarkKernelAllocs(b *testing.B) {
 		rows int
 	}{{"large", 128}, {"small", 4}} {
 		b.Run(tt.name, func(b *testing.B) {
-			x := randomTensor(b, dtypes.Float32, tt.rows, in)
-			exec, err := NewExec(backend, func(x, w *Node) *Node { return DotGeneral(x, []int{1}, nil, w, []int{0}, nil) })
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer exec.Finalize()
-			args := []any{x, w}
-			callFreed(b, exec, args)
 			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				callFreed(b, exec, args)
-			}
+			loopCores(b, backend, func(x, w *Node) *Node {
+				return DotGeneral(x, []int{1}, nil, w, []int{0}, nil)
+			}, randomTensor(b, dtypes.Float32, tt.rows, in), w)
 		})
 	}
 }
