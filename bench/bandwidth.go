@@ -37,19 +37,26 @@ func ReadBandwidth(size int64, passes int) float64 {
 		buf[i] = 1
 	}
 	best := 0.0
-	part := n / workers
-	sums := make([]float32, workers)
 	for range max(passes, 1) {
-		var wg sync.WaitGroup
-		begin := time.Now()
-		for w := range workers {
-			wg.Go(func() { sums[w] = sumFloat32(buf[w*part : (w+1)*part]) })
-		}
-		wg.Wait()
-		best = max(best, float64(4*n)/time.Since(begin).Seconds())
+		best = max(best, float64(4*n)/readPass(buf, workers, sumFloat32).Seconds())
 	}
-	runtime.KeepAlive(sums)
 	return best
+}
+
+// readPass sums buf with sum on workers goroutines, each streaming through its own contiguous
+// part, and returns how long that took.
+func readPass(buf []float32, workers int, sum func([]float32) float32) time.Duration {
+	part := len(buf) / workers
+	sums := make([]float32, workers)
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for w := range workers {
+		wg.Go(func() { sums[w] = sum(buf[w*part : (w+1)*part]) })
+	}
+	wg.Wait()
+	elapsed := time.Since(begin)
+	runtime.KeepAlive(sums)
+	return elapsed
 }
 
 // sumScalar is the portable streaming sum: eight independent accumulators so the adds do not
