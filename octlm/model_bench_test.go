@@ -248,10 +248,24 @@ func BenchmarkSample(b *testing.B) {
 	}
 }
 
-// layoutCase is one weight layout of the pure-Go backend.
+// layoutCase is one weight layout of the pure-Go backend, with the weights in dtype (float32
+// when empty).
 type layoutCase struct {
 	name   string
 	layout Layout
+	dtype  DType
+}
+
+// load loads the checkpoint folder dir with c's layout and dtype on the pure-Go backend.
+func (c layoutCase) load(b *testing.B, dir string) *Model {
+	b.Helper()
+	layout := c.layout
+	m, err := Load(dir, LoadOptions{Backend: goBackend(b), Layout: &layout, DType: c.dtype})
+	if err != nil {
+		b.Fatalf("loading %s: %v", dir, err)
+	}
+	b.Cleanup(m.Close)
+	return m
 }
 
 // decodeSideBySide loads the checkpoint once per layout and decodes one step with each in turn,
@@ -261,7 +275,7 @@ type layoutCase struct {
 func decodeSideBySide(b *testing.B, dir string, layouts []layoutCase) {
 	decoders := make([]*decoder, len(layouts))
 	for i, l := range layouts {
-		decoders[i] = newDecoder(b, loadBenchLayout(b, dir, l.layout))
+		decoders[i] = newDecoder(b, l.load(b, dir))
 	}
 	took := make([]time.Duration, len(layouts))
 	for b.Loop() {
@@ -281,7 +295,7 @@ func decodeSideBySide(b *testing.B, dir string, layouts []layoutCase) {
 func prefillSideBySide(b *testing.B, dir string, layouts []layoutCase) {
 	models := make([]*Model, len(layouts))
 	for i, l := range layouts {
-		models[i] = loadBenchLayout(b, dir, l.layout)
+		models[i] = l.load(b, dir)
 	}
 	prompt := benchPrompt(benchLen, models[0].Shape().Vocab)
 	prefill := func(m *Model) time.Duration {
@@ -325,14 +339,14 @@ func withPad(macs int) Layout       { l := goLayout; l.PadMACs = macs; return l 
 // embedding (the tied head) stored as columns and as rows.
 func BenchmarkHeadLayouts(b *testing.B) {
 	decodeSideBySide(b, benchCheckpoint(b, 1, fullVocab), []layoutCase{
-		{"columns", withTable(true)}, {"rows", withTable(false)},
+		{"columns", withTable(true), ""}, {"rows", withTable(false), ""},
 	})
 }
 
 // BenchmarkPadLayoutsPrefill is BenchmarkPadLayouts for a 128-token prefill.
 func BenchmarkPadLayoutsPrefill(b *testing.B) {
 	prefillSideBySide(b, benchCheckpoint(b, 4, smallVocab), []layoutCase{
-		{"padded", withPad(goPadMACs)}, {"unpadded", withPad(0)},
+		{"padded", withPad(goPadMACs), ""}, {"unpadded", withPad(0), ""},
 	})
 }
 
@@ -340,7 +354,7 @@ func BenchmarkPadLayoutsPrefill(b *testing.B) {
 // padded up to the large kernel's threshold and not.
 func BenchmarkPadLayouts(b *testing.B) {
 	decodeSideBySide(b, benchCheckpoint(b, 4, smallVocab), []layoutCase{
-		{"padded", withPad(goPadMACs)}, {"unpadded", withPad(0)},
+		{"padded", withPad(goPadMACs), ""}, {"unpadded", withPad(0), ""},
 	})
 }
 
@@ -354,9 +368,35 @@ func BenchmarkPadLayouts(b *testing.B) {
 func BenchmarkCheckpointLayouts(b *testing.B) {
 	dir := benchCheckpointDir(b)
 	before := Layout{UpcastHalfDot: true}
-	layouts := []layoutCase{{"before", before}, {"now", goLayout}}
+	layouts := []layoutCase{{"before", before, ""}, {"now", goLayout, ""}}
 	b.Run("decode", func(b *testing.B) { decodeSideBySide(b, dir, layouts) })
 	b.Run("prefill", func(b *testing.B) { prefillSideBySide(b, dir, layouts) })
+}
+
+// BenchmarkPanelsOrRows decodes one step and prefills 128 tokens side by side with the pure-Go
+// layout (Linear pieces as panels of 64 columns, Layout.PiecePanels) and with the pieces as rows
+// [n, in] as stored (LinearRows, no panels), in float32 and bfloat16, on a full checkpoint:
+//
+//	OCTLM_BENCH_CHECKPOINT=/path/to/qwen3-0.6b GOEXPERIMENT=simd go test ./octlm/ -run '^$' \
+//	    -bench PanelsOrRows -benchtime 20x
+//
+// Which is faster depends on the CPU. A random Qwen3-0.6B on a 2-core Intel Xeon (Emerald Rapids,
+// 2026-12-05, two runs of 12–30 steps and 10–30 prompts): rows decode in 0.87–0.88 of the
+// panels' time in float32 and 0.89–0.91 in bfloat16 (compute's transposed kernel reads rows
+// faster there, BenchmarkMatMulPanels), but prefill at 0.80–0.83 (float32) and 0.85–0.87
+// (bfloat16) of their tokens/s;
+// on an AMD Zen 5 the panels were faster in both (BenchmarkMatMulPanels, and the layout's
+// history in docs/performance.md). Panels stay the layout on every CPU.
+func BenchmarkPanelsOrRows(b *testing.B) {
+	dir := benchCheckpointDir(b)
+	rows := goLayout
+	rows.PiecePanels = 0
+	rows.LinearRows = true
+	for _, dt := range []DType{Float32, BFloat16} {
+		layouts := []layoutCase{{"panels", goLayout, dt}, {"rows", rows, dt}}
+		b.Run(string(dt)+"/decode", func(b *testing.B) { decodeSideBySide(b, dir, layouts) })
+		b.Run(string(dt)+"/prefill", func(b *testing.B) { prefillSideBySide(b, dir, layouts) })
+	}
 }
 
 // BenchmarkDecodeDTypes decodes through four layers and the full-vocabulary head with the
