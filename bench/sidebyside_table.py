@@ -4,8 +4,11 @@
     python3 bench/sidebyside_table.py sitting.jsonl
 
 One row per run in order: prefill and decode tokens/s, each as a ratio to the llama.cpp run of
-the same dtype, depth and round; peak RSS; for octlm runs with --batch, B=8's aggregate decode
-tokens/s and its speed-up over B=1.
+the same dtype, depth and round; decode's roofline ratio (weight bytes read per token × decode
+tokens/s ÷ the read bandwidth octlm bench measured: for a llama.cpp run, with the weight bytes and
+bandwidth of the octlm runs of its dtype, depth and round, so both engines are set against the same
+ceiling); peak RSS; for octlm runs with --batch, B=8's aggregate decode tokens/s and its speed-up
+over B=1.
 """
 import json
 import re
@@ -31,11 +34,16 @@ def main(path):
         row, at = decoder.raw_decode(text, at)
         rows.append(row)
     peers = {key(r["run"]): r for r in rows if r["run"].startswith("llama.cpp") and "error" not in r}
-    print("| run | prefill tokens/s | decode tokens/s | prefill ÷ llama.cpp | decode ÷ llama.cpp | peak RSS | B=8 tokens/s (× B=1) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    ceilings = {}  # (dtype, depth, round): [(weight bytes a token, read bandwidth)] of octlm's runs
+    for r in rows:
+        if "error" not in r and r.get("read_bandwidth_bytes_per_second"):
+            ceilings.setdefault(key(r["run"]), []).append(
+                (r["weight_bytes_per_token"], r["read_bandwidth_bytes_per_second"]))
+    print("| run | prefill tokens/s | decode tokens/s | prefill ÷ llama.cpp | decode ÷ llama.cpp | decode roofline | peak RSS | B=8 tokens/s (× B=1) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         if "error" in r:
-            print(f"| {r['run']} | {r['error']} | | | | | |")
+            print(f"| {r['run']} | {r['error']} | | | | | | |")
             continue
         peer = peers.get(key(r["run"]))
         pre, dec = r["prefill_tokens_per_second"], r["decode_tokens_per_second"]
@@ -44,9 +52,17 @@ def main(path):
         for b in r.get("batches") or []:
             if b["batch"] == 8:
                 batch = f"{b['decode_tokens_per_second']:.2f} ({b['speed_up']:.2f}×)"
+        roofline = ""
+        if "roofline_ratio" in r:
+            roofline = f"{r['roofline_ratio']:.2f}"
+        elif ceilings.get(key(r["run"])):
+            c = ceilings[key(r["run"])]
+            weights = sum(w for w, _ in c) / len(c)
+            bandwidth = sum(b for _, b in c) / len(c)
+            roofline = f"{weights * dec / bandwidth:.2f}"
         rss = r.get("peak_rss_bytes", 0) / 2**30
         print(f"| {r['run']} | {pre:.1f} | {dec:.2f} | {ratio(pre, 'prefill_tokens_per_second')} | "
-              f"{ratio(dec, 'decode_tokens_per_second')} | {rss:.2f} GiB | {batch} |")
+              f"{ratio(dec, 'decode_tokens_per_second')} | {roofline} | {rss:.2f} GiB | {batch} |")
 
 
 if __name__ == "__main__":
