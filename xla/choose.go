@@ -38,6 +38,9 @@ type Job struct {
 	// Workload is how the job decodes: how many sequences at once, how long. The automatic
 	// choice passes over ONNX Runtime where the pure-Go backend decodes faster.
 	Workload
+	// CPUVendor is the processor's vendor_id ("GenuineIntel", "AuthenticAMD"), which decides
+	// which engine runs a long context faster (longContext); "" reads it from /proc/cpuinfo.
+	CPUVendor string
 	// SmallGraphs marks a job of many small graphs (the notebooks' figures): ONNX Runtime
 	// compiles each graph first, which costs them more than it saves, so the automatic choice
 	// passes it over.
@@ -63,7 +66,8 @@ type Workload struct {
 }
 
 // Where the pure-Go backend decodes faster than ONNX Runtime (Qwen3-0.6B in float32, a 2-core
-// AMD EPYC, Zen 5, 2026-12-05; docs/performance.md, "Which engine"):
+// AMD EPYC, Zen 5, 2026-12-05; docs/performance.md, "Which engine"; batches also on an Intel
+// Xeon, below):
 const (
 	// batchedSequences: 2, 4 and 8 sequences decoded at once went 1.30×, 1.35× and 1.39× as
 	// fast on the pure-Go backend (29.2 / 22.4, 50.9 / 37.7, 60.9 / 43.7 tokens/s), 16 about as
@@ -72,9 +76,20 @@ const (
 	// longContext: after a 1,024-token prompt the pure-Go backend decoded 12.1 tokens/s against
 	// ONNX Runtime's 9.5, and prefilled that prompt at 231 against 251 tokens/s; at depth 1,024
 	// and 4,096 it decoded 1.08× and 1.04× as fast and prefilled a 32-token prompt 1.96× and
-	// 1.82× as fast; at depth 256 ONNX Runtime still decoded 1.23× as fast.
+	// 1.82× as fast; at depth 256 ONNX Runtime still decoded 1.23× as fast. Not on Intel
+	// (GoLongContexts).
 	longContext = 1024
 )
+
+// GoLongContexts reports whether the pure-Go backend runs a long context (longContext) faster
+// than ONNX Runtime on a processor of this vendor_id: on AMD (Zen 5) it does; on a 2-core Intel
+// Xeon (Emerald Rapids, 2026-12-05, alternated, docs/performance.md "Which engine on an Intel
+// Xeon") ONNX Runtime was the faster at every length measured, prefill and decode: a 32-token
+// prompt at depth 1,024, 2,048 and 4,096 prefilled 1.70–1.85× and decoded 1.02–1.18× as fast, a
+// 1,024-token prompt 1.29–1.33× and then 1.17–1.26×, where compute's small kernel reads the
+// weights at 19–26 GB/s of the 31–34 a plain read reaches (BenchmarkMatMulPanels). There batches
+// still run faster on the pure-Go backend (8 sequences 32.4–37.6 against 29.8–33.8 tokens/s).
+func GoLongContexts(vendor string) bool { return vendor != "GenuineIntel" }
 
 // ONNXPassedOver starts the clause Info.Reason gets when the automatic choice found ONNX Runtime
 // but runs the job on the pure-Go backend; a short backend line keeps that clause as a note.
@@ -83,7 +98,7 @@ const ONNXPassedOver = "ONNX Runtime passed over"
 // Choose opens the backend that runs job: the one named (job.Backend, else $GOMLX_BACKEND) as it
 // is; else the automatic choice (AutoName), except that where that is ONNX Runtime the pure-Go
 // backend runs the job when the weights are half precision, when the job's graphs are small, when
-// it decodes several sequences at once or a long context (Workload), or when the job fits the
+// it decodes several sequences at once or (but on Intel) a long context (Workload), or when the job fits the
 // memory available on the pure-Go backend but not on ONNX Runtime (their weights' layouts differ;
 // both read the KV cache in place). Info.Reason says which
 // and why; ONNX Runtime is opened only when it runs the job. The caller owns the backend.
@@ -128,7 +143,7 @@ func (job Job) passOverONNX() string {
 	if job.Sequences >= batchedSequences {
 		return fmt.Sprintf("%s: the pure-Go backend decodes %d sequences at once faster (%s=onnx to use it)", ONNXPassedOver, job.Sequences, EnvBackend)
 	}
-	if job.Longest >= longContext {
+	if job.Longest >= longContext && GoLongContexts(job.cpuVendor()) {
 		return fmt.Sprintf("%s: the pure-Go backend decodes faster with %d positions in the KV cache (%s=onnx to use it)", ONNXPassedOver, job.Longest, EnvBackend)
 	}
 	if job.Need == nil {
@@ -148,6 +163,14 @@ func (job Job) passOverONNX() string {
 	}
 	return fmt.Sprintf("%s: this job needs %s there, %s are available (%s), the pure-Go backend needs %s",
 		ONNXPassedOver, units.Bytes(onnx.Total()+job.Extra), units.Bytes(avail), source, units.Bytes(pure.Total()+job.Extra))
+}
+
+// cpuVendor is job.CPUVendor, or /proc/cpuinfo's.
+func (job Job) cpuVendor() string {
+	if job.CPUVendor != "" {
+		return job.CPUVendor
+	}
+	return sysinfo.CPUVendor()
 }
 
 // available is job.Available, or the kernel's figure.

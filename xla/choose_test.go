@@ -30,7 +30,7 @@ func jobNeeding(onnx, pure, avail int64) Job {
 
 // TestPassOverONNX: where the automatic choice found ONNX Runtime, the job runs on the pure-Go
 // backend for half-precision weights, for small graphs, for several sequences decoded at once or
-// a long context, or when it fits the pure-Go backend's memory but not ONNX Runtime's; otherwise
+// (but on Intel) a long context, or when it fits the pure-Go backend's memory but not ONNX Runtime's; otherwise
 // ONNX Runtime runs it.
 func TestPassOverONNX(t *testing.T) {
 	tests := []struct {
@@ -44,7 +44,9 @@ func TestPassOverONNX(t *testing.T) {
 		{"small graphs", Job{SmallGraphs: true}, ONNXPassedOver + ": the pure-Go backend runs small graphs sooner"},
 		{"one sequence, short", Job{Workload: Workload{Sequences: 1, Longest: longContext - 1}}, ""},
 		{"two sequences at once", Job{Workload: Workload{Sequences: 2}}, ONNXPassedOver + ": the pure-Go backend decodes 2 sequences at once faster"},
-		{"a long context", Job{Workload: Workload{Longest: 4096}}, ONNXPassedOver + ": the pure-Go backend decodes faster with 4096 positions in the KV cache"},
+		{"a long context", Job{Workload: Workload{Longest: 4096}, CPUVendor: "AuthenticAMD"}, ONNXPassedOver + ": the pure-Go backend decodes faster with 4096 positions in the KV cache"},
+		{"a long context on Intel", Job{Workload: Workload{Longest: 4096}, CPUVendor: "GenuineIntel"}, ""},
+		{"two sequences at once on Intel", Job{Workload: Workload{Sequences: 2, Longest: 4096}, CPUVendor: "GenuineIntel"}, ONNXPassedOver + ": the pure-Go backend decodes 2 sequences at once faster"},
 		{"bf16 says so first", Job{DType: "bf16", Workload: Workload{Sequences: 8}}, "passed over for bf16"},
 		{"room for the pure-Go backend only", jobNeeding(100, 50, 70), ONNXPassedOver + ": this job needs 100 B there, 70 B are available (test), the pure-Go backend needs 50 B"},
 		{"extra bytes tip it", func() Job { j := jobNeeding(100, 50, 120); j.Extra = 30; return j }(), "needs 130 B there"},
@@ -63,6 +65,16 @@ func TestPassOverONNX(t *testing.T) {
 				t.Errorf("passOverONNX() = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestGoLongContexts: only Intel's processors keep a long context on ONNX Runtime; AMD's and
+// those whose vendor cannot be read (another architecture) run it on the pure-Go backend.
+func TestGoLongContexts(t *testing.T) {
+	for vendor, want := range map[string]bool{"GenuineIntel": false, "AuthenticAMD": true, "": true, "HygonGenuine": true} {
+		if got := GoLongContexts(vendor); got != want {
+			t.Errorf("GoLongContexts(%q) = %v, want %v", vendor, got, want)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ package sysinfo
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -47,15 +48,27 @@ func LoadAverage() float64 {
 }
 
 // CPUModel is the first "model name" of /proc/cpuinfo.
-func CPUModel() string {
+func CPUModel() string { return cpuinfo("model name") }
+
+// CPUVendor is the first "vendor_id" of /proc/cpuinfo ("GenuineIntel", "AuthenticAMD"), or ""
+// where there is none.
+func CPUVendor() string { return cpuinfo("vendor_id") }
+
+// cpuinfo is the first value of key in /proc/cpuinfo, or "".
+func cpuinfo(key string) string {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	s := bufio.NewScanner(f)
+	return firstField(f, key)
+}
+
+// firstField is the value of the first "key : value" line of r, trimmed, or "".
+func firstField(r io.Reader, key string) string {
+	s := bufio.NewScanner(r)
 	for s.Scan() {
-		if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+		if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == key {
 			return strings.TrimSpace(v)
 		}
 	}

@@ -2,6 +2,7 @@ package sysinfo
 
 import (
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -27,6 +28,29 @@ func TestReadsProc(t *testing.T) {
 		t.Errorf("load average %v", LoadAverage())
 	}
 	runtime.KeepAlive(buf)
+}
+
+// TestFirstField: the first "key : value" line's value, trimmed, whatever the spacing around the
+// colon; "" where the key is missing or only begins another key.
+func TestFirstField(t *testing.T) {
+	const cpuinfo = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n" +
+		"model name\t: Intel(R) Xeon(R) Processor\nflags\t\t: fpu vme\n\nprocessor\t: 1\nvendor_id\t: Other\n"
+	tests := []struct{ key, want string }{
+		{"vendor_id", "GenuineIntel"},
+		{"model name", "Intel(R) Xeon(R) Processor"},
+		{"cpu family", "6"},
+		{"flags", "fpu vme"},
+		{"vendor", ""},
+		{"stepping", ""},
+	}
+	for _, tt := range tests {
+		if got := firstField(strings.NewReader(cpuinfo), tt.key); got != tt.want {
+			t.Errorf("firstField(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+	if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" && CPUVendor() == "" {
+		t.Error("CPUVendor() is empty on linux/amd64")
+	}
 }
 
 func TestProcField(t *testing.T) {
