@@ -85,7 +85,7 @@ const (
 // than ONNX Runtime on a processor of this vendor_id: on AMD (Zen 5) it does; on a 2-core Intel
 // Xeon (Emerald Rapids, 2026-12-05, alternated, docs/performance.md "Which engine on an Intel
 // Xeon") ONNX Runtime was the faster at every length measured, prefill and decode: a 32-token
-// prompt at depth 1,024, 2,048 and 4,096 prefilled 1.70–1.85× and decoded 1.02–1.18× as fast, a
+// prompt at depth 1,024, 2,048 and 4,096 prefilled 1.75–1.85× and decoded 1.02–1.13× as fast, a
 // 1,024-token prompt 1.29–1.33× and then 1.17–1.26×, where compute's small kernel reads the
 // weights at 19–26 GB/s of the 31–34 a plain read reaches (BenchmarkMatMulPanels). There batches
 // still run faster on the pure-Go backend (8 sequences 32.4–37.6 against 29.8–33.8 tokens/s).
@@ -98,10 +98,10 @@ const ONNXPassedOver = "ONNX Runtime passed over"
 // Choose opens the backend that runs job: the one named (job.Backend, else $GOMLX_BACKEND) as it
 // is; else the automatic choice (AutoName), except that where that is ONNX Runtime the pure-Go
 // backend runs the job when the weights are half precision, when the job's graphs are small, when
-// it decodes several sequences at once or (but on Intel) a long context (Workload), or when the job fits the
-// memory available on the pure-Go backend but not on ONNX Runtime (their weights' layouts differ;
-// both read the KV cache in place). Info.Reason says which
-// and why; ONNX Runtime is opened only when it runs the job. The caller owns the backend.
+// it decodes several sequences at once or (but on Intel) a long context (Workload), or when the
+// job fits the memory available on the pure-Go backend but not on ONNX Runtime (their weights'
+// layouts differ; both read the KV cache in place). Info.Reason says which and why; ONNX Runtime
+// is opened only when it runs the job. The caller owns the backend.
 func Choose(job Job) (compute.Backend, Info, error) {
 	if name, _ := resolveName(job.Backend); name != "" {
 		return Open(name)
