@@ -55,18 +55,19 @@ func benchModel(b *testing.B, layers, vocab int) *Model {
 
 func loadBench(b *testing.B, dir string) *Model {
 	b.Helper()
-	return loadBenchLayout(b, dir, goLayout)
-}
-
-func loadBenchLayout(b *testing.B, dir string, layout Layout) *Model {
-	b.Helper()
-	return loadBenchOn(b, goBackend(b), dir, layout)
+	return loadBenchOn(b, goBackend(b), dir, goLayout)
 }
 
 // loadBenchOn loads the checkpoint folder dir in float32 on backend with the given layout.
 func loadBenchOn(b *testing.B, backend compute.Backend, dir string, layout Layout) *Model {
 	b.Helper()
-	m, err := Load(dir, LoadOptions{Backend: backend, Layout: &layout})
+	return loadBenchAs(b, backend, dir, layout, Float32)
+}
+
+// loadBenchAs is loadBenchOn with the weights in dtype.
+func loadBenchAs(b *testing.B, backend compute.Backend, dir string, layout Layout, dtype DType) *Model {
+	b.Helper()
+	m, err := Load(dir, LoadOptions{Backend: backend, Layout: &layout, DType: dtype})
 	if err != nil {
 		b.Fatalf("loading %s: %v", dir, err)
 	}
@@ -259,13 +260,7 @@ type layoutCase struct {
 // load loads the checkpoint folder dir with c's layout and dtype on the pure-Go backend.
 func (c layoutCase) load(b *testing.B, dir string) *Model {
 	b.Helper()
-	layout := c.layout
-	m, err := Load(dir, LoadOptions{Backend: goBackend(b), Layout: &layout, DType: c.dtype})
-	if err != nil {
-		b.Fatalf("loading %s: %v", dir, err)
-	}
-	b.Cleanup(m.Close)
-	return m
+	return loadBenchAs(b, goBackend(b), dir, c.layout, c.dtype)
 }
 
 // decodeSideBySide loads the checkpoint once per layout and decodes one step with each in turn,
