@@ -12,28 +12,34 @@ import (
 	"github.com/octlm/octlm/internal/hugepage"
 )
 
-// This file measures what a product written in Go can read on this machine, against compute's
-// small kernel (BenchmarkMatMulPanels): the evidence for multiplying decode's weights outside the
-// graph (docs/performance.md, "Products outside compute"), not used by the model.
+// This file measures what a product written in Go can read on this machine from the go layout's
+// panels of 64 columns ([n/64, in, 64], Layout.PiecePanels), against compute's small kernel
+// (BenchmarkMatMulPanels): the evidence for docs/performance.md's "Reading at the bandwidth on
+// the Xeon". Not used by the model.
 
-// hostPanels32 is one row times a float32 weight held as panels of 16 columns, [n/16, in, 16]:
-// y[q·16+j] = Σ_k w[q][k][j]·x[k], four accumulators, a pointer stepped through the panels (see
-// bench/sum_simd_amd64.go for why not slice indexing). in must be a multiple of 4.
-func hostPanels32(w, x, y []float32, in int) {
-	panels := len(w) / (in * 16)
+// panelWidth is the go layout's panel width (goPiecePanels), the columns one tile covers.
+const panelWidth = 64
+
+// hostPanels1 is one row x times a float32 weight held as panels of 64 columns: y[q·64+j] =
+// Σ_k w[q][k][j]·x[k], one broadcast, four loads and four multiply-adds a step of k, a pointer
+// stepped through the panels (bench/sum_simd_amd64.go says why not slice indexing).
+func hostPanels1(w, x, y []float32, in int) {
 	p := unsafe.Pointer(unsafe.SliceData(w))
-	xp := unsafe.Pointer(unsafe.SliceData(x))
-	for q := 0; q < panels; q++ {
+	for q := range len(w) / (in * panelWidth) {
 		var a0, a1, a2, a3 archsimd.Float32x16
-		for k := 0; k < in; k += 4 {
-			xk := (*[4]float32)(unsafe.Add(xp, k*4))
-			a0 = archsimd.LoadFloat32x16Array((*[16]float32)(p)).MulAdd(archsimd.BroadcastFloat32x16(xk[0]), a0)
-			a1 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, 64))).MulAdd(archsimd.BroadcastFloat32x16(xk[1]), a1)
-			a2 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, 128))).MulAdd(archsimd.BroadcastFloat32x16(xk[2]), a2)
-			a3 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, 192))).MulAdd(archsimd.BroadcastFloat32x16(xk[3]), a3)
-			p = unsafe.Add(p, 256)
+		for k := range in {
+			xk := archsimd.BroadcastFloat32x16(x[k])
+			a0 = archsimd.LoadFloat32x16Array((*[16]float32)(p)).MulAdd(xk, a0)
+			a1 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, 64))).MulAdd(xk, a1)
+			a2 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, 128))).MulAdd(xk, a2)
+			a3 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, 192))).MulAdd(xk, a3)
+			p = unsafe.Add(p, 4*panelWidth)
 		}
-		a0.Add(a1).Add(a2.Add(a3)).StoreArray((*[16]float32)(y[q*16:]))
+		out := y[q*panelWidth:]
+		a0.Store(out)
+		a1.Store(out[16:])
+		a2.Store(out[32:])
+		a3.Store(out[48:])
 	}
 }
 
@@ -42,100 +48,103 @@ func widen(v archsimd.Uint16x16) archsimd.Float32x16 {
 	return v.ExtendToUint32().ShiftAllLeft(16).AsFloat32x16()
 }
 
-// hostPanels16 is hostPanels32 for a bfloat16 weight, widened in registers.
-func hostPanels16(w []uint16, x, y []float32, in int) {
-	panels := len(w) / (in * 16)
+// hostPanels1Half is hostPanels1 for a bfloat16 weight, widened in registers.
+func hostPanels1Half(w []uint16, x, y []float32, in int) {
 	p := unsafe.Pointer(unsafe.SliceData(w))
-	xp := unsafe.Pointer(unsafe.SliceData(x))
-	for q := 0; q < panels; q++ {
+	for q := range len(w) / (in * panelWidth) {
 		var a0, a1, a2, a3 archsimd.Float32x16
-		for k := 0; k < in; k += 4 {
-			xk := (*[4]float32)(unsafe.Add(xp, k*4))
-			a0 = widen(archsimd.LoadUint16x16Array((*[16]uint16)(p))).MulAdd(archsimd.BroadcastFloat32x16(xk[0]), a0)
-			a1 = widen(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, 32)))).MulAdd(archsimd.BroadcastFloat32x16(xk[1]), a1)
-			a2 = widen(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, 64)))).MulAdd(archsimd.BroadcastFloat32x16(xk[2]), a2)
-			a3 = widen(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, 96)))).MulAdd(archsimd.BroadcastFloat32x16(xk[3]), a3)
-			p = unsafe.Add(p, 128)
+		for k := range in {
+			xk := archsimd.BroadcastFloat32x16(x[k])
+			a0 = widen(archsimd.LoadUint16x16Array((*[16]uint16)(p))).MulAdd(xk, a0)
+			a1 = widen(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, 32)))).MulAdd(xk, a1)
+			a2 = widen(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, 64)))).MulAdd(xk, a2)
+			a3 = widen(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, 96)))).MulAdd(xk, a3)
+			p = unsafe.Add(p, 2*panelWidth)
 		}
-		a0.Add(a1).Add(a2.Add(a3)).StoreArray((*[16]float32)(y[q*16:]))
+		out := y[q*panelWidth:]
+		a0.Store(out)
+		a1.Store(out[16:])
+		a2.Store(out[32:])
+		a3.Store(out[48:])
 	}
 }
 
+// TestHostPanels checks both products against a plain loop on small integers (exact in
+// any order of summation).
 func TestHostPanels(t *testing.T) {
-	const in, n = 64, 48
+	if !archsimd.X86.AVX512() {
+		t.Skip("this CPU has no AVX-512")
+	}
+	const in, n = 24, 2 * panelWidth
 	w := make([]float32, n*in)
-	wb := make([]uint16, n*in)
+	half := make([]uint16, n*in)
 	x := make([]float32, in)
 	for i := range x {
 		x[i] = float32(i%5) - 2
 	}
 	for i := range w {
 		w[i] = float32(i%7) - 3
-		wb[i] = uint16(*(*uint32)(unsafe.Pointer(&w[i])) >> 16)
+		half[i] = uint16(*(*uint32)(unsafe.Pointer(&w[i])) >> 16) // exact: small integers
 	}
-	y, yb := make([]float32, n), make([]float32, n)
-	hostPanels32(w, x, y, in)
-	hostPanels16(wb, x, yb, in)
-	for q := 0; q < n/16; q++ {
-		for j := 0; j < 16; j++ {
-			want := float32(0)
-			for k := 0; k < in; k++ {
-				want += w[(q*in+k)*16+j] * x[k]
-			}
-			if y[q*16+j] != want || yb[q*16+j] != want { // small integers: exact in any order
-				t.Fatalf("row %d: float32 %v, bfloat16 %v, want %v", q*16+j, y[q*16+j], yb[q*16+j], want)
-			}
+	y1, yh := make([]float32, n), make([]float32, n)
+	hostPanels1(w, x, y1, in)
+	hostPanels1Half(half, x, yh, in)
+	for c := range n {
+		want := float32(0)
+		for k := range in {
+			want += w[((c/panelWidth)*in+k)*panelWidth+c%panelWidth] * x[k]
+		}
+		if y1[c] != want || yh[c] != want {
+			t.Fatalf("column %d: hostPanels1 %v, hostPanels1Half %v, want %v", c, y1[c], yh[c], want)
 		}
 	}
 }
 
-// BenchmarkHostPanels is one row times a weight of Qwen3-0.6B's head size (1024 → 151,936) as
-// panels of 16 columns on huge pages, in float32 and bfloat16, through hostPanels32 and
-// hostPanels16 on one goroutine per GOMAXPROCS: the weight's GB/s a Go product reaches, to set
-// beside BenchmarkMatMulPanels (compute's small kernel) and bench's BenchmarkSumLoads (a plain read).
+// BenchmarkHostPanels multiplies one row by a weight of Qwen3-0.6B's head size (1024 → 151,936)
+// held as panels of 64 columns on huge pages, on one goroutine per GOMAXPROCS, in float32
+// (hostPanels1) and in bfloat16 widened in registers (hostPanels1Half). It reports the weight's
+// GB/s, to set beside BenchmarkMatMulPanels's "rows1/panels" (compute's small kernel on the same
+// panels: its tile is four rows, so a one-row product is padded to four, pieceKernelRows, and does
+// four times the multiply-adds) and bench's BenchmarkSumLoads (a plain read).
 //
-// On a 2-core Intel Xeon (Emerald Rapids, 2026-12-05, three runs, two alternated with
-// BenchmarkMatMulPanels's one-row products): float32 19.8–29.7 GB/s, bfloat16 14.8–20.5, where
-// compute's small kernel read 18.8–20.8 and 11.8–13.2 from its panels of 64, 22.0–25.9 and
-// 12.9–13.8 from rows, and a plain read (BenchmarkSumLoads) 31–34.
+//	GOEXPERIMENT=simd go test ./octlm/ -run '^$' -bench HostPanels -benchtime 30x
 func BenchmarkHostPanels(b *testing.B) {
-	const in, out = 1024, fullVocab
+	if !archsimd.X86.AVX512() {
+		b.Skip("this CPU has no AVX-512")
+	}
+	const in, out = 1024, fullVocab / panelWidth * panelWidth
 	workers := runtime.GOMAXPROCS(0)
 	w := make([]float32, in*out)
-	wb := make([]uint16, in*out)
+	half := make([]uint16, in*out)
 	hugepage.AdviseSlice(w)
-	hugepage.AdviseSlice(wb)
+	hugepage.AdviseSlice(half)
 	for i := range w {
 		w[i] = float32(i%7) * 0.01
-		wb[i] = uint16(i)
+		half[i] = uint16(i)
 	}
 	x := make([]float32, in)
 	y := make([]float32, out)
-	per := out / 16 / workers * 16
-	for _, dt := range []string{"f32", "bf16"} {
-		b.Run(dt, func(b *testing.B) {
+	panels := out / panelWidth
+	for _, c := range []struct {
+		name string
+		size int
+		run  func(lo, hi int) // panels lo…hi-1
+	}{
+		{"f32", 4, func(lo, hi int) { hostPanels1(w[lo*in*panelWidth:hi*in*panelWidth], x, y[lo*panelWidth:], in) }},
+		{"bf16", 2, func(lo, hi int) {
+			hostPanels1Half(half[lo*in*panelWidth:hi*in*panelWidth], x, y[lo*panelWidth:], in)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				var wg sync.WaitGroup
 				for g := range workers {
-					lo, hi := g*per, (g+1)*per
-					if g == workers-1 {
-						hi = out / 16 * 16
-					}
-					wg.Go(func() {
-						if dt == "f32" {
-							hostPanels32(w[lo*in:hi*in], x, y[lo:hi], in)
-						} else {
-							hostPanels16(wb[lo*in:hi*in], x, y[lo:hi], in)
-						}
-					})
+					lo, hi := g*panels/workers, (g+1)*panels/workers
+					wg.Go(func() { c.run(lo, hi) })
 				}
 				wg.Wait()
 			}
-			size := 4
-			if dt == "bf16" {
-				size = 2
-			}
-			b.ReportMetric(float64(in*out*size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			b.ReportMetric(float64(in*out*c.size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 		})
 	}
 }
