@@ -11,6 +11,8 @@ import (
 	"github.com/octlm/octlm/internal/hugepage"
 )
 
+// TestSumPaths: each vector sum this CPU can run gives the exact sum of small integers at lengths
+// around its step (32 and 64 floats) and the tail it leaves to sumScalar.
 func TestSumPaths(t *testing.T) {
 	paths := []struct {
 		name string
@@ -42,8 +44,8 @@ func TestSumPaths(t *testing.T) {
 }
 
 // BenchmarkSumLoads is the reproduction of the slower code Go 1.27.4 generates for archsimd
-// loads through slice indexing: the same four-accumulator AVX-512 sum over 512 MiB (larger
-// than any L3 cache), on huge pages, one goroutine per GOMAXPROCS, its loads written as
+// loads through slice indexing: the same four-accumulator AVX-512 sum over 512 MiB (more than
+// the Xeon's 300 MiB of L3 it was measured on), on huge pages, one goroutine per GOMAXPROCS, its loads written as
 // archsimd.LoadFloat32x16(a[i:]) ("indexed") and as loads from a pointer stepped through the
 // buffer ("pointer", what ReadBandwidth uses). The bytes per second are the read bandwidth each
 // reaches.
