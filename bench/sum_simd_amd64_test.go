@@ -43,12 +43,12 @@ func TestSumPaths(t *testing.T) {
 	}
 }
 
-// BenchmarkSumLoads is the reproduction of the slower code Go 1.27.4 generates for archsimd
-// loads through slice indexing: the same four-accumulator AVX-512 sum over 512 MiB (more than
-// the Xeon's 300 MiB of L3 it was measured on), on huge pages, one goroutine per GOMAXPROCS, its loads written as
-// archsimd.LoadFloat32x16(a[i:]) ("indexed") and as loads from a pointer stepped through the
-// buffer ("pointer", what ReadBandwidth uses). The bytes per second are the read bandwidth each
-// reaches.
+// BenchmarkSumLoads is the reproduction of the slower code Go 1.27.4 generates for archsimd loads
+// through slice indexing: the same four-accumulator AVX-512 sum over 512 MiB (more than the Xeon's
+// 300 MiB of L3 it was measured on), on huge pages, one goroutine per GOMAXPROCS, its loads
+// written as archsimd.LoadFloat32x16(a[i:]) ("indexed") and as loads from a pointer stepped
+// through the buffer ("pointer", what ReadBandwidth uses). The bytes per second are the read
+// bandwidth each reaches.
 func BenchmarkSumLoads(b *testing.B) {
 	if !haveAVX512 {
 		b.Skip("this CPU has no AVX-512")
