@@ -71,8 +71,15 @@ type Workload struct {
 const (
 	// batchedSequences: 2, 4 and 8 sequences decoded at once went 1.30×, 1.35× and 1.39× as
 	// fast on the pure-Go backend (29.2 / 22.4, 50.9 / 37.7, 60.9 / 43.7 tokens/s), 16 about as
-	// fast (1.0–1.06×). ONNX Runtime runs one sequence 1.0–1.1× as fast.
+	// fast (1.0–1.06×). ONNX Runtime runs one sequence 1.0–1.1× as fast. Not 16 or more on
+	// Intel (intelONNXSequences).
 	batchedSequences = 2
+	// intelONNXSequences: on the Intel Xeon (GoLongContexts) ONNX Runtime decoded 16 sequences
+	// at once 1.21–1.34× as fast as the pure-Go backend in eight runs (40.0–49.2 against
+	// 31.1–39.9 tokens/s), while 2, 4 and 8 ran about as fast on both (the pure-Go backend
+	// 0.80–1.06×, 1.03–1.19× and 0.99–1.25×), so on Intel 16 sequences or more stay on ONNX
+	// Runtime.
+	intelONNXSequences = 16
 	// longContext: after a 1,024-token prompt the pure-Go backend decoded 12.1 tokens/s against
 	// ONNX Runtime's 9.5, and prefilled that prompt at 231 against 251 tokens/s; at depth 1,024
 	// and 4,096 it decoded 1.08× and 1.04× as fast and prefilled a 32-token prompt 1.96× and
@@ -89,7 +96,10 @@ const (
 // 1,024-token prompt 1.29–1.33× and then 1.17–1.26×, where compute's small kernel reads the
 // weights at 19–26 GB/s of the 31–34 a plain read reaches (BenchmarkMatMulPanels). There batches
 // still run faster on the pure-Go backend (8 sequences 32.4–37.6 against 29.8–33.8 tokens/s).
-func GoLongContexts(vendor string) bool { return vendor != "GenuineIntel" }
+func GoLongContexts(vendor string) bool { return vendor != intelVendor }
+
+// intelVendor is Intel's vendor_id in /proc/cpuinfo.
+const intelVendor = "GenuineIntel"
 
 // ONNXPassedOver starts the clause Info.Reason gets when the automatic choice found ONNX Runtime
 // but runs the job on the pure-Go backend; a short backend line keeps that clause as a note.
@@ -98,9 +108,9 @@ const ONNXPassedOver = "ONNX Runtime passed over"
 // Choose opens the backend that runs job: the one named (job.Backend, else $GOMLX_BACKEND) as it
 // is; else the automatic choice (AutoName), except that where that is ONNX Runtime the pure-Go
 // backend runs the job when the weights are half precision, when the job's graphs are small, when
-// it decodes several sequences at once or (but on Intel) a long context (Workload), or when the
-// job fits the memory available on the pure-Go backend but not on ONNX Runtime (their weights'
-// layouts differ; both read the KV cache in place). Info.Reason says which and why; ONNX Runtime
+// it decodes several sequences at once (on Intel, fewer than 16) or, but on Intel, a long context
+// (Workload), or when the job fits the memory available on the pure-Go backend but not on ONNX
+// Runtime (their weights' layouts differ; both read the KV cache in place). Info.Reason says which and why; ONNX Runtime
 // is opened only when it runs the job. The caller owns the backend.
 func Choose(job Job) (compute.Backend, Info, error) {
 	if name, _ := resolveName(job.Backend); name != "" {
@@ -140,7 +150,7 @@ func (job Job) passOverONNX() string {
 	if job.SmallGraphs {
 		return ONNXPassedOver + ": the pure-Go backend runs small graphs sooner (" + EnvBackend + "=onnx to use it)"
 	}
-	if job.Sequences >= batchedSequences {
+	if job.Sequences >= batchedSequences && (job.Sequences < intelONNXSequences || job.cpuVendor() != intelVendor) {
 		return fmt.Sprintf("%s: the pure-Go backend decodes %d sequences at once faster (%s=onnx to use it)", ONNXPassedOver, job.Sequences, EnvBackend)
 	}
 	if job.Longest >= longContext && GoLongContexts(job.cpuVendor()) {

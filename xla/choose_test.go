@@ -29,9 +29,9 @@ func jobNeeding(onnx, pure, avail int64) Job {
 }
 
 // TestPassOverONNX: where the automatic choice found ONNX Runtime, the job runs on the pure-Go
-// backend for half-precision weights, for small graphs, for several sequences decoded at once or
-// (but on Intel) a long context, or when it fits the pure-Go backend's memory but not ONNX Runtime's; otherwise
-// ONNX Runtime runs it.
+// backend for half-precision weights, for small graphs, for several sequences decoded at once (on
+// Intel, fewer than 16) or, but on Intel, a long context, or when it fits the pure-Go backend's
+// memory but not ONNX Runtime's; otherwise ONNX Runtime runs it.
 func TestPassOverONNX(t *testing.T) {
 	tests := []struct {
 		name string
@@ -47,6 +47,10 @@ func TestPassOverONNX(t *testing.T) {
 		{"a long context", Job{Workload: Workload{Longest: 4096}, CPUVendor: "AuthenticAMD"}, ONNXPassedOver + ": the pure-Go backend decodes faster with 4096 positions in the KV cache"},
 		{"a long context on Intel", Job{Workload: Workload{Longest: 4096}, CPUVendor: "GenuineIntel"}, ""},
 		{"two sequences at once on Intel", Job{Workload: Workload{Sequences: 2, Longest: 4096}, CPUVendor: "GenuineIntel"}, ONNXPassedOver + ": the pure-Go backend decodes 2 sequences at once faster"},
+		{"15 sequences on Intel", Job{Workload: Workload{Sequences: intelONNXSequences - 1}, CPUVendor: "GenuineIntel"}, ONNXPassedOver + ": the pure-Go backend decodes 15 sequences at once faster"},
+		{"16 sequences on Intel", Job{Workload: Workload{Sequences: intelONNXSequences}, CPUVendor: "GenuineIntel"}, ""},
+		{"16 sequences on AMD", Job{Workload: Workload{Sequences: intelONNXSequences}, CPUVendor: "AuthenticAMD"}, ONNXPassedOver + ": the pure-Go backend decodes 16 sequences at once faster"},
+		{"16 long sequences on Intel", Job{Workload: Workload{Sequences: 16, Longest: 4096}, CPUVendor: "GenuineIntel"}, ""},
 		{"bf16 says so first", Job{DType: "bf16", Workload: Workload{Sequences: 8}}, "passed over for bf16"},
 		{"room for the pure-Go backend only", jobNeeding(100, 50, 70), ONNXPassedOver + ": this job needs 100 B there, 70 B are available (test), the pure-Go backend needs 50 B"},
 		{"extra bytes tip it", func() Job { j := jobNeeding(100, 50, 120); j.Extra = 30; return j }(), "needs 130 B there"},
