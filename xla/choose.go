@@ -94,8 +94,8 @@ const (
 // Xeon") ONNX Runtime was the faster at every length measured, prefill and decode: a 32-token
 // prompt at depth 1,024, 2,048 and 4,096 prefilled 1.75–1.85× and decoded 1.02–1.13× as fast, a
 // 1,024-token prompt 1.29–1.33× and then 1.17–1.26×, where compute's small kernel reads the
-// weights at 19–26 GB/s of the 31–34 a plain read reaches (BenchmarkMatMulPanels). There batches
-// still run faster on the pure-Go backend (8 sequences 32.4–37.6 against 29.8–33.8 tokens/s).
+// weights at 19–26 GB/s of the 31–34 a plain read reaches (BenchmarkMatMulPanels). There 2 to
+// 15 sequences decoded at once still run on the pure-Go backend (intelONNXSequences).
 func GoLongContexts(vendor string) bool { return vendor != intelVendor }
 
 // intelVendor is Intel's vendor_id in /proc/cpuinfo.
