@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gomlx/compute/dtypes/bfloat16"
+
 	"github.com/octlm/octlm/internal/hugepage"
 )
 
@@ -84,7 +86,7 @@ func TestHostPanels(t *testing.T) {
 	}
 	for i := range w {
 		w[i] = float32(i%7) - 3
-		half[i] = uint16(*(*uint32)(unsafe.Pointer(&w[i])) >> 16) // exact: small integers
+		half[i] = uint16(bfloat16.FromFloat32(w[i])) // exact: small integers
 	}
 	y1, yh := make([]float32, n), make([]float32, n)
 	hostPanels1(w, x, y1, in)

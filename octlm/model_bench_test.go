@@ -379,9 +379,9 @@ func BenchmarkCheckpointLayouts(b *testing.B) {
 // 2026-12-05, two runs of 12–30 steps and 10–30 prompts): rows decode in 0.87–0.88 of the
 // panels' time in float32 and 0.89–0.91 in bfloat16 (compute's transposed kernel reads rows
 // faster there, BenchmarkMatMulPanels), but prefill at 0.80–0.83 (float32) and 0.85–0.87
-// (bfloat16) of their tokens/s;
-// on an AMD Zen 5 the panels were faster in both (BenchmarkMatMulPanels, and the layout's
-// history in docs/performance.md). Panels stay the layout on every CPU.
+// (bfloat16) of their tokens/s; on an AMD Zen 5 the panels were faster in both
+// (BenchmarkMatMulPanels, and the layout's history in docs/performance.md). Panels stay the
+// layout on every CPU.
 func BenchmarkPanelsOrRows(b *testing.B) {
 	dir := benchCheckpointDir(b)
 	rows := goLayout
