@@ -141,6 +141,11 @@ type Layout struct {
 	// PieceWorkers is how many pieces the engine multiplies at once (its graph executors):
 	// pieceHeight keeps them evenly busy. 0 or 1: one.
 	PieceWorkers int
+	// HostRows: a product of up to this many rows by pieces of panels (PiecePanels) is written
+	// as one product a piece, the rows [rows, in] unpadded by the panels [n/w, in, w] with no
+	// batch axis, which the pure-Go backend wrapped by internal/hostproduct runs in Go. Load sets
+	// it from the backend (hostproduct.Backend's MaxRows; 0 on any other backend).
+	HostRows int
 	// HugePages asks the operating system for transparent huge pages under the resident weights
 	// where the backend shares their memory with Go (internal/hugepage), before they are filled:
 	// a decode step streams every weight, and with 4 KiB pages every 4 KiB of the stream costs a
@@ -546,12 +551,44 @@ func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 	}
 	x = Reshape(x, rows, in)
 	var y *Node
-	if rows <= pieceChunks*o.layout.PieceRows {
+	if rows <= o.layout.HostRows {
+		axes := make([]int, len(pieces))
+		for i := range axes {
+			axes[i] = inAxis
+		}
+		y = hostPieces(x, pieces, axes)
+	} else if rows <= pieceChunks*o.layout.PieceRows {
 		y = cutTo(o.smallPieces(padToMultiple(x, 0, pieceKernelRows), pieces, inAxis), 0, rows)
 	} else {
 		y = o.rowProduct(x, in*out, product)
 	}
 	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
+}
+
+// hostPieces is x [rows, in] times each piece (contracted on its axis inAxes[i] as it lies, or
+// as panels), the outputs side by side, each piece of panels [n/w, in, w] multiplied as it lies by the rows as they are (Layout.HostRows): [rows, n/w, w],
+// a product the wrapped pure-Go backend runs in Go (internal/hostproduct). The weight must be
+// the piece itself, a parameter of the graph, so a piece of another dtype than x (which the
+// wrapped backend would not run in Go) and a piece not held as panels are multiplied as
+// smallPieces would.
+func hostPieces(x *Node, pieces []*Node, inAxes []int) *Node {
+	rows := x.Shape().Dimensions[0]
+	ys := make([]*Node, len(pieces))
+	for i, p := range pieces {
+		axis := inAxes[i]
+		if p.Rank() == 3 {
+			axis = 1
+		}
+		ys[i] = DotGeneral(x, []int{1}, nil, ConvertDType(p, x.DType()), []int{axis}, nil)
+	}
+	// Only now the outputs' reshapes: an operation between two products would end the graph's
+	// piece between them, and each product would run alone.
+	for i, y := range ys {
+		if d := y.Shape().Dimensions; len(d) == 3 {
+			ys[i] = Reshape(y, rows, d[1]*d[2])
+		}
+	}
+	return concatenate(ys, 1)
 }
 
 // pieceSize is a resident piece's input and output sizes: [n, in] or [in, n] (inAxis 0) as it
@@ -776,7 +813,9 @@ func gatherSpreadRows(y *Node, axis, rows int) *Node {
 func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 	out := make([]*Node, len(names))
 	fused, widths, ok := w.fused(names)
-	if !ok {
+	if !ok && o.hostRows(x) {
+		out = o.hostProjections(x, w, names)
+	} else if !ok {
 		for i, name := range names {
 			if p, ok := w.pieces[w.prefix+name]; ok {
 				out[i] = o.linearPieces(x, p.nodes, p.axis == 1)
@@ -803,6 +842,47 @@ func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 }
 
 // project is one nn.Linear of w (with its adapter, if any): projections of one name.
+// hostRows says whether a product of x's rows by pieces runs in Go (Layout.HostRows).
+func (o ops) hostRows(x *Node) bool {
+	d := x.Shape().Dimensions
+	return o.layout.HostRows > 0 && o.layout.PieceMACs > 0 && x.Shape().Size()/d[len(d)-1] <= o.layout.HostRows
+}
+
+// hostProjections is projections' products by pieces for rows that run in Go (hostRows): the
+// pieces of every weight named multiplied together (hostPieces), so that they run as one
+// batch of products between two parts of the graph, their outputs then cut apart.
+func (o ops) hostProjections(x *Node, w weightSet, names []string) []*Node {
+	dims := x.Shape().Dimensions
+	in := dims[len(dims)-1]
+	var pieces []*Node
+	var axes, widths []int
+	for _, name := range names {
+		nodes, axis := []*Node{w.get(name)}, 1 // a weight that fits whole is one piece
+		if !o.layout.LinearRows {
+			axis = 0
+		}
+		if p, ok := w.pieces[w.prefix+name]; ok {
+			nodes, axis = p.nodes, 1-p.axis
+		}
+		width := 0
+		for _, p := range nodes {
+			_, n := pieceSize(p, axis)
+			width += n
+			pieces, axes = append(pieces, p), append(axes, axis)
+		}
+		widths = append(widths, width)
+	}
+	y := hostPieces(Reshape(x, x.Shape().Size()/in, in), pieces, axes)
+	out := make([]*Node, len(names))
+	offset := 0
+	for i, width := range widths {
+		part := SliceAxis(y, -1, AxisRange(offset, offset+width))
+		out[i] = Reshape(part, append(slices.Clone(dims[:len(dims)-1]), width)...)
+		offset += width
+	}
+	return out
+}
+
 func (o ops) project(x *Node, w weightSet, name string) *Node {
 	return o.projections(x, w, name)[0]
 }

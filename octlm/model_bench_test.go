@@ -20,6 +20,7 @@ import (
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
 
+	"github.com/octlm/octlm/internal/hostproduct"
 	"github.com/octlm/octlm/octlm/synth"
 	"github.com/octlm/octlm/xla"
 )
@@ -255,12 +256,17 @@ type layoutCase struct {
 	name   string
 	layout Layout
 	dtype  DType
+	on     compute.Backend // nil: the pure-Go backend as xla.Open gives it (goBackend)
 }
 
-// load loads the checkpoint folder dir with c's layout and dtype on the pure-Go backend.
+// load loads the checkpoint folder dir with c's layout and dtype on c's backend.
 func (c layoutCase) load(b *testing.B, dir string) *Model {
 	b.Helper()
-	return loadBenchAs(b, goBackend(b), dir, c.layout, c.dtype)
+	backend := c.on
+	if backend == nil {
+		backend = goBackend(b)
+	}
+	return loadBenchAs(b, backend, dir, c.layout, c.dtype)
 }
 
 // decodeSideBySide loads the checkpoint once per layout and decodes one step with each in turn,
@@ -334,14 +340,14 @@ func withPad(macs int) Layout       { l := goLayout; l.PadMACs = macs; return l 
 // embedding (the tied head) stored as columns and as rows.
 func BenchmarkHeadLayouts(b *testing.B) {
 	decodeSideBySide(b, benchCheckpoint(b, 1, fullVocab), []layoutCase{
-		{"columns", withTable(true), ""}, {"rows", withTable(false), ""},
+		{"columns", withTable(true), "", nil}, {"rows", withTable(false), "", nil},
 	})
 }
 
 // BenchmarkPadLayoutsPrefill is BenchmarkPadLayouts for a 128-token prefill.
 func BenchmarkPadLayoutsPrefill(b *testing.B) {
 	prefillSideBySide(b, benchCheckpoint(b, 4, smallVocab), []layoutCase{
-		{"padded", withPad(goPadMACs), ""}, {"unpadded", withPad(0), ""},
+		{"padded", withPad(goPadMACs), "", nil}, {"unpadded", withPad(0), "", nil},
 	})
 }
 
@@ -349,7 +355,7 @@ func BenchmarkPadLayoutsPrefill(b *testing.B) {
 // padded up to the large kernel's threshold and not.
 func BenchmarkPadLayouts(b *testing.B) {
 	decodeSideBySide(b, benchCheckpoint(b, 4, smallVocab), []layoutCase{
-		{"padded", withPad(goPadMACs), ""}, {"unpadded", withPad(0), ""},
+		{"padded", withPad(goPadMACs), "", nil}, {"unpadded", withPad(0), "", nil},
 	})
 }
 
@@ -363,7 +369,7 @@ func BenchmarkPadLayouts(b *testing.B) {
 func BenchmarkCheckpointLayouts(b *testing.B) {
 	dir := benchCheckpointDir(b)
 	before := Layout{UpcastHalfDot: true}
-	layouts := []layoutCase{{"before", before, ""}, {"now", goLayout, ""}}
+	layouts := []layoutCase{{"before", before, "", nil}, {"now", goLayout, "", nil}}
 	b.Run("decode", func(b *testing.B) { decodeSideBySide(b, dir, layouts) })
 	b.Run("prefill", func(b *testing.B) { prefillSideBySide(b, dir, layouts) })
 }
@@ -388,9 +394,25 @@ func BenchmarkPanelsOrRows(b *testing.B) {
 	rows.PiecePanels = 0
 	rows.LinearRows = true
 	for _, dt := range []DType{Float32, BFloat16} {
-		layouts := []layoutCase{{"panels", goLayout, dt}, {"rows", rows, dt}}
+		layouts := []layoutCase{{"panels", goLayout, dt, nil}, {"rows", rows, dt, nil}}
 		b.Run(string(dt)+"/decode", func(b *testing.B) { decodeSideBySide(b, dir, layouts) })
 		b.Run(string(dt)+"/prefill", func(b *testing.B) { prefillSideBySide(b, dir, layouts) })
+	}
+}
+
+// BenchmarkHostProducts decodes the checkpoint with the go layout on the pure-Go backend as
+// octlm opens it, where a step's products by panels run in Go (internal/hostproduct), and on the
+// backend it wraps, where compute's small kernel runs them, a row padded to its four-row tile;
+// float32 and bfloat16, alternated ("x_go/compute" above 1: the products in Go are faster).
+func BenchmarkHostProducts(b *testing.B) {
+	dir := benchCheckpointDir(b)
+	wrapped, ok := goBackend(b).(*hostproduct.Backend)
+	if !ok {
+		b.Fatalf("the go backend is %T, not wrapped", goBackend(b))
+	}
+	for _, dt := range []DType{Float32, BFloat16} {
+		layouts := []layoutCase{{"go", goLayout, dt, nil}, {"compute", goLayout, dt, wrapped.Unwrap()}}
+		b.Run(string(dt), func(b *testing.B) { decodeSideBySide(b, dir, layouts) })
 	}
 }
 

@@ -293,17 +293,28 @@ func TestPanelPieces(t *testing.T) {
 		}
 		return tensors.FromFlatDataAndDimensions(v, n-split, in)
 	}
+	for _, host := range []int{0, xla.GoHostRows} {
+		testPanelPieces(t, host, w, panels, last, r)
+	}
+}
+
+// testPanelPieces is TestPanelPieces with Layout.HostRows host: a product of that many rows or
+// fewer must run in Go (internal/hostproduct), whose backend xla.Open gives.
+func testPanelPieces(t *testing.T, host int, w, panels []float32, last func(columns bool) *tensors.Tensor, r *rand.Rand) {
+	const n, in, width, split = 80, 32, 16, 64
 	layout := piecesLayout()
 	layout.PiecePanels = width
+	layout.HostRows = host
 	for _, columns := range []bool{true, false} {
-		for _, rows := range []int{1, 5, 40} {
+		for _, rows := range []int{1, 3, 5, 40} {
 			x := make([]float32, rows*in) // drawn here: the parallel subtests must not share r
 			for i := range x {
 				x[i] = float32(r.NormFloat64())
 			}
-			t.Run(fmt.Sprintf("columns=%v/rows=%d", columns, rows), func(t *testing.T) {
+			t.Run(fmt.Sprintf("host=%d/columns=%v/rows=%d", host, columns, rows), func(t *testing.T) {
 				t.Parallel()
-				exec, err := NewExec(goBackend(t), func(x, p, q *Node) *Node {
+				backend := ownHostBackend(t)
+				exec, err := NewExec(backend, func(x, p, q *Node) *Node {
 					return ops{layout: layout}.linearPieces(x, []*Node{p, q}, columns)
 				})
 				if err != nil {
@@ -314,6 +325,9 @@ func TestPanelPieces(t *testing.T) {
 					tensors.FromFlatDataAndDimensions(panels, split/width, in, width), last(columns))
 				if err != nil {
 					t.Fatal(err)
+				}
+				if inGo := backend.ProductsRun() > 0; inGo != (rows <= host) {
+					t.Errorf("a product ran in Go: %v, want %v", inGo, rows <= host)
 				}
 				got := tensors.MustCopyFlatData[float32](out[0])
 				if len(got) != rows*n {

@@ -17,6 +17,7 @@ import (
 	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/tensors"
 
+	"github.com/octlm/octlm/internal/hostproduct"
 	"github.com/octlm/octlm/loader"
 )
 
@@ -99,6 +100,10 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 	if !opts.Backend.HasSharedBuffers() {
 		layout.HostEmbed = false // reading the table on the host would copy it there
 		layout.PieceMACs = 0     // pieces are filled in place (fillPieces)
+	}
+	layout.HostRows = 0
+	if hb, ok := opts.Backend.(*hostproduct.Backend); ok && layout.PiecePanels > 0 {
+		layout.HostRows = hb.Options().MaxRows
 	}
 	if layout.HalfLinearRows && dtype != Float32 {
 		layout.LinearRows = true

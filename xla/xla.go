@@ -27,6 +27,8 @@ import (
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/gobackend"
 	gxla "github.com/gomlx/go-xla/compute/xla"
+
+	"github.com/octlm/octlm/internal/hostproduct"
 )
 
 // Backend names accepted by Open.
@@ -311,8 +313,16 @@ func openGo(opts, reason string) (b compute.Backend, info Info, err error) {
 	if err != nil {
 		return nil, Info{}, fmt.Errorf("xla: backend %q: %w", Go, err)
 	}
+	if b, err = hostproduct.Wrap(b, hostproduct.Options{MaxRows: GoHostRows}); err != nil {
+		return nil, Info{}, fmt.Errorf("xla: backend %q: %w", Go, err)
+	}
 	return b, Info{Name: Go, Reason: reason, Options: opts}, nil
 }
+
+// GoHostRows is the most rows of a product by a weight held as panels that the pure-Go backend,
+// wrapped by internal/hostproduct, runs in Go: compute v0.1.14's small kernel multiplies tiles
+// of four rows, so a product of one to three rows does four rows' arithmetic there.
+const GoHostRows = 3
 
 // OpenPlugin loads a plugin that Discover found, with go-xla options opts ("" for none; see Open).
 func OpenPlugin(pl Plugin, opts string) (compute.Backend, Info, error) {

@@ -1,0 +1,126 @@
+// Package hostproduct wraps a compute backend whose buffers are host memory (GoMLX's pure-Go
+// backend) so that a graph's products of a few rows by a weight held as panels of columns run
+// in Go, between compiled pieces of the graph, instead of on the backend's kernels.
+//
+// compute v0.1.14's small kernel multiplies tiles of four rows: a decode step's one-row product
+// is padded to four, and three quarters of its multiply-adds are on zeros. On an Intel Xeon
+// (Emerald Rapids) that arithmetic, not memory, limits it (20 GB/s float32, 13 bfloat16), where
+// one row in Go reads the same panels at 31–33 and 20 (octlm's BenchmarkHostPanels). The fix
+// belongs in compute's kernel; this package is octlm's workaround through public APIs: a
+// compute.Backend of its own (compute.Backend is an interface) that records each graph,
+// cuts it at every such product (Options says which) and compiles the pieces between on the
+// wrapped backend. A graph without such a product compiles as one piece, as it would unwrapped.
+//
+// A product is cut when DotGeneral multiplies lhs [rows, in] (rows ≤ Options.MaxRows),
+// contracting its last axis, by a parameter of the graph rhs [count, in, width] contracting its
+// axis 1, with no batch axes and the default dtypes, float32 or bfloat16 both: the output
+// [rows, count, width] is panel q's columns for each row. Anything else is passed to the wrapped
+// backend as it is.
+package hostproduct
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
+)
+
+// Options says which products run in Go.
+type Options struct {
+	// MaxRows is the most rows a product run in Go may have; 0 runs none in Go (the graph is
+	// compiled whole, as by the wrapped backend).
+	MaxRows int
+	// Workers is how many goroutines multiply the panels of a piece's products; 0 means
+	// runtime.GOMAXPROCS(0).
+	Workers int
+}
+
+// Backend is a compute.Backend that runs a graph's small products by resident panels in Go
+// (see the package comment) and everything else on the backend it wraps. Its buffers are the
+// wrapped backend's, reporting this Backend as their owner.
+type Backend struct {
+	compute.Backend
+	opts        Options
+	productsRun atomic.Int64
+}
+
+// Wrap returns inner wrapped. inner must share its buffers with Go (HasSharedBuffers): the
+// products read the weights where they lie.
+func Wrap(inner compute.Backend, opts Options) (*Backend, error) {
+	if inner == nil {
+		return nil, errors.New("hostproduct: no backend to wrap")
+	}
+	if !inner.HasSharedBuffers() {
+		return nil, fmt.Errorf("hostproduct: backend %q does not share its buffers with Go", inner.Name())
+	}
+	if opts.MaxRows < 0 || opts.Workers < 0 {
+		return nil, fmt.Errorf("hostproduct: options %+v: negative", opts)
+	}
+	if opts.Workers == 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	return &Backend{Backend: inner, opts: opts}, nil
+}
+
+// Unwrap returns the backend b wraps.
+func (b *Backend) Unwrap() compute.Backend { return b.Backend }
+
+// ProductsRun is how many products b's graphs have run in Go so far.
+func (b *Backend) ProductsRun() int64 { return b.productsRun.Load() }
+
+// Options returns the options b was wrapped with.
+func (b *Backend) Options() Options { return b.opts }
+
+// Builder starts a graph.
+func (b *Backend) Builder(name string) compute.Builder { return newBuilder(b, name) }
+
+// BufferFromFlatData implements compute.DataInterface.
+func (b *Backend) BufferFromFlatData(deviceNum compute.DeviceNum, flat any, shape shapes.Shape) (compute.Buffer, error) {
+	buf, err := b.Backend.BufferFromFlatData(deviceNum, flat, shape)
+	if err != nil {
+		return nil, err
+	}
+	return b.wrap(buf), nil
+}
+
+// NewSharedBuffer implements compute.DataInterface.
+func (b *Backend) NewSharedBuffer(deviceNum compute.DeviceNum, shape shapes.Shape) (compute.Buffer, any, error) {
+	buf, flat, err := b.Backend.NewSharedBuffer(deviceNum, shape)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b.wrap(buf), flat, nil
+}
+
+// buffer is a wrapped backend's buffer that names the Backend as its owner: GoMLX's tensors
+// refuse a buffer of another backend.
+type buffer struct {
+	compute.Buffer
+	owner *Backend
+}
+
+func (b *Backend) wrap(buf compute.Buffer) compute.Buffer { return &buffer{Buffer: buf, owner: b} }
+
+// Backend returns the Backend that made the buffer.
+func (x *buffer) Backend() compute.Backend { return x.owner }
+
+// CopyToDevice implements compute.Buffer.
+func (x *buffer) CopyToDevice(deviceNum compute.DeviceNum) (compute.Buffer, error) {
+	buf, err := x.Buffer.CopyToDevice(deviceNum)
+	if err != nil {
+		return nil, err
+	}
+	return x.owner.wrap(buf), nil
+}
+
+// unwrap returns the wrapped backend's buffer of buf.
+func unwrap(buf compute.Buffer) (compute.Buffer, error) {
+	x, ok := buf.(*buffer)
+	if !ok {
+		return nil, fmt.Errorf("hostproduct: buffer %T is not this backend's", buf)
+	}
+	return x.Buffer, nil
+}

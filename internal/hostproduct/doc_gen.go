@@ -1,0 +1,3 @@
+package hostproduct
+
+//go:generate go run ./gen

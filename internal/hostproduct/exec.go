@@ -1,0 +1,241 @@
+package hostproduct
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
+)
+
+// executable runs a recorded graph: its pieces, compiled on the wrapped backend, and its
+// products, in Go, in order, each buffer in its slot until its last use.
+type executable struct {
+	backend  *Backend
+	names    []string
+	inShapes []shapes.Shape
+	steps    []compiledStep
+	slots    int
+	outputs  []int // the slot of each output
+	outShape []shapes.Shape
+	lastUse  []int   // the step that last reads each slot; −1 for none
+	isOutput []bool  // slot is one of the graph's outputs
+	free     [][]int // the slots whose buffers are finalized after each step
+}
+
+// compiledStep is a compiled piece, or a run of products that do not read each other.
+type compiledStep struct {
+	exe      compute.Executable
+	inputs   []int
+	outputs  []int
+	products []*product
+}
+
+// Compile implements compute.Builder: each piece is compiled on the wrapped backend.
+func (b *builder) Compile() (compute.Executable, error) {
+	if !b.done {
+		return nil, errors.New("hostproduct: Compile before main's Return")
+	}
+	e := &executable{backend: b.backend}
+	for _, p := range b.params {
+		e.names = append(e.names, p.name)
+		e.inShapes = append(e.inShapes, p.shape)
+	}
+	for _, v := range b.outputs {
+		slot, err := b.slotOf(v)
+		if err != nil {
+			return nil, err
+		}
+		e.outputs = append(e.outputs, slot)
+		e.outShape = append(e.outShape, v.shape)
+	}
+	fail := func(err error) (compute.Executable, error) {
+		e.Finalize()
+		return nil, err
+	}
+	for _, s := range b.steps {
+		if s.product != nil {
+			n := len(e.steps)
+			if n > 0 && e.steps[n-1].products != nil && !readsAny(s.product, e.steps[n-1].products) {
+				e.steps[n-1].products = append(e.steps[n-1].products, s.product)
+				continue
+			}
+			e.steps = append(e.steps, compiledStep{products: []*product{s.product}})
+			continue
+		}
+		p := s.piece
+		if len(p.outputs) == 0 {
+			continue // nothing of it is used
+		}
+		if err := p.fn.Return(p.outputs, nil); err != nil {
+			return fail(fmt.Errorf("hostproduct: piece %d of %q: %w", p.index, b.name, err))
+		}
+		exe, err := p.inner.Compile()
+		if err != nil {
+			return fail(fmt.Errorf("hostproduct: piece %d of %q: %w", p.index, b.name, err))
+		}
+		e.steps = append(e.steps, compiledStep{exe: exe, inputs: p.inputs, outputs: p.outSlot})
+	}
+	e.slots = len(b.slots)
+	e.lastUse = make([]int, e.slots)
+	e.isOutput = make([]bool, e.slots)
+	for i := range e.lastUse {
+		e.lastUse[i] = -1
+	}
+	for _, s := range e.outputs {
+		e.isOutput[s] = true
+	}
+	e.free = make([][]int, len(e.steps))
+	made := make([]int, e.slots) // the step that makes each slot (0 for the parameters)
+	for i, s := range e.steps {
+		for _, slot := range s.inputs {
+			e.lastUse[slot] = i
+		}
+		for _, slot := range s.outputs {
+			made[slot] = i
+		}
+		for _, p := range s.products {
+			e.lastUse[p.x], e.lastUse[p.w] = i, i
+			made[p.out] = i
+		}
+	}
+	for slot, last := range e.lastUse {
+		if e.isOutput[slot] {
+			continue
+		}
+		if last < 0 {
+			last = made[slot] // made and never read
+		}
+		if last >= 0 && last < len(e.steps) {
+			e.free[last] = append(e.free[last], slot)
+		}
+	}
+	return e, nil
+}
+
+// readsAny says whether p reads the result of any of ps.
+func readsAny(p *product, ps []*product) bool {
+	for _, q := range ps {
+		if p.x == q.out {
+			return true
+		}
+	}
+	return false
+}
+
+// Finalize implements compute.Executable.
+func (e *executable) Finalize() {
+	for _, s := range e.steps {
+		if s.exe != nil {
+			s.exe.Finalize()
+		}
+	}
+}
+
+// Inputs implements compute.Executable.
+func (e *executable) Inputs() ([]string, []shapes.Shape) { return e.names, e.inShapes }
+
+// Outputs implements compute.Executable.
+func (e *executable) Outputs() []shapes.Shape { return e.outShape }
+
+// Execute implements compute.Executable. A donated input is handed to the last piece that
+// reads it, or finalized after its last use.
+func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device compute.DeviceNum) (outputs []compute.Buffer, err error) {
+	if len(inputs) != len(e.names) {
+		return nil, fmt.Errorf("hostproduct: %d inputs for %d parameters", len(inputs), len(e.names))
+	}
+	slots := make([]compute.Buffer, e.slots)
+	owned := make([]bool, e.slots) // this call must finalize the buffer (or hand it on)
+	for i, in := range inputs {
+		if slots[i], err = unwrap(in); err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		owned[i] = i < len(donate) && donate[i]
+	}
+	defer func() {
+		if err != nil {
+			for i, buf := range slots {
+				if owned[i] && buf != nil {
+					_ = buf.Finalize()
+				}
+			}
+		}
+	}()
+	for i := range inputs { // donated and never read
+		if owned[i] && e.lastUse[i] < 0 && !e.isOutput[i] {
+			_ = slots[i].Finalize()
+			slots[i], owned[i] = nil, false
+		}
+	}
+	for i, s := range e.steps {
+		if s.exe != nil {
+			ins := make([]compute.Buffer, len(s.inputs))
+			give := make([]bool, len(s.inputs))
+			for j, slot := range s.inputs {
+				ins[j] = slots[slot]
+				give[j] = owned[slot] && e.lastUse[slot] == i && !e.isOutput[slot]
+			}
+			outs, err := s.exe.Execute(ins, give, device)
+			if err != nil {
+				return nil, err
+			}
+			for j, slot := range s.inputs {
+				if give[j] {
+					slots[slot], owned[slot] = nil, false
+				}
+			}
+			for j, slot := range s.outputs {
+				slots[slot], owned[slot] = outs[j], true
+			}
+		} else {
+			if err := e.runProducts(s.products, slots, owned, device); err != nil {
+				return nil, err
+			}
+		}
+		for _, slot := range e.free[i] {
+			if owned[slot] && slots[slot] != nil {
+				_ = slots[slot].Finalize()
+				slots[slot], owned[slot] = nil, false
+			}
+		}
+	}
+	outputs = make([]compute.Buffer, len(e.outputs))
+	given := make([]bool, e.slots)
+	for i, slot := range e.outputs {
+		buf := slots[slot]
+		if buf == nil {
+			return nil, fmt.Errorf("hostproduct: output %d has no buffer", i)
+		}
+		if given[slot] || !owned[slot] { // the same buffer twice, or one the caller owns
+			if buf, err = e.copyBuffer(buf, device); err != nil {
+				return nil, err
+			}
+		}
+		given[slot] = true
+		outputs[i] = e.backend.wrap(buf)
+	}
+	for slot := range given {
+		if given[slot] {
+			owned[slot] = false
+		}
+	}
+	for i, buf := range slots { // anything left that this call owns
+		if owned[i] && buf != nil {
+			_ = buf.Finalize()
+		}
+	}
+	return outputs, nil
+}
+
+// copyBuffer is a new buffer with buf's contents.
+func (e *executable) copyBuffer(buf compute.Buffer, device compute.DeviceNum) (compute.Buffer, error) {
+	shape, err := buf.Shape()
+	if err != nil {
+		return nil, err
+	}
+	flat, err := buf.Data()
+	if err != nil {
+		return nil, err
+	}
+	return e.backend.Backend.BufferFromFlatData(device, flat, shape)
+}

@@ -1,0 +1,155 @@
+package hostproduct
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/dtypes/bfloat16"
+	"github.com/gomlx/compute/gobackend"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
+)
+
+// newBackends returns the pure-Go backend and the same wrapped, running products of up to
+// maxRows rows in Go.
+func newBackends(t testing.TB, maxRows int) (compute.Backend, *Backend) {
+	t.Helper()
+	inner, err := gobackend.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped, err := Wrap(inner, Options{MaxRows: maxRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inner, wrapped
+}
+
+// pattern fills n values with a deterministic spread in [−1, 1).
+func pattern(n, seed int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32((i*7919+seed*104729)%2003)/1001.5 - 1
+	}
+	return out
+}
+
+// twoProducts is a graph with two products by panels and operations around them: the first
+// product's input is computed, its output feeds the second, and the graph also returns a
+// parameter as it is and a value computed before the first product.
+func twoProducts(x, w1, w2 *Node) []*Node {
+	rows := x.Shape().Dimensions[0]
+	h := Tanh(x)
+	y := DotGeneral(h, []int{1}, nil, w1, []int{1}, nil) // [rows, c1, 64]
+	d := w1.Shape().Dimensions
+	y = Reshape(y, rows, d[0]*d[2])
+	g := Mul(y, Sigmoid(y))
+	z := DotGeneral(g, []int{1}, nil, w2, []int{1}, nil)
+	d2 := w2.Shape().Dimensions
+	z = Add(Reshape(z, rows, d2[0]*d2[2]), ReduceAndKeep(h, ReduceSum, -1))
+	return []*Node{z, x, h}
+}
+
+// TestProductsMatchTheBackend runs twoProducts on the wrapped backend, where the products run in
+// Go, and on the backend itself, for float32 and bfloat16, one to three rows, and a product of
+// more rows than MaxRows (left to the backend).
+func TestProductsMatchTheBackend(t *testing.T) {
+	const in, c1, c2, width = 96, 3, 2, 64
+	for _, tc := range []struct {
+		name  string
+		dtype dtypes.DType
+		rows  int
+		tol   float64
+	}{
+		{"f32/1row", dtypes.Float32, 1, 1e-5},
+		{"f32/3rows", dtypes.Float32, 3, 1e-5},
+		{"f32/past-MaxRows", dtypes.Float32, 5, 1e-5},
+		{"bf16/1row", dtypes.BFloat16, 1, 2e-2},
+		{"bf16/2rows", dtypes.BFloat16, 2, 2e-2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner, wrapped := newBackends(t, 3)
+			args := func() []any {
+				x := asDType(pattern(tc.rows*in, 1), tc.dtype, tc.rows, in)
+				w1 := asDType(pattern(c1*in*width, 2), tc.dtype, c1, in, width)
+				w2 := asDType(pattern(c2*c1*width*width, 3), tc.dtype, c2, c1*width, width)
+				return []any{x, w1, w2}
+			}
+			run := func(b compute.Backend) []*tensors.Tensor {
+				exec, err := NewExec(b, func(x, w1, w2 *Node) []*Node {
+					outs := twoProducts(x, w1, w2) // the weights must be the graph's parameters
+					for i := range outs {
+						outs[i] = ConvertDType(outs[i], dtypes.Float32)
+					}
+					return outs
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer exec.Finalize()
+				out, err := exec.Call(args()...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			want := run(inner)
+			before := wrapped.ProductsRun()
+			got := run(wrapped)
+			inGo := 0
+			if tc.rows <= 3 {
+				inGo = 2
+			}
+			if n := wrapped.ProductsRun() - before; n != int64(inGo) {
+				t.Errorf("%d products ran in Go, want %d", n, inGo)
+			}
+			for i := range want {
+				w, g := flat32(t, want[i]), flat32(t, got[i])
+				if len(w) != len(g) {
+					t.Fatalf("output %d: %d values, want %d", i, len(g), len(w))
+				}
+				for j := range w {
+					if d := math.Abs(float64(w[j] - g[j])); d > tc.tol*(1+math.Abs(float64(w[j]))) {
+						t.Fatalf("output %d[%d] = %v, the backend's %v", i, j, g[j], w[j])
+					}
+				}
+			}
+		})
+	}
+}
+
+// asDType is a tensor of dims holding values in dtype (float32 or bfloat16).
+func asDType(values []float32, dtype dtypes.DType, dims ...int) *tensors.Tensor {
+	if dtype == dtypes.Float32 {
+		return tensors.FromFlatDataAndDimensions(values, dims...)
+	}
+	half := make([]bfloat16.BFloat16, len(values))
+	for i, v := range values {
+		half[i] = bfloat16.FromFloat32(v)
+	}
+	return tensors.FromFlatDataAndDimensions(half, dims...)
+}
+
+// flat32 is a tensor's values as float32.
+func flat32(t testing.TB, x *tensors.Tensor) []float32 {
+	t.Helper()
+	var out []float32
+	tensors.MustConstFlatData(x, func(f []float32) { out = append(out, f...) })
+	return out
+}
+
+// TestWrapRefuses checks Wrap's errors.
+func TestWrapRefuses(t *testing.T) {
+	if _, err := Wrap(nil, Options{}); err == nil {
+		t.Fatal("Wrap(nil) gave no error")
+	}
+	inner, err := gobackend.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Wrap(inner, Options{MaxRows: -1}); err == nil {
+		t.Fatal("Wrap with MaxRows −1 gave no error")
+	}
+}

@@ -1,0 +1,163 @@
+//go:build goexperiment.simd && amd64
+
+package hostproduct
+
+import (
+	"simd/archsimd"
+	"unsafe"
+)
+
+// The kernels load through a pointer and a byte offset that steps through the panels: Go 1.27.4
+// compiles a slice-indexed vector load with about 14 scalar instructions of bounds checks and
+// slice arithmetic, which halves what a loop reads on an Intel Xeon (bench's BenchmarkSumLoads
+// is the reproduction). Every pointer made stays inside the panels (checkptr, under -race,
+// aborts on one past their end).
+
+// kernelWidth is the panel width the vector kernels take; other widths run panelsScalar.
+const kernelWidth = 64
+
+var (
+	haveAVX512 = archsimd.X86.AVX512()
+	haveAVX2   = archsimd.X86.AVX2() && archsimd.X86.FMA()
+)
+
+// panels32 is x [in] times the float32 panels w [len(y)/width, in, width]: y[q·width+j] =
+// Σ_k w[q][k][j]·x[k].
+func panels32(w, x, y []float32, in, width int) {
+	switch {
+	case width == kernelWidth && haveAVX512:
+		panels32AVX512(w, x, y, in)
+	case width == kernelWidth && haveAVX2:
+		panels32AVX2(w, x, y, in)
+	default:
+		panelsScalar(w, x, y, in, width)
+	}
+}
+
+// panels16 is panels32 for bfloat16 panels (their bits), widened to float32 in registers.
+func panels16(w []uint16, x, y []float32, in, width int) {
+	switch {
+	case width == kernelWidth && haveAVX512:
+		panels16AVX512(w, x, y, in)
+	case width == kernelWidth && haveAVX2:
+		panels16AVX2(w, x, y, in)
+	default:
+		panelsScalar16(w, x, y, in, width)
+	}
+}
+
+func panels32AVX512(w, x, y []float32, in int) {
+	if len(y) == 0 {
+		return
+	}
+	_ = w[len(y)*in-1]
+	x = x[:in]
+	p, off := unsafe.Pointer(unsafe.SliceData(w)), 0
+	for q := range len(y) / kernelWidth {
+		var a0, a1, a2, a3 archsimd.Float32x16
+		for _, v := range x {
+			xk := archsimd.BroadcastFloat32x16(v)
+			a0 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, off))).MulAdd(xk, a0)
+			a1 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, off+64))).MulAdd(xk, a1)
+			a2 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, off+128))).MulAdd(xk, a2)
+			a3 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, off+192))).MulAdd(xk, a3)
+			off += 4 * kernelWidth
+		}
+		out := y[q*kernelWidth : (q+1)*kernelWidth]
+		a0.Store(out)
+		a1.Store(out[16:])
+		a2.Store(out[32:])
+		a3.Store(out[48:])
+	}
+}
+
+// widen16 turns 16 bfloat16 values into float32 (their bits moved to the high half).
+func widen16(v archsimd.Uint16x16) archsimd.Float32x16 {
+	return v.ExtendToUint32().ShiftAllLeft(16).AsFloat32x16()
+}
+
+func panels16AVX512(w []uint16, x, y []float32, in int) {
+	if len(y) == 0 {
+		return
+	}
+	_ = w[len(y)*in-1]
+	x = x[:in]
+	p, off := unsafe.Pointer(unsafe.SliceData(w)), 0
+	for q := range len(y) / kernelWidth {
+		var a0, a1, a2, a3 archsimd.Float32x16
+		for _, v := range x {
+			xk := archsimd.BroadcastFloat32x16(v)
+			a0 = widen16(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, off)))).MulAdd(xk, a0)
+			a1 = widen16(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, off+32)))).MulAdd(xk, a1)
+			a2 = widen16(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, off+64)))).MulAdd(xk, a2)
+			a3 = widen16(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, off+96)))).MulAdd(xk, a3)
+			off += 2 * kernelWidth
+		}
+		out := y[q*kernelWidth : (q+1)*kernelWidth]
+		a0.Store(out)
+		a1.Store(out[16:])
+		a2.Store(out[32:])
+		a3.Store(out[48:])
+	}
+}
+
+func panels32AVX2(w, x, y []float32, in int) {
+	if len(y) == 0 {
+		return
+	}
+	_ = w[len(y)*in-1]
+	x = x[:in]
+	p, off := unsafe.Pointer(unsafe.SliceData(w)), 0
+	for q := range len(y) / kernelWidth {
+		var a [8]archsimd.Float32x8
+		for _, v := range x {
+			xk := archsimd.BroadcastFloat32x8(v)
+			a[0] = archsimd.LoadFloat32x8Array((*[8]float32)(unsafe.Add(p, off))).MulAdd(xk, a[0])
+			a[1] = archsimd.LoadFloat32x8Array((*[8]float32)(unsafe.Add(p, off+32))).MulAdd(xk, a[1])
+			a[2] = archsimd.LoadFloat32x8Array((*[8]float32)(unsafe.Add(p, off+64))).MulAdd(xk, a[2])
+			a[3] = archsimd.LoadFloat32x8Array((*[8]float32)(unsafe.Add(p, off+96))).MulAdd(xk, a[3])
+			a[4] = archsimd.LoadFloat32x8Array((*[8]float32)(unsafe.Add(p, off+128))).MulAdd(xk, a[4])
+			a[5] = archsimd.LoadFloat32x8Array((*[8]float32)(unsafe.Add(p, off+160))).MulAdd(xk, a[5])
+			a[6] = archsimd.LoadFloat32x8Array((*[8]float32)(unsafe.Add(p, off+192))).MulAdd(xk, a[6])
+			a[7] = archsimd.LoadFloat32x8Array((*[8]float32)(unsafe.Add(p, off+224))).MulAdd(xk, a[7])
+			off += 4 * kernelWidth
+		}
+		out := y[q*kernelWidth : (q+1)*kernelWidth]
+		for i := range a {
+			a[i].Store(out[8*i:])
+		}
+	}
+}
+
+// widen8 turns 8 bfloat16 values into float32.
+func widen8(v archsimd.Uint16x8) archsimd.Float32x8 {
+	return v.ExtendToUint32().ShiftAllLeft(16).AsFloat32x8()
+}
+
+func panels16AVX2(w []uint16, x, y []float32, in int) {
+	if len(y) == 0 {
+		return
+	}
+	_ = w[len(y)*in-1]
+	x = x[:in]
+	p, off := unsafe.Pointer(unsafe.SliceData(w)), 0
+	for q := range len(y) / kernelWidth {
+		var a [8]archsimd.Float32x8
+		for _, v := range x {
+			xk := archsimd.BroadcastFloat32x8(v)
+			a[0] = widen8(archsimd.LoadUint16x8Array((*[8]uint16)(unsafe.Add(p, off)))).MulAdd(xk, a[0])
+			a[1] = widen8(archsimd.LoadUint16x8Array((*[8]uint16)(unsafe.Add(p, off+16)))).MulAdd(xk, a[1])
+			a[2] = widen8(archsimd.LoadUint16x8Array((*[8]uint16)(unsafe.Add(p, off+32)))).MulAdd(xk, a[2])
+			a[3] = widen8(archsimd.LoadUint16x8Array((*[8]uint16)(unsafe.Add(p, off+48)))).MulAdd(xk, a[3])
+			a[4] = widen8(archsimd.LoadUint16x8Array((*[8]uint16)(unsafe.Add(p, off+64)))).MulAdd(xk, a[4])
+			a[5] = widen8(archsimd.LoadUint16x8Array((*[8]uint16)(unsafe.Add(p, off+80)))).MulAdd(xk, a[5])
+			a[6] = widen8(archsimd.LoadUint16x8Array((*[8]uint16)(unsafe.Add(p, off+96)))).MulAdd(xk, a[6])
+			a[7] = widen8(archsimd.LoadUint16x8Array((*[8]uint16)(unsafe.Add(p, off+112)))).MulAdd(xk, a[7])
+			off += 2 * kernelWidth
+		}
+		out := y[q*kernelWidth : (q+1)*kernelWidth]
+		for i := range a {
+			a[i].Store(out[8*i:])
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package hostproduct
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/gomlx/compute/dtypes/bfloat16"
+
+	"github.com/octlm/octlm/internal/hugepage"
+)
+
+// TestPanelKernels checks panels32 and panels16 (whichever vector kernel this CPU runs) against
+// the plain loops on small integers, exact in any order of summation, for the kernels' width and
+// another.
+func TestPanelKernels(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		in, n, width int
+	}{
+		{"kernel-width", 24, 3 * kernelWidth, kernelWidth},
+		{"one-panel", 7, kernelWidth, kernelWidth},
+		{"width-16", 10, 48, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := make([]float32, tc.n*tc.in)
+			half := make([]uint16, tc.n*tc.in)
+			x := make([]float32, tc.in)
+			for i := range x {
+				x[i] = float32(i%5) - 2
+			}
+			for i := range w {
+				w[i] = float32(i%7) - 3
+				half[i] = uint16(bfloat16.FromFloat32(w[i])) // exact: small integers
+			}
+			y32, y16 := make([]float32, tc.n), make([]float32, tc.n)
+			panels32(w, x, y32, tc.in, tc.width)
+			panels16(half, x, y16, tc.in, tc.width)
+			for c := range tc.n {
+				want := float32(0)
+				for k := range tc.in {
+					want += w[((c/tc.width)*tc.in+k)*tc.width+c%tc.width] * x[k]
+				}
+				if y32[c] != want || y16[c] != want {
+					t.Fatalf("column %d: panels32 %v, panels16 %v, want %v", c, y32[c], y16[c], want)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPanels multiplies one row by a weight of Qwen3-0.6B's head size (1024 → 151,936)
+// held as panels of 64 columns on huge pages, one goroutine per GOMAXPROCS, in float32 and in
+// bfloat16 widened in registers, and reports the weight's GB/s: set it beside octlm's
+// BenchmarkMatMulPanels "rows1/panels" (compute v0.1.14's small kernel on the same panels, a
+// row padded to its four-row tile) and bench's BenchmarkSumLoads (a plain read).
+//
+//	GOEXPERIMENT=simd go test ./internal/hostproduct -run '^$' -bench Panels -benchtime 30x
+func BenchmarkPanels(b *testing.B) {
+	const in, out = 1024, 151936 / kernelWidth * kernelWidth
+	workers := runtime.GOMAXPROCS(0)
+	w := make([]float32, in*out)
+	half := make([]uint16, in*out)
+	hugepage.AdviseSlice(w)
+	hugepage.AdviseSlice(half)
+	for i := range w {
+		w[i] = float32(i%7) * 0.01
+		half[i] = uint16(i)
+	}
+	x := make([]float32, in)
+	y := make([]float32, out)
+	panels := out / kernelWidth
+	for _, c := range []struct {
+		name string
+		size int
+		run  func(lo, hi int) // panels lo…hi-1
+	}{
+		{"f32", 4, func(lo, hi int) {
+			panels32(w[lo*in*kernelWidth:hi*in*kernelWidth], x, y[lo*kernelWidth:hi*kernelWidth], in, kernelWidth)
+		}},
+		{"bf16", 2, func(lo, hi int) {
+			panels16(half[lo*in*kernelWidth:hi*in*kernelWidth], x, y[lo*kernelWidth:hi*kernelWidth], in, kernelWidth)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for g := range workers {
+					lo, hi := g*panels/workers, (g+1)*panels/workers
+					wg.Go(func() { c.run(lo, hi) })
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(in*out*c.size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}

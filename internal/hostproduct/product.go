@@ -1,0 +1,185 @@
+package hostproduct
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes/bfloat16"
+	"github.com/gomlx/compute/shapes"
+)
+
+// product is one product run in Go: x [rows, in] times the panels w [count, in, width], both of a
+// dtype (float32 or bfloat16), accumulated in float32; out [rows, count, width] of outShape's
+// dtype (float32 or bfloat16).
+type product struct {
+	x, w, out              int // slots
+	rows, in, count, width int
+	outShape               shapes.Shape
+}
+
+// productRun is one product's operands for a run: x widened to float32, the weight as it
+// lies, and the float32 output (the output buffer's own memory for float32).
+type productRun struct {
+	p    *product
+	x    []float32
+	w32  []float32
+	w16  []uint16
+	y    []float32
+	half []bfloat16.BFloat16 // the bfloat16 output y is rounded into
+}
+
+// runProducts runs products that do not read each other's results, their panels shared out
+// among the workers, and puts each result in its slot.
+func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []bool, device compute.DeviceNum) error {
+	e.backend.productsRun.Add(int64(len(ps)))
+	runs := make([]productRun, len(ps))
+	total := 0
+	for i, p := range ps {
+		r, err := e.prepare(p, slots, device, owned)
+		if err != nil {
+			return err
+		}
+		runs[i] = r
+		total += p.rows * p.count * p.in * p.width // multiply-adds
+	}
+	workers := min(e.backend.opts.Workers, total/(64<<10)+1) // at least 64 Ki multiply-adds each
+	// Worker k takes the panels from cost k·total/workers on, in order across the products.
+	var wg sync.WaitGroup
+	for k := range workers {
+		lo, hi := k*total/workers, (k+1)*total/workers
+		work := func() {
+			defer wg.Done()
+			at := 0
+			for _, r := range runs {
+				per := r.p.rows * r.p.in * r.p.width // one panel's multiply-adds
+				n := r.p.count * per
+				first, last := max(lo-at, 0), min(hi-at, n)
+				at += n
+				if first >= last {
+					continue
+				}
+				q0, q1 := (first+per-1)/per, (last+per-1)/per
+				r.panels(q0, q1)
+			}
+		}
+		wg.Add(1)
+		if k == workers-1 {
+			work()
+		} else {
+			go work()
+		}
+	}
+	wg.Wait()
+	for _, r := range runs {
+		if r.half != nil {
+			for i, v := range r.y {
+				r.half[i] = bfloat16.FromFloat32(v)
+			}
+		}
+	}
+	return nil
+}
+
+// panels computes panels [q0, q1) of every row.
+func (r productRun) panels(q0, q1 int) {
+	p := r.p
+	if q0 >= q1 {
+		return
+	}
+	panel := p.in * p.width
+	for row := range p.rows {
+		x := r.x[row*p.in : (row+1)*p.in]
+		y := r.y[row*p.count*p.width+q0*p.width : row*p.count*p.width+q1*p.width]
+		if r.w32 != nil {
+			panels32(r.w32[q0*panel:q1*panel], x, y, p.in, p.width)
+		} else {
+			panels16(r.w16[q0*panel:q1*panel], x, y, p.in, p.width)
+		}
+	}
+}
+
+// prepare reads p's operands and makes its output buffer, put in its slot.
+func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.DeviceNum, owned []bool) (productRun, error) {
+	r := productRun{p: p}
+	xFlat, err := slots[p.x].Data()
+	if err != nil {
+		return r, fmt.Errorf("hostproduct: product's rows: %w", err)
+	}
+	wFlat, err := slots[p.w].Data()
+	if err != nil {
+		return r, fmt.Errorf("hostproduct: product's weight: %w", err)
+	}
+	buf, yFlat, err := e.backend.Backend.NewSharedBuffer(device, p.outShape)
+	if err != nil {
+		return r, fmt.Errorf("hostproduct: product's output: %w", err)
+	}
+	slots[p.out], owned[p.out] = buf, true
+	n := p.rows * p.count * p.width
+	if p.outShape.Size() != n {
+		return r, fmt.Errorf("hostproduct: product's output %s for %d values", p.outShape, n)
+	}
+	switch x := xFlat.(type) {
+	case []float32:
+		r.x = x
+	case []bfloat16.BFloat16:
+		r.x = make([]float32, len(x))
+		for i, v := range x {
+			r.x[i] = v.Float32()
+		}
+	default:
+		return r, fmt.Errorf("hostproduct: product's rows are %T", xFlat)
+	}
+	switch w := wFlat.(type) {
+	case []float32:
+		r.w32 = w
+	case []bfloat16.BFloat16:
+		r.w16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w))), len(w))
+	default:
+		return r, fmt.Errorf("hostproduct: product's weight is %T", wFlat)
+	}
+	if len(r.x) != p.rows*p.in || len(r.w32)+len(r.w16) != p.count*p.in*p.width {
+		return r, fmt.Errorf("hostproduct: product's operands hold %d and %d values for %s and [%d %d %d]",
+			len(r.x), len(r.w32)+len(r.w16), p.outShape, p.count, p.in, p.width)
+	}
+	switch y := yFlat.(type) {
+	case []float32:
+		r.y = y
+	case []bfloat16.BFloat16:
+		r.y, r.half = make([]float32, n), y
+	default:
+		return r, fmt.Errorf("hostproduct: product's output is %T", yFlat)
+	}
+	return r, nil
+}
+
+// panelsScalar is panels32 in plain Go, for any width: y[q·width+j] = Σ_k w[q][k][j]·x[k].
+func panelsScalar(w, x, y []float32, in, width int) {
+	for q := range len(y) / width {
+		out := y[q*width : (q+1)*width]
+		clear(out)
+		panel := w[q*in*width : (q+1)*in*width]
+		for k, xk := range x[:in] {
+			row := panel[k*width : (k+1)*width]
+			for j, v := range row {
+				out[j] += v * xk
+			}
+		}
+	}
+}
+
+// panelsScalar16 is panelsScalar for a bfloat16 weight.
+func panelsScalar16(w []uint16, x, y []float32, in, width int) {
+	for q := range len(y) / width {
+		out := y[q*width : (q+1)*width]
+		clear(out)
+		panel := w[q*in*width : (q+1)*in*width]
+		for k, xk := range x[:in] {
+			row := panel[k*width : (k+1)*width]
+			for j, v := range row {
+				out[j] += bfloat16.BFloat16(v).Float32() * xk
+			}
+		}
+	}
+}

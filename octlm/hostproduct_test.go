@@ -1,0 +1,122 @@
+package octlm
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/gomlx/compute"
+
+	"github.com/octlm/octlm/internal/hostproduct"
+	"github.com/octlm/octlm/xla"
+)
+
+// TestHostProductsDecodeAsCompute decodes each fixture greedily, one sequence, then three at
+// once (both at most xla.GoHostRows rows a step), its weights in pieces of panels 16 and 64
+// columns wide (the fixtures' own are too small for pieces), on the pure-Go backend as octlm
+// opens it, where each step's products by panels run in Go (internal/hostproduct), and on the
+// backend it wraps, where compute's kernels run them, and compares every step's logits.
+func TestHostProductsDecodeAsCompute(t *testing.T) {
+	wrapped := ownHostBackend(t)
+	for _, tc := range []struct {
+		name  string
+		width int
+		tol   float64 // relative: the sums' order differs; Gated DeltaNet's recurrence carries it on
+	}{
+		{"tiny-qwen3", 16, 2e-5}, {"tiny-qwen3", 64, 2e-5}, {"tiny-qwen3-untied", 64, 2e-5},
+		{"tiny-qwen35", 16, 2e-4}, {"tiny-qwen35", 64, 2e-4},
+	} {
+		name := tc.name
+		t.Run(fmt.Sprintf("%s/panels%d", name, tc.width), func(t *testing.T) {
+			layout := piecesLayout()
+			layout.PieceMACs = 8*64*tc.width + 1
+			layout.PiecePanels = tc.width
+			load := func(b compute.Backend) *Model {
+				m, err := Load(fixtureDir(name), LoadOptions{Backend: b, DType: Float32, Layout: &layout})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(m.Close)
+				return m
+			}
+			inGo, onCompute := load(wrapped), load(wrapped.Unwrap())
+			if inGo.layout.HostRows != xla.GoHostRows || onCompute.layout.HostRows != 0 {
+				t.Fatalf("HostRows %d and %d, want %d and 0", inGo.layout.HostRows, onCompute.layout.HostRows, xla.GoHostRows)
+			}
+			for _, batch := range []int{1, xla.GoHostRows} {
+				before := wrapped.ProductsRun()
+				got := decodeSteps(t, inGo, batch)
+				if wrapped.ProductsRun() == before {
+					t.Fatalf("batch %d: no product ran in Go", batch)
+				}
+				want := decodeSteps(t, onCompute, batch)
+				for s := range want {
+					for i, w := range want[s] {
+						if d := math.Abs(float64(got[s][i] - w)); d > tc.tol*(1+math.Abs(float64(w))) {
+							t.Fatalf("batch %d step %d logit %d: %g in Go, %g on compute", batch, s, i, got[s][i], w)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// ownHostBackend is the pure-Go backend as xla.Open gives it (wrapped by hostproduct), wrapped
+// anew for the test, so that its count of products run in Go is the test's own.
+func ownHostBackend(t testing.TB) *hostproduct.Backend {
+	t.Helper()
+	opened, ok := goBackend(t).(*hostproduct.Backend)
+	if !ok {
+		t.Fatalf("xla.Open(%q) is %T, not wrapped by hostproduct", xla.Go, goBackend(t))
+	}
+	b, err := hostproduct.Wrap(opened.Unwrap(), opened.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// decodeSteps prefills batch short prompts, then decodes each greedily for a few steps, and
+// returns every step's logits (all sequences').
+func decodeSteps(t *testing.T, m *Model, batch int) [][]float32 {
+	t.Helper()
+	caches := make([]*Cache, batch)
+	seqs := make([][]int, batch)
+	for i := range caches {
+		c, err := m.NewCache(32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		caches[i] = c
+		seqs[i] = []int{3 + i, 17, 42 + 5*i, 9}
+	}
+	if _, err := m.ForwardCachedBatch(seqs, caches); err != nil {
+		t.Fatal(err)
+	}
+	next := make([][]int, batch)
+	for i := range next {
+		next[i] = []int{7 + i}
+	}
+	var steps [][]float32
+	for range 4 {
+		logits, err := m.NextBatch(next, caches)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []float32
+		for i, row := range logits {
+			all = append(all, row...)
+			best := 0
+			for j, v := range row {
+				if v > row[best] {
+					best = j
+				}
+			}
+			next[i] = []int{best}
+		}
+		steps = append(steps, all)
+	}
+	return steps
+}
