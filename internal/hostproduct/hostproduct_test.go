@@ -153,3 +153,60 @@ func TestWrapRefuses(t *testing.T) {
 		t.Fatal("Wrap with MaxRows −1 gave no error")
 	}
 }
+
+// TestGraphsAroundProducts runs graphs that stress the cutting, on the wrapped backend and on the
+// backend itself: a closure (Sort's comparator) before a product, after which nothing is cut; a
+// closure after one; a product whose rows are a parameter; and a donated input read on both
+// sides of a product.
+func TestGraphsAroundProducts(t *testing.T) {
+	const rows, in, count, width = 2, 48, 2, 64
+	product := func(x, w *Node) *Node {
+		return Reshape(DotGeneral(x, []int{1}, nil, w, []int{1}, nil), rows, count*width)
+	}
+	for _, tc := range []struct {
+		name   string
+		inGo   int64 // products run in Go
+		donate bool
+		graph  func(x, w *Node) *Node
+	}{
+		{"sort-then-product", 0, false, func(x, w *Node) *Node { return product(Sort(x, -1, true), w) }},
+		{"product-then-sort", 1, false, func(x, w *Node) *Node { return Sort(product(x, w), -1, true) }},
+		{"rows-are-a-parameter", 1, false, func(x, w *Node) *Node { return product(x, w) }},
+		{"donated-rows-read-after", 1, true, func(x, w *Node) *Node {
+			y := product(Tanh(x), w)
+			return Add(y, ReduceAndKeep(Mul(x, x), ReduceSum, -1))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner, wrapped := newBackends(t, 3)
+			run := func(b compute.Backend) []float32 {
+				exec, err := NewExec(b, tc.graph)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer exec.Finalize()
+				var x any = tensors.FromFlatDataAndDimensions(pattern(rows*in, 4), rows, in)
+				if tc.donate {
+					if x, err = DonateTensorBuffer(x.(*tensors.Tensor), b, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out, err := exec.Call(x, tensors.FromFlatDataAndDimensions(pattern(count*in*width, 5), count, in, width))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return flat32(t, out[0])
+			}
+			want := run(inner)
+			got := run(wrapped)
+			if n := wrapped.ProductsRun(); n != tc.inGo {
+				t.Errorf("%d products ran in Go, want %d", n, tc.inGo)
+			}
+			for i := range want {
+				if d := math.Abs(float64(want[i] - got[i])); d > 1e-5*(1+math.Abs(float64(want[i]))) {
+					t.Fatalf("value %d = %v, the backend's %v", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}

@@ -46,6 +46,25 @@ func panels16(w []uint16, x, y []float32, in, width int) {
 	}
 }
 
+// kernelVariant is one vector kernel pair of width kernelWidth, for the tests.
+type kernelVariant struct {
+	name string
+	f32  func(w, x, y []float32, in int)
+	bf16 func(w []uint16, x, y []float32, in int)
+}
+
+// kernelVariants are the vector kernels this CPU can run.
+func kernelVariants() []kernelVariant {
+	var vs []kernelVariant
+	if haveAVX2 {
+		vs = append(vs, kernelVariant{"avx2", panels32AVX2, panels16AVX2})
+	}
+	if haveAVX512 {
+		vs = append(vs, kernelVariant{"avx512", panels32AVX512, panels16AVX512})
+	}
+	return vs
+}
+
 func panels32AVX512(w, x, y []float32, in int) {
 	if len(y) == 0 {
 		return
@@ -62,36 +81,6 @@ func panels32AVX512(w, x, y []float32, in int) {
 			a2 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, off+128))).MulAdd(xk, a2)
 			a3 = archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, off+192))).MulAdd(xk, a3)
 			off += 4 * kernelWidth
-		}
-		out := y[q*kernelWidth : (q+1)*kernelWidth]
-		a0.Store(out)
-		a1.Store(out[16:])
-		a2.Store(out[32:])
-		a3.Store(out[48:])
-	}
-}
-
-// widen16 turns 16 bfloat16 values into float32 (their bits moved to the high half).
-func widen16(v archsimd.Uint16x16) archsimd.Float32x16 {
-	return v.ExtendToUint32().ShiftAllLeft(16).AsFloat32x16()
-}
-
-func panels16AVX512(w []uint16, x, y []float32, in int) {
-	if len(y) == 0 {
-		return
-	}
-	_ = w[len(y)*in-1]
-	x = x[:in]
-	p, off := unsafe.Pointer(unsafe.SliceData(w)), 0
-	for q := range len(y) / kernelWidth {
-		var a0, a1, a2, a3 archsimd.Float32x16
-		for _, v := range x {
-			xk := archsimd.BroadcastFloat32x16(v)
-			a0 = widen16(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, off)))).MulAdd(xk, a0)
-			a1 = widen16(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, off+32)))).MulAdd(xk, a1)
-			a2 = widen16(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, off+64)))).MulAdd(xk, a2)
-			a3 = widen16(archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, off+96)))).MulAdd(xk, a3)
-			off += 2 * kernelWidth
 		}
 		out := y[q*kernelWidth : (q+1)*kernelWidth]
 		a0.Store(out)
@@ -158,6 +147,46 @@ func panels16AVX2(w []uint16, x, y []float32, in int) {
 		out := y[q*kernelWidth : (q+1)*kernelWidth]
 		for i := range a {
 			a[i].Store(out[8*i:])
+		}
+	}
+}
+
+// panels16AVX512 widens two bfloat16 values a 32-bit word: the word shifted left 16 is the even
+// column's float32, the word masked to its high half the odd one's, so 32 columns cost one load,
+// one shift and one and (widening 16 at a time, with a zero-extension and a shift, read
+// 0.89–0.96 of its bytes per second, alternated); even and odd columns accumulate apart and are
+// interleaved once a panel.
+func panels16AVX512(w []uint16, x, y []float32, in int) {
+	if len(y) == 0 {
+		return
+	}
+	_ = w[len(y)*in-1]
+	x = x[:in]
+	p, off := unsafe.Pointer(unsafe.SliceData(w)), 0
+	high := archsimd.BroadcastUint32x16(0xffff0000)
+	var even, odd [2][16]float32
+	for q := range len(y) / kernelWidth {
+		var e0, o0, e1, o1 archsimd.Float32x16
+		for _, v := range x {
+			xk := archsimd.BroadcastFloat32x16(v)
+			lo := archsimd.LoadUint32x16Array((*[16]uint32)(unsafe.Add(p, off)))
+			hi := archsimd.LoadUint32x16Array((*[16]uint32)(unsafe.Add(p, off+64)))
+			e0 = lo.ShiftAllLeft(16).AsFloat32x16().MulAdd(xk, e0)
+			o0 = lo.And(high).AsFloat32x16().MulAdd(xk, o0)
+			e1 = hi.ShiftAllLeft(16).AsFloat32x16().MulAdd(xk, e1)
+			o1 = hi.And(high).AsFloat32x16().MulAdd(xk, o1)
+			off += 2 * kernelWidth
+		}
+		e0.Store(even[0][:])
+		o0.Store(odd[0][:])
+		e1.Store(even[1][:])
+		o1.Store(odd[1][:])
+		out := y[q*kernelWidth : (q+1)*kernelWidth]
+		for h := range 2 {
+			for i := range 16 {
+				out[32*h+2*i] = even[h][i]
+				out[32*h+2*i+1] = odd[h][i]
+			}
 		}
 	}
 }

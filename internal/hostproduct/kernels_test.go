@@ -10,9 +10,9 @@ import (
 	"github.com/octlm/octlm/internal/hugepage"
 )
 
-// TestPanelKernels checks panels32 and panels16 (whichever vector kernel this CPU runs) against
-// the plain loops on small integers, exact in any order of summation, for the kernels' width and
-// another.
+// TestPanelKernels checks panels32 and panels16, and each vector kernel this CPU can run, against
+// a plain sum on small integers, exact in any order of summation, for the kernels' width and
+// another (the plain loops').
 func TestPanelKernels(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
@@ -36,14 +36,29 @@ func TestPanelKernels(t *testing.T) {
 			y32, y16 := make([]float32, tc.n), make([]float32, tc.n)
 			panels32(w, x, y32, tc.in, tc.width)
 			panels16(half, x, y16, tc.in, tc.width)
-			for c := range tc.n {
-				want := float32(0)
-				for k := range tc.in {
-					want += w[((c/tc.width)*tc.in+k)*tc.width+c%tc.width] * x[k]
+
+			check := func(kernel string, y32, y16 []float32) {
+				t.Helper()
+				for c := range tc.n {
+					want := float32(0)
+					for k := range tc.in {
+						want += w[((c/tc.width)*tc.in+k)*tc.width+c%tc.width] * x[k]
+					}
+					if y32[c] != want || y16[c] != want {
+						t.Fatalf("%s column %d: float32 %v, bfloat16 %v, want %v", kernel, c, y32[c], y16[c], want)
+					}
 				}
-				if y32[c] != want || y16[c] != want {
-					t.Fatalf("column %d: panels32 %v, panels16 %v, want %v", c, y32[c], y16[c], want)
-				}
+			}
+			check("panels32/panels16", y32, y16)
+			if tc.width != kernelWidth {
+				return
+			}
+			for _, v := range kernelVariants() { // each vector kernel, not only the one chosen
+				clear(y32)
+				clear(y16)
+				v.f32(w, x, y32, tc.in)
+				v.bf16(half, x, y16, tc.in)
+				check(v.name, y32, y16)
 			}
 		})
 	}

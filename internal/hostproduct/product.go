@@ -156,29 +156,23 @@ func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.
 
 // panelsScalar is panels32 in plain Go, for any width: y[q·width+j] = Σ_k w[q][k][j]·x[k].
 func panelsScalar(w, x, y []float32, in, width int) {
-	for q := range len(y) / width {
-		out := y[q*width : (q+1)*width]
-		clear(out)
-		panel := w[q*in*width : (q+1)*in*width]
-		for k, xk := range x[:in] {
-			row := panel[k*width : (k+1)*width]
-			for j, v := range row {
-				out[j] += v * xk
-			}
-		}
-	}
+	panelsPlain(w, x, y, in, width, func(v float32) float32 { return v })
 }
 
-// panelsScalar16 is panelsScalar for a bfloat16 weight.
+// panelsScalar16 is panelsScalar for a bfloat16 weight (its bits).
 func panelsScalar16(w []uint16, x, y []float32, in, width int) {
+	panelsPlain(w, x, y, in, width, func(v uint16) float32 { return bfloat16.BFloat16(v).Float32() })
+}
+
+// panelsPlain is the plain loop both share, each weight widened by float.
+func panelsPlain[T any](w []T, x, y []float32, in, width int, float func(T) float32) {
 	for q := range len(y) / width {
 		out := y[q*width : (q+1)*width]
 		clear(out)
 		panel := w[q*in*width : (q+1)*in*width]
 		for k, xk := range x[:in] {
-			row := panel[k*width : (k+1)*width]
-			for j, v := range row {
-				out[j] += bfloat16.BFloat16(v).Float32() * xk
+			for j, v := range panel[k*width : (k+1)*width] {
+				out[j] += float(v) * xk
 			}
 		}
 	}
