@@ -565,12 +565,12 @@ func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
 }
 
-// hostPieces is x [rows, in] times each piece (contracted on its axis inAxes[i] as it lies, or
-// as panels), the outputs side by side, each piece of panels [n/w, in, w] multiplied as it lies by the rows as they are (Layout.HostRows): [rows, n/w, w],
-// a product the wrapped pure-Go backend runs in Go (internal/hostproduct). The weight must be
-// the piece itself, a parameter of the graph, so a piece of another dtype than x (which the
-// wrapped backend would not run in Go) and a piece not held as panels are multiplied as
-// smallPieces would.
+// hostPieces is x [rows, in] times each piece, the outputs side by side: a piece of panels
+// [n/w, in, w] multiplied as it lies by the rows as they are (Layout.HostRows), [rows, n/w, w], a
+// product the wrapped pure-Go backend runs in Go (internal/hostproduct); any other piece
+// contracted on its axis inAxes[i]. The weight must be the piece itself, a parameter of the
+// graph: a piece of another dtype than x, converted, and a piece not held as panels are
+// multiplied by the backend's own kernels.
 func hostPieces(x *Node, pieces []*Node, inAxes []int) *Node {
 	rows := x.Shape().Dimensions[0]
 	ys := make([]*Node, len(pieces))
@@ -841,7 +841,6 @@ func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 	return out
 }
 
-// project is one nn.Linear of w (with its adapter, if any): projections of one name.
 // hostRows says whether a product of x's rows by pieces runs in Go (Layout.HostRows).
 func (o ops) hostRows(x *Node) bool {
 	d := x.Shape().Dimensions
@@ -883,6 +882,7 @@ func (o ops) hostProjections(x *Node, w weightSet, names []string) []*Node {
 	return out
 }
 
+// project is one nn.Linear of w (with its adapter, if any): projections of one name.
 func (o ops) project(x *Node, w weightSet, name string) *Node {
 	return o.projections(x, w, name)[0]
 }

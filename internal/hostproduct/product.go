@@ -82,20 +82,26 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 	return nil
 }
 
-// panels computes panels [q0, q1) of every row.
+// panels computes panels [q0, q1) of every row. With several rows it goes panel by panel, every
+// row's product by a panel before the next, so that the rows after the first read the panel from
+// the cache, not from memory.
 func (r productRun) panels(q0, q1 int) {
 	p := r.p
-	if q0 >= q1 {
-		return
+	step := q1 - q0
+	if p.rows > 1 {
+		step = 1
 	}
 	panel := p.in * p.width
-	for row := range p.rows {
-		x := r.x[row*p.in : (row+1)*p.in]
-		y := r.y[row*p.count*p.width+q0*p.width : row*p.count*p.width+q1*p.width]
-		if r.w32 != nil {
-			panels32(r.w32[q0*panel:q1*panel], x, y, p.in, p.width)
-		} else {
-			panels16(r.w16[q0*panel:q1*panel], x, y, p.in, p.width)
+	for q := q0; q < q1; q += step {
+		end := min(q+step, q1)
+		for row := range p.rows {
+			x := r.x[row*p.in : (row+1)*p.in]
+			y := r.y[row*p.count*p.width+q*p.width : row*p.count*p.width+end*p.width]
+			if r.w32 != nil {
+				panels32(r.w32[q*panel:end*panel], x, y, p.in, p.width)
+			} else {
+				panels16(r.w16[q*panel:end*panel], x, y, p.in, p.width)
+			}
 		}
 	}
 }
