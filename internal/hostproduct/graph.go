@@ -371,90 +371,51 @@ func isParam(b *builder, v *value) bool {
 
 // Call implements compute.Function.
 func (f *function) Call(g compute.Function, inputs ...compute.Value) ([]compute.Value, error) {
-	fn, err := f.unwrapFunction(g)
-	if err != nil {
-		return nil, err
-	}
-	in, err := f.inner()
-	if err != nil {
-		return nil, err
-	}
-	args, err := f.useAll(inputs)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := in.Call(fn, args...)
-	if err != nil {
-		return nil, err
-	}
-	return f.madeAll(rs), nil
+	return f.control([]compute.Function{g}, inputs, func(in compute.Function, fns []compute.Function, args []compute.Value) ([]compute.Value, error) {
+		return in.Call(fns[0], args...)
+	})
 }
 
 // Sort implements compute.Function.
 func (f *function) Sort(comparator compute.Function, axis int, isStable bool, inputs ...compute.Value) ([]compute.Value, error) {
-	cmp, err := f.unwrapFunction(comparator)
-	if err != nil {
-		return nil, err
-	}
-	in, err := f.inner()
-	if err != nil {
-		return nil, err
-	}
-	args, err := f.useAll(inputs)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := in.Sort(cmp, axis, isStable, args...)
-	if err != nil {
-		return nil, err
-	}
-	return f.madeAll(rs), nil
+	return f.control([]compute.Function{comparator}, inputs, func(in compute.Function, fns []compute.Function, args []compute.Value) ([]compute.Value, error) {
+		return in.Sort(fns[0], axis, isStable, args...)
+	})
 }
 
 // While implements compute.Function.
 func (f *function) While(cond, body compute.Function, initialState ...compute.Value) ([]compute.Value, error) {
-	c, err := f.unwrapFunction(cond)
-	if err != nil {
-		return nil, err
-	}
-	bd, err := f.unwrapFunction(body)
-	if err != nil {
-		return nil, err
-	}
-	in, err := f.inner()
-	if err != nil {
-		return nil, err
-	}
-	args, err := f.useAll(initialState)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := in.While(c, bd, args...)
-	if err != nil {
-		return nil, err
-	}
-	return f.madeAll(rs), nil
+	return f.control([]compute.Function{cond, body}, initialState, func(in compute.Function, fns []compute.Function, args []compute.Value) ([]compute.Value, error) {
+		return in.While(fns[0], fns[1], args...)
+	})
 }
 
 // If implements compute.Function.
 func (f *function) If(pred compute.Value, trueBranch, falseBranch compute.Function) ([]compute.Value, error) {
-	t, err := f.unwrapFunction(trueBranch)
-	if err != nil {
-		return nil, err
-	}
-	e, err := f.unwrapFunction(falseBranch)
-	if err != nil {
-		return nil, err
+	return f.control([]compute.Function{trueBranch, falseBranch}, []compute.Value{pred}, func(in compute.Function, fns []compute.Function, args []compute.Value) ([]compute.Value, error) {
+		return in.If(args[0], fns[0], fns[1])
+	})
+}
+
+// control runs an operation that takes functions (closures or named functions) on the wrapped
+// backend: fns unwrapped, args mapped, the results wrapped.
+func (f *function) control(fns []compute.Function, args []compute.Value, op func(in compute.Function, fns []compute.Function, args []compute.Value) ([]compute.Value, error)) ([]compute.Value, error) {
+	inner := make([]compute.Function, len(fns))
+	for i, g := range fns {
+		var err error
+		if inner[i], err = f.unwrapFunction(g); err != nil {
+			return nil, err
+		}
 	}
 	in, err := f.inner()
 	if err != nil {
 		return nil, err
 	}
-	p, err := f.use(pred)
+	mapped, err := f.useAll(args)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := in.If(p, t, e)
+	rs, err := op(in, inner, mapped)
 	if err != nil {
 		return nil, err
 	}
