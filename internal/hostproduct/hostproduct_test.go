@@ -210,3 +210,40 @@ func TestGraphsAroundProducts(t *testing.T) {
 		})
 	}
 }
+
+// TestFusedAttentionPassesThrough runs compute's fused attention (its options are mapped by hand)
+// and a product of its output on the wrapped backend and on the backend itself.
+func TestFusedAttentionPassesThrough(t *testing.T) {
+	const heads, seq, hd, count, width = 2, 3, 16, 1, 64
+	inner, wrapped := newBackends(t, heads*seq)
+	graph := func(q, k, v, w *Node) *Node {
+		out, _ := BackendFusedScaledDotProductAttention(q, k, v, compute.AttentionAxesLayoutBHSD,
+			&compute.ScaledDotProductAttentionConfig{Scale: 0.25, Causal: true})
+		rows := Reshape(out, heads*seq, hd)
+		return Reshape(DotGeneral(rows, []int{1}, nil, w, []int{1}, nil), heads*seq, count*width)
+	}
+	run := func(b compute.Backend) []float32 {
+		exec, err := NewExec(b, graph)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer exec.Finalize()
+		qkv := func(seed int) *tensors.Tensor {
+			return tensors.FromFlatDataAndDimensions(pattern(heads*seq*hd, seed), 1, heads, seq, hd)
+		}
+		out, err := exec.Call(qkv(6), qkv(7), qkv(8), tensors.FromFlatDataAndDimensions(pattern(count*hd*width, 9), count, hd, width))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return flat32(t, out[0])
+	}
+	want, got := run(inner), run(wrapped)
+	if wrapped.ProductsRun() != 1 {
+		t.Errorf("%d products ran in Go, want 1", wrapped.ProductsRun())
+	}
+	for i := range want {
+		if d := math.Abs(float64(want[i] - got[i])); d > 1e-5*(1+math.Abs(float64(want[i]))) {
+			t.Fatalf("value %d = %v, the backend's %v", i, got[i], want[i])
+		}
+	}
+}

@@ -2091,16 +2091,6 @@ func (f *function) FusedDenseVJP(x compute.Value, weight compute.Value, bias com
 	return f.made(r0), f.made(r1), f.made(r2), nil
 }
 
-// FusedScaledDotProductAttention implements compute.FusedOps.
-func (f *function) FusedScaledDotProductAttention(query compute.Value, key compute.Value, value compute.Value, axesLayout compute.AttentionAxesLayout, options *compute.ScaledDotProductAttentionConfig) (compute.Value, []compute.Value, error) {
-	return nil, nil, f.notImplemented("FusedScaledDotProductAttention")
-}
-
-// FusedScaledDotProductAttentionVJP implements compute.FusedOps.
-func (f *function) FusedScaledDotProductAttentionVJP(query compute.Value, key compute.Value, value compute.Value, axesLayout compute.AttentionAxesLayout, options *compute.ScaledDotProductAttentionConfig, output compute.Value, statesForVJP []compute.Value, dOutput compute.Value) (compute.Value, compute.Value, compute.Value, error) {
-	return nil, nil, nil, f.notImplemented("FusedScaledDotProductAttentionVJP")
-}
-
 // QuantizedEmbeddingLookup implements compute.FusedOps.
 func (f *function) QuantizedEmbeddingLookup(data compute.Value, indices compute.Value, dataQuantization *compute.Quantization) (compute.Value, error) {
 	return nil, f.notImplemented("QuantizedEmbeddingLookup")
