@@ -11,7 +11,7 @@ import (
 	"github.com/octlm/octlm/xla"
 )
 
-// TestHostProductsDecodeAsCompute decodes each fixture greedily, one sequence, then three at
+// TestHostProductsDecodeAsCompute decodes each fixture greedily, one sequence, then xla.GoHostRows at
 // once (both at most xla.GoHostRows rows a step), its weights in pieces of panels 16 and 64
 // columns wide (the fixtures' own are too small for pieces), on the pure-Go backend as octlm
 // opens it, where each step's products by panels run in Go (internal/hostproduct), and on the

@@ -321,8 +321,11 @@ func openGo(opts, reason string) (b compute.Backend, info Info, err error) {
 
 // GoHostRows is the most rows of a product by a weight held as panels that the pure-Go backend,
 // wrapped by internal/hostproduct, runs in Go: compute v0.1.14's small kernel multiplies tiles
-// of four rows, so a product of one to three rows does four rows' arithmetic there.
-const GoHostRows = 3
+// of four rows, so a product of one or two rows does four rows' arithmetic there. Three rows
+// decoded faster there than in Go, where each row after the first multiplies a panel again from
+// the cache (bench --batch 1,2,3,4 on the Xeon, 2026-12-06, two runs against the session-start
+// build: 1 sequence 1.22–1.26×, 2 sequences 1.03–1.11×, 3 sequences 0.81–1.01×).
+const GoHostRows = 2
 
 // OpenPlugin loads a plugin that Discover found, with go-xla options opts ("" for none; see Open).
 func OpenPlugin(pl Plugin, opts string) (compute.Backend, Info, error) {

@@ -53,7 +53,7 @@ func twoProducts(x, w1, w2 *Node) []*Node {
 }
 
 // TestProductsMatchTheBackend runs twoProducts on the wrapped backend, where the products run in
-// Go, and on the backend itself, for float32 and bfloat16, one to three rows, and a product of
+// Go, and on the backend itself, for float32 and bfloat16, one to three rows (MaxRows 3 here), and a product of
 // more rows than MaxRows (left to the backend).
 func TestProductsMatchTheBackend(t *testing.T) {
 	const in, c1, c2, width = 96, 3, 2, 64
