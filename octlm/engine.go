@@ -817,23 +817,14 @@ func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 		out = o.hostProjections(x, w, names)
 	} else if !ok {
 		for i, name := range names {
-			if p, ok := w.pieces[w.prefix+name]; ok {
-				out[i] = o.linearPieces(x, p.nodes, p.axis == 1)
-				continue
-			}
-			if o.layout.PieceMACs > 0 { // a weight that fits whole is one piece
-				out[i] = o.linearPieces(x, []*Node{w.get(name)}, !o.layout.LinearRows)
+			if pieces, columns, ok := o.piecesOf(w, name); ok {
+				out[i] = o.linearPieces(x, pieces, columns)
 				continue
 			}
 			out[i] = o.linear(x, w.get(name))
 		}
 	} else {
-		y := o.linear(x, fused)
-		offset := 0
-		for i, width := range widths {
-			out[i] = SliceAxis(y, -1, AxisRange(offset, offset+width))
-			offset += width
-		}
+		out = splitLast(o.linear(x, fused), widths)
 	}
 	for i, name := range names {
 		out[i] = w.adapter.add(out[i], x, w.prefix+name)
@@ -855,13 +846,12 @@ func (o ops) hostProjections(x *Node, w weightSet, names []string) []*Node {
 	in := dims[len(dims)-1]
 	var pieces []*Node
 	var axes, widths []int
+	total := 0
 	for _, name := range names {
-		nodes, axis := []*Node{w.get(name)}, 1 // a weight that fits whole is one piece
-		if !o.layout.LinearRows {
+		nodes, columns, _ := o.piecesOf(w, name) // hostRows: the layout has pieces
+		axis := 1
+		if columns {
 			axis = 0
-		}
-		if p, ok := w.pieces[w.prefix+name]; ok {
-			nodes, axis = p.nodes, 1-p.axis
 		}
 		width := 0
 		for _, p := range nodes {
@@ -869,14 +859,31 @@ func (o ops) hostProjections(x *Node, w weightSet, names []string) []*Node {
 			width += n
 			pieces, axes = append(pieces, p), append(axes, axis)
 		}
-		widths = append(widths, width)
+		widths, total = append(widths, width), total+width
 	}
 	y := hostPieces(Reshape(x, x.Shape().Size()/in, in), pieces, axes)
-	out := make([]*Node, len(names))
+	return splitLast(Reshape(y, append(slices.Clone(dims[:len(dims)-1]), total)...), widths)
+}
+
+// piecesOf is the resident pieces of w's weight name and whether they are pieces of columns
+// [in, n] (else rows [n, in], or panels either way): its pieces, or the whole weight as one piece
+// where the layout has pieces (PieceMACs) and it fits; ok false where the layout has none.
+func (o ops) piecesOf(w weightSet, name string) (pieces []*Node, columns, ok bool) {
+	if p, ok := w.pieces[w.prefix+name]; ok {
+		return p.nodes, p.axis == 1, true
+	}
+	if o.layout.PieceMACs > 0 { // a weight that fits whole is one piece
+		return []*Node{w.get(name)}, !o.layout.LinearRows, true
+	}
+	return nil, false, false
+}
+
+// splitLast cuts y's last axis into consecutive parts of the given widths.
+func splitLast(y *Node, widths []int) []*Node {
+	out := make([]*Node, len(widths))
 	offset := 0
 	for i, width := range widths {
-		part := SliceAxis(y, -1, AxisRange(offset, offset+width))
-		out[i] = Reshape(part, append(slices.Clone(dims[:len(dims)-1]), width)...)
+		out[i] = SliceAxis(y, -1, AxisRange(offset, offset+width))
 		offset += width
 	}
 	return out
