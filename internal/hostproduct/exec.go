@@ -76,7 +76,7 @@ func (b *builder) Compile() (compute.Executable, error) {
 		}
 		e.steps = append(e.steps, compiledStep{exe: exe, inputs: p.inputs, outputs: p.outSlot})
 	}
-	e.slots = len(b.slots)
+	e.slots = b.slots
 	e.lastUse = make([]int, e.slots)
 	e.isOutput = make([]bool, e.slots)
 	for i := range e.lastUse {
@@ -161,12 +161,6 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			}
 		}
 	}()
-	for i := range inputs { // donated and never read
-		if owned[i] && e.lastUse[i] < 0 && !e.isOutput[i] {
-			_ = slots[i].Finalize()
-			slots[i], owned[i] = nil, false
-		}
-	}
 	for i, s := range e.steps {
 		if s.exe != nil {
 			ins := make([]compute.Buffer, len(s.inputs))
@@ -200,24 +194,20 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		}
 	}
 	outputs = make([]compute.Buffer, len(e.outputs))
-	given := make([]bool, e.slots)
 	for i, slot := range e.outputs {
 		buf := slots[slot]
 		if buf == nil {
 			return nil, fmt.Errorf("hostproduct: output %d has no buffer", i)
 		}
-		if given[slot] || !owned[slot] { // the same buffer twice, or one the caller owns
-			if buf, err = e.copyBuffer(buf, device); err != nil {
-				return nil, err
+		if owned[slot] {
+			owned[slot] = false // handed to the caller
+		} else if buf, err = e.copyBuffer(buf, device); err != nil { // given already, or the caller's
+			for _, given := range outputs[:i] {
+				_ = given.Finalize()
 			}
+			return nil, err
 		}
-		given[slot] = true
 		outputs[i] = e.backend.wrap(buf)
-	}
-	for slot := range given {
-		if given[slot] {
-			owned[slot] = false
-		}
 	}
 	for i, buf := range slots { // anything left that this call owns
 		if owned[i] && buf != nil {

@@ -21,11 +21,11 @@ type builder struct {
 	backend *Backend
 	name    string
 	main    *function
-	params  []*value  // the graph's parameters, in order; value.slot is their index
-	pieces  []*piece  // in order
-	steps   []step    // pieces and products, in the order they run
-	slots   []slotDef // every slot's shape
-	outputs []*value  // the graph's outputs (main's Return)
+	params  []*value // the graph's parameters, in order; value.slot is their index
+	pieces  []*piece // in order
+	steps   []step   // pieces and products, in the order they run
+	slots   int      // how many slots the graph has
+	outputs []*value // the graph's outputs (main's Return)
 	// uncut: closures or named functions were made, which belong to the current piece's
 	// builder: no product is cut after that.
 	uncut bool
@@ -47,11 +47,6 @@ type piece struct {
 type step struct {
 	piece   *piece
 	product *product
-}
-
-// slotDef is what a slot holds.
-type slotDef struct {
-	shape shapes.Shape
 }
 
 // value is this backend's compute.Value.
@@ -134,10 +129,10 @@ func (b *builder) current() (*piece, error) {
 	return p, nil
 }
 
-// newSlot adds a slot for values of shape.
-func (b *builder) newSlot(shape shapes.Shape) int {
-	b.slots = append(b.slots, slotDef{shape: shape})
-	return len(b.slots) - 1
+// newSlot adds a slot.
+func (b *builder) newSlot() int {
+	b.slots++
+	return b.slots - 1
 }
 
 // slotOf is v's slot, made an output of v's piece if it had none.
@@ -148,7 +143,7 @@ func (b *builder) slotOf(v *value) (int, error) {
 	if v.piece == nil {
 		return 0, errors.New("hostproduct: a closure's value used outside it")
 	}
-	v.slot = b.newSlot(v.shape)
+	v.slot = b.newSlot()
 	v.piece.outputs = append(v.piece.outputs, v.inner)
 	v.piece.outSlot = append(v.piece.outSlot, v.slot)
 	return v.slot, nil
@@ -310,7 +305,7 @@ func (f *function) Parameter(name string, shape shapes.Shape, sharding *compute.
 	if len(f.b.pieces) > 0 {
 		return nil, fmt.Errorf("hostproduct: parameter %q after the graph's first operation", name)
 	}
-	v := &value{fn: f, shape: shape, name: name, slot: f.b.newSlot(shape)}
+	v := &value{fn: f, shape: shape, name: name, slot: f.b.newSlot()}
 	f.b.params = append(f.b.params, v)
 	return v, nil
 }
@@ -351,7 +346,7 @@ func (f *function) Return(outputs []compute.Value, shardings []*compute.Sharding
 		if !ok {
 			return fmt.Errorf("hostproduct: value %T is not this builder's", x)
 		}
-		if v.piece == nil && v.fn == f && v.inner == nil && isParam(f.b, v) {
+		if isParam(f.b, v) {
 			id, err := f.Identity(v)
 			if err != nil {
 				return err
@@ -440,7 +435,7 @@ func (f *function) DotGeneral(lhs compute.Value, lhsContractingAxes, lhsBatchAxe
 			return nil, err
 		}
 		p.x = x
-		p.out = f.b.newSlot(p.outShape)
+		p.out = f.b.newSlot()
 		f.b.steps = append(f.b.steps, step{product: p})
 		return &value{fn: f, shape: p.outShape, slot: p.out}, nil
 	}
