@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gomlx/compute"
@@ -45,6 +46,8 @@ type Backend struct {
 	compute.Backend
 	opts        Options
 	productsRun atomic.Int64
+	crewOnce    sync.Once
+	products    *crew // started by the first product run that shares its work
 }
 
 // Wrap returns inner wrapped. inner must share its buffers with Go (HasSharedBuffers): the
@@ -63,6 +66,21 @@ func Wrap(inner compute.Backend, opts Options) (*Backend, error) {
 		opts.Workers = runtime.GOMAXPROCS(0)
 	}
 	return &Backend{Backend: inner, opts: opts}, nil
+}
+
+// crew returns b's product crew, started on first use.
+func (b *Backend) crew() *crew {
+	b.crewOnce.Do(func() { b.products = newCrew(b.opts.Workers - 1) })
+	return b.products
+}
+
+// Finalize stops the product crew and finalizes the wrapped backend.
+func (b *Backend) Finalize() {
+	b.crewOnce.Do(func() {}) // no crew after this
+	if b.products != nil {
+		b.products.stop()
+	}
+	b.Backend.Finalize()
 }
 
 // Unwrap returns the backend b wraps.

@@ -24,6 +24,7 @@ func newBackends(t testing.TB, maxRows int) (compute.Backend, *Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(wrapped.Finalize) // its crew too
 	return inner, wrapped
 }
 

@@ -3,6 +3,7 @@ package hostproduct
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gomlx/compute"
@@ -30,6 +31,12 @@ type productRun struct {
 	half []bfloat16.BFloat16 // the bfloat16 output y is rounded into
 }
 
+// chunkMACs is about how many multiply-adds a worker takes at a time: 1 MiB of float32 panels.
+const chunkMACs = 256 << 10
+
+// chunk is panels [q0, q1) of runs[run].
+type chunk struct{ run, q0, q1 int }
+
 // runProducts runs products that do not read each other's results, their panels shared out
 // among the workers, and puts each result in its slot.
 func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []bool, device compute.DeviceNum) error {
@@ -45,33 +52,41 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 		total += p.rows * p.count * p.in * p.width // multiply-adds
 	}
 	workers := min(e.backend.opts.Workers, total/(64<<10)+1) // at least 64 Ki multiply-adds each
-	// Worker k takes the panels from cost k·total/workers on, in order across the products.
-	var wg sync.WaitGroup
-	for k := range workers {
-		lo, hi := k*total/workers, (k+1)*total/workers
-		work := func() {
-			defer wg.Done()
-			at := 0
-			for _, r := range runs {
-				per := r.p.rows * r.p.in * r.p.width // one panel's multiply-adds
-				n := r.p.count * per
-				first, last := max(lo-at, 0), min(hi-at, n)
-				at += n
-				if first >= last {
-					continue
-				}
-				q0, q1 := (first+per-1)/per, (last+per-1)/per
-				r.panels(q0, q1)
-			}
-		}
-		wg.Add(1)
-		if k == workers-1 {
-			work()
-		} else {
-			go work()
+	// The workers (the caller and the crew) take chunks of about chunkMACs multiply-adds in
+	// turn, so that one that starts late or runs slow takes fewer.
+	var chunks []chunk
+	for i, r := range runs {
+		per := r.p.rows * r.p.in * r.p.width // one panel's multiply-adds
+		step := max(1, chunkMACs/per)
+		for q := 0; q < r.p.count; q += step {
+			chunks = append(chunks, chunk{i, q, min(q+step, r.p.count)})
 		}
 	}
-	wg.Wait()
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(chunks) {
+				return
+			}
+			c := chunks[i]
+			runs[c.run].panels(c.q0, c.q1)
+		}
+	}
+	if workers == 1 {
+		work()
+	} else if !e.backend.crew().run(func(m int) {
+		if m < workers-1 {
+			work()
+		}
+	}, work) {
+		var wg sync.WaitGroup
+		for range workers - 1 {
+			wg.Go(work)
+		}
+		work()
+		wg.Wait()
+	}
 	for _, r := range runs {
 		if r.half != nil {
 			for i, v := range r.y {
