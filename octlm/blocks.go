@@ -91,7 +91,7 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	slots := attendLen - seqLen // T: the cache's slots read
 	dtype := query.DType()
 
-	perHead := func(t *Node) *Node { return TransposeAllAxes(t, 0, 2, 1, 3) } // [B, kvHeads, S, hd]
+	perHead := func(t *Node) *Node { return permuted(t, 0, 2, 1, 3) } // [B, kvHeads, S, hd]
 	keys, values := perHead(key), perHead(value)
 	if s.cached {
 		// The cache holds the activations' dtype or a narrower one (a bfloat16 cache under
@@ -106,7 +106,7 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	// so that the rows of every product against the cache fill the engine's tiles from the
 	// start: the scores, the softmax and the probabilities' slices per block keep the padded
 	// rows, and only the context drops them.
-	q := TransposeAllAxes(Reshape(query, batch, seqLen, kvHeads, group, hd), 0, 2, 3, 1, 4) // [B, kvHeads, group, S, hd]
+	q := permuted(Reshape(query, batch, seqLen, kvHeads, group, hd), 0, 2, 3, 1, 4) // [B, kvHeads, group, S, hd]
 	groups := group
 	if slots > 0 {
 		groups = o.cacheGroups(group, seqLen)
@@ -157,14 +157,36 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 		}
 		ctx = concatenate(seqs, 0) // [B, kvHeads, groups·S, hd]
 	}
-	ctx = TransposeAllAxes(cutTo(Reshape(ctx, batch, kvHeads, groups, seqLen, hd), 2, group), 0, 3, 1, 2, 4)
+	ctx = permuted(cutTo(Reshape(ctx, batch, kvHeads, groups, seqLen, hd), 2, group), 0, 3, 1, 2, 4)
 	if newV != nil && o.layout.CacheLeft {
-		newV = Transpose(newV, 2, 3) // [B, kvHeads, hd, S], as the cache stores values
+		newV = permuted(newV, 0, 1, 3, 2) // [B, kvHeads, hd, S], as the cache stores values
 	}
 	if newK != nil && o.layout.KeysTransposed {
-		newK = Transpose(newK, 2, 3) // [B, kvHeads, hd, S], as the cache stores keys
+		newK = permuted(newK, 0, 1, 3, 2) // [B, kvHeads, hd, S], as the cache stores keys
 	}
 	return Reshape(ConvertDType(ctx, dtype), batch, seqLen, heads*hd), newK, newV
+}
+
+// permuted is TransposeAllAxes(x, perm...), or a Reshape where the permutation moves only axes
+// of size 1, so that the values keep their order (a decode step's sequence axis): the pure-Go
+// backend copies a transpose index by index, and a reshape of a value it owns not at all.
+func permuted(x *Node, perm ...int) *Node {
+	dims := x.Shape().Dimensions
+	last := -1
+	for _, axis := range perm {
+		if dims[axis] == 1 {
+			continue
+		}
+		if axis < last {
+			return TransposeAllAxes(x, perm...)
+		}
+		last = axis
+	}
+	out := make([]int, len(perm))
+	for i, axis := range perm {
+		out[i] = dims[axis]
+	}
+	return Reshape(x, out...)
 }
 
 // concatenate is Concatenate, which a single part needs not.

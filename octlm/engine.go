@@ -556,7 +556,7 @@ func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 		for i := range axes {
 			axes[i] = inAxis
 		}
-		y = hostPieces(x, pieces, axes)
+		y = concatenate(hostPieces(x, pieces, axes), 1)
 	} else if rows <= pieceChunks*o.layout.PieceRows {
 		y = cutTo(o.smallPieces(padToMultiple(x, 0, pieceKernelRows), pieces, inAxis), 0, rows)
 	} else {
@@ -565,13 +565,13 @@ func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 	return Reshape(y, append(slices.Clone(dims[:len(dims)-1]), out)...)
 }
 
-// hostPieces is x [rows, in] times each piece, the outputs side by side: a piece of panels
+// hostPieces is x [rows, in] times each piece, each output [rows, n]: a piece of panels
 // [n/w, in, w] multiplied as it lies by the rows as they are (Layout.HostRows), [rows, n/w, w], a
 // product the wrapped pure-Go backend runs in Go (internal/hostproduct); any other piece
 // contracted on its axis inAxes[i]. The weight must be the piece itself, a parameter of the
 // graph: a piece of another dtype than x, converted, and a piece not held as panels are
 // multiplied by the backend's own kernels.
-func hostPieces(x *Node, pieces []*Node, inAxes []int) *Node {
+func hostPieces(x *Node, pieces []*Node, inAxes []int) []*Node {
 	rows := x.Shape().Dimensions[0]
 	ys := make([]*Node, len(pieces))
 	for i, p := range pieces {
@@ -588,7 +588,7 @@ func hostPieces(x *Node, pieces []*Node, inAxes []int) *Node {
 			ys[i] = Reshape(y, rows, d[1]*d[2])
 		}
 	}
-	return concatenate(ys, 1)
+	return ys
 }
 
 // pieceSize is a resident piece's input and output sizes: [n, in] or [in, n] (inAxis 0) as it
@@ -840,29 +840,31 @@ func (o ops) hostRows(x *Node) bool {
 
 // hostProjections is projections' products by pieces for rows that run in Go (hostRows): the
 // pieces of every weight named multiplied together (hostPieces), so that they run as one
-// batch of products between two parts of the graph, their outputs then cut apart.
+// batch of products between two parts of the graph, each weight's outputs then put side by side.
 func (o ops) hostProjections(x *Node, w weightSet, names []string) []*Node {
 	dims := x.Shape().Dimensions
 	in := dims[len(dims)-1]
 	var pieces []*Node
-	var axes, widths []int
-	total := 0
+	var axes, counts []int
 	for _, name := range names {
 		nodes, columns, _ := o.piecesOf(w, name) // hostRows: the layout has pieces
 		axis := 1
 		if columns {
 			axis = 0
 		}
-		width := 0
 		for _, p := range nodes {
-			_, n := pieceSize(p, axis)
-			width += n
 			pieces, axes = append(pieces, p), append(axes, axis)
 		}
-		widths, total = append(widths, width), total+width
+		counts = append(counts, len(nodes))
 	}
-	y := hostPieces(Reshape(x, x.Shape().Size()/in, in), pieces, axes)
-	return splitLast(Reshape(y, append(slices.Clone(dims[:len(dims)-1]), total)...), widths)
+	ys := hostPieces(Reshape(x, x.Shape().Size()/in, in), pieces, axes)
+	out := make([]*Node, len(names))
+	for i, n := range counts {
+		y := concatenate(ys[:n], 1)
+		ys = ys[n:]
+		out[i] = Reshape(y, append(slices.Clone(dims[:len(dims)-1]), y.Shape().Dimensions[1])...)
+	}
+	return out
 }
 
 // piecesOf is the resident pieces of w's weight name and whether they are pieces of columns

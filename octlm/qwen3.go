@@ -98,13 +98,13 @@ func (q qwen3) state() []stateSpec {
 // layers is Qwen3Model.forward: embed_tokens, then the decoder layers, keeping each one's output
 // and its new keys and values (its cache is all position-indexed: s.kv, no fixed-size state).
 func (q qwen3) layers(s *step, w weightSet, _ []*Node) ([]*Node, []*Node) {
-	cos, sin := rotaryTables(s.positions, q.c.HeadWidth(), q.c.Base()) // Qwen3RotaryEmbedding
-	hidden := s.embed(w, EmbeddingName)                                // [B, S, d]
+	rope := newRotary(s.positions, q.c.HeadWidth(), q.c.Base(), q.c.RopeSplit) // Qwen3RotaryEmbedding
+	hidden := s.embed(w, EmbeddingName)                                        // [B, S, d]
 	hiddens := []*Node{hidden}
 	var newCache []*Node
 	for i := range q.c.NLayers {
 		var k, v *Node
-		hidden, k, v = q.decoderLayer(s, w.under(fmt.Sprintf("model.layers.%d.", i)), s.layerInput(hidden), cos, sin, s.kvAt(2*i), s.kvAt(2*i+1))
+		hidden, k, v = q.decoderLayer(s, w.under(fmt.Sprintf("model.layers.%d.", i)), s.layerInput(hidden), rope, s.kvAt(2*i), s.kvAt(2*i+1))
 		hiddens = append(hiddens, hidden)
 		if s.cached {
 			newCache = append(newCache, k, v)
@@ -124,11 +124,11 @@ func (q qwen3) layerTypes() []string {
 }
 
 // decoderLayer is Qwen3DecoderLayer.forward.
-func (q qwen3) decoderLayer(s *step, w weightSet, hidden, cos, sin *Node, kCache, vCache kvBlocks) (out, newK, newV *Node) {
+func (q qwen3) decoderLayer(s *step, w weightSet, hidden *Node, rope rotary, kCache, vCache kvBlocks) (out, newK, newV *Node) {
 	// Self-attention block with a residual connection.
 	residual := hidden
 	x := rmsNorm(s.ops, hidden, w.get("input_layernorm.weight"), q.c.Eps())
-	attn, newK, newV := q.attention(s, w.under("self_attn."), x, cos, sin, kCache, vCache)
+	attn, newK, newV := q.attention(s, w.under("self_attn."), x, rope, kCache, vCache)
 	hidden = Add(residual, attn)
 
 	// Feed-forward block with a residual connection.
@@ -139,7 +139,7 @@ func (q qwen3) decoderLayer(s *step, w weightSet, hidden, cos, sin *Node, kCache
 
 // attention is Qwen3Attention: q/k/v projections, q_norm and k_norm, RoPE, eager attention
 // (on the cache's blocks, if any, see attention), o_proj. x: [B, S, d].
-func (q qwen3) attention(s *step, w weightSet, x, cos, sin *Node, kCache, vCache kvBlocks) (out, newK, newV *Node) {
+func (q qwen3) attention(s *step, w weightSet, x *Node, rope rotary, kCache, vCache kvBlocks) (out, newK, newV *Node) {
 	c := q.c
 	batch, seqLen := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
 	qkv := s.ops.projections(x, w, "q_proj.weight", "k_proj.weight", "v_proj.weight")
@@ -150,8 +150,8 @@ func (q qwen3) attention(s *step, w weightSet, x, cos, sin *Node, kCache, vCache
 		query = rmsNorm(s.ops, query, w.get("q_norm.weight"), c.Eps())
 		key = rmsNorm(s.ops, key, w.get("k_norm.weight"), c.Eps())
 	}
-	query = applyRotary(query, cos, sin, c.RopeSplit)
-	key = applyRotary(key, cos, sin, c.RopeSplit)
+	query = rope.apply(query)
+	key = rope.apply(key)
 	ctx, newK, newV := attention(s, query, key, value, kCache, vCache)
 	return s.ops.project(ctx, w, "o_proj.weight"), newK, newV
 }

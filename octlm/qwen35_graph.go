@@ -27,7 +27,7 @@ import (
 // hidden state after the embedding and after each layer (len NLayers+1), and the new state.
 func (q qwen35) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 	c := q.c
-	cos, sin := rotaryTables(s.positions, c.RotaryDim, c.RopeTheta) // Qwen3_5TextRotaryEmbedding, text positions
+	rope := newRotary(s.positions, c.RotaryDim, c.RopeTheta, true) // Qwen3_5TextRotaryEmbedding, text positions
 	p := c.WeightPrefix()
 	hidden := s.embed(w, p+"embed_tokens.weight") // [B, S, hidden]
 	hiddens := []*Node{hidden}
@@ -37,7 +37,7 @@ func (q qwen35) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 		if s.cached {
 			s0, s1 = state[2*i], state[2*i+1]
 		}
-		hidden, s0, s1 = q.decoderLayer(s, w.under(fmt.Sprintf("%slayers.%d.", p, i)), i, s.layerInput(hidden), cos, sin, s0, s1)
+		hidden, s0, s1 = q.decoderLayer(s, w.under(fmt.Sprintf("%slayers.%d.", p, i)), i, s.layerInput(hidden), rope, s0, s1)
 		hiddens = append(hiddens, hidden)
 		if s.cached {
 			newState = append(newState, s0, s1)
@@ -49,13 +49,13 @@ func (q qwen35) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 
 // decoderLayer is Qwen3_5DecoderLayer.forward: the token mixer of layer i's type (full
 // attention or Gated DeltaNet) on its two cache states, then the MLP, each with a residual.
-func (q qwen35) decoderLayer(s *step, w weightSet, i int, hidden, cos, sin, state0, state1 *Node) (out, new0, new1 *Node) {
+func (q qwen35) decoderLayer(s *step, w weightSet, i int, hidden *Node, rope rotary, state0, state1 *Node) (out, new0, new1 *Node) {
 	c := q.c
 	residual := hidden
 	x := zeroCenteredRMSNorm(s.ops, hidden, w.get("input_layernorm.weight"), c.NormEps)
 	var mixed *Node
 	if c.LayerTypes[i] == FullAttention {
-		mixed, new0, new1 = q.attention(s, w.under("self_attn."), x, cos, sin, s.kvAt(2*i), s.kvAt(2*i+1))
+		mixed, new0, new1 = q.attention(s, w.under("self_attn."), x, rope, s.kvAt(2*i), s.kvAt(2*i+1))
 	} else {
 		mixed, new0, new1 = q.gatedDeltaNet(s, w.under("linear_attn."), x, state0, state1)
 	}
@@ -80,7 +80,7 @@ func (q qwen35) logits(s *step, w weightSet, hidden *Node) *Node {
 // attention is Qwen3_5Attention: q_proj gives a query and an output gate per head; q_norm and
 // k_norm; RoPE on the first RotaryDim dims of each head (rotate_half pairing); eager attention
 // (on the cache's blocks, if any); the output times sigmoid(gate); o_proj. x: [B, S, hidden].
-func (q qwen35) attention(s *step, w weightSet, x, cos, sin *Node, kCache, vCache kvBlocks) (out, newK, newV *Node) {
+func (q qwen35) attention(s *step, w weightSet, x *Node, rope rotary, kCache, vCache kvBlocks) (out, newK, newV *Node) {
 	c := q.c
 	o := s.ops
 	batch, seqLen := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
@@ -93,8 +93,8 @@ func (q qwen35) attention(s *step, w weightSet, x, cos, sin *Node, kCache, vCach
 	query = zeroCenteredRMSNorm(o, query, w.get("q_norm.weight"), c.NormEps)
 	key := zeroCenteredRMSNorm(o, Reshape(qkv[1], batch, seqLen, kvHeads, hd), w.get("k_norm.weight"), c.NormEps)
 	value := Reshape(qkv[2], batch, seqLen, kvHeads, hd)
-	query = partialRotary(query, cos, sin, c.RotaryDim)
-	key = partialRotary(key, cos, sin, c.RotaryDim)
+	query = partialRotary(query, rope, c.RotaryDim)
+	key = partialRotary(key, rope, c.RotaryDim)
 	ctx, newK, newV := attention(s, query, key, value, kCache, vCache)
 	ctx = Mul(ctx, o.sigmoid(gate))
 	return o.project(ctx, w, "o_proj.weight"), newK, newV
@@ -102,10 +102,10 @@ func (q qwen35) attention(s *step, w weightSet, x, cos, sin *Node, kCache, vCach
 
 // partialRotary is apply_rotary_pos_emb with a partial rotary factor: the first rotaryDim
 // dims of each head rotate (rotate_half pairing within them), the rest pass through.
-// x: [B, S, heads, headDim]; cos, sin: [B, S, rotaryDim/2].
-func partialRotary(x, cos, sin *Node, rotaryDim int) *Node {
+// x: [B, S, heads, headDim]; rope: split tables of rotaryDim channels.
+func partialRotary(x *Node, rope rotary, rotaryDim int) *Node {
 	headDim := x.Shape().Dimensions[x.Rank()-1]
-	rot := applyRotary(SliceAxis(x, -1, AxisRange(0, rotaryDim)), cos, sin, true)
+	rot := rope.apply(SliceAxis(x, -1, AxisRange(0, rotaryDim)))
 	if rotaryDim == headDim {
 		return rot
 	}

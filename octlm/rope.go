@@ -3,6 +3,7 @@ package octlm
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
@@ -32,8 +33,7 @@ func RoPE(backend compute.Backend, x [][]float32, positions []int32, base float6
 		return nil, fmt.Errorf("octlm: RoPE: base %g: want a base > 1", base)
 	}
 	exec, err := NewExec(backend, func(x, positions *Node) *Node {
-		cos, sin := rotaryTables(positions, headDim, base)
-		return Squeeze(applyRotary(InsertAxes(x, 1), cos, sin, split), 1) // [S, 1 head, headDim] → [S, headDim]
+		return Squeeze(newRotary(positions, headDim, base, split).apply(InsertAxes(x, 1)), 1) // [S, 1 head, headDim] → [S, headDim]
 	})
 	if err != nil {
 		return nil, fmt.Errorf("octlm: RoPE: %w", err)
@@ -72,33 +72,50 @@ func InvFreq(dim int, base float64) []float32 {
 	return out
 }
 
-// applyRotary rotates x [..., S, heads, headDim] by the angles of cos/sin [..., S, headDim/2].
-// Split pairing (rope_split, Hugging Face's rotate_half): channel i rotates with i+headDim/2.
-// Neighbour pairing (classic octlm): channel 2i rotates with 2i+1.
-func applyRotary(x, cos, sin *Node, split bool) *Node {
+// rotary is RoPE's tables for a step, made once for every layer (as transformers' rotary
+// embedding module makes cos and sin once a forward pass): cos and sin of rotaryTables broadcast
+// over heads, [..., S, 1, headDim/2]. With split pairing they are made whole once, cos as
+// cat(cos, cos) and sin as cat(−sin, sin) [..., S, 1, headDim]: rotate_half's sign on the table.
+type rotary struct {
+	cos, sin *Node
+	split    bool
+}
+
+// newRotary is the rotary tables of positions [..., S] for heads of headDim channels.
+func newRotary(positions *Node, headDim int, base float64, split bool) rotary {
+	cos, sin := rotaryTables(positions, headDim, base)
+	cos, sin = InsertAxes(cos, cos.Rank()-1), InsertAxes(sin, sin.Rank()-1)
+	if split {
+		cos = Concatenate([]*Node{cos, cos}, -1)
+		sin = Concatenate([]*Node{Neg(sin), sin}, -1)
+	}
+	return rotary{cos: cos, sin: sin, split: split}
+}
+
+// apply rotates x [..., S, heads, headDim] by r's angles. Split pairing (rope_split, Hugging
+// Face's rotate_half): channel i rotates with i+headDim/2. Neighbour pairing (classic octlm):
+// channel 2i rotates with 2i+1.
+func (r rotary) apply(x *Node) *Node {
 	dtype := x.DType()
-	headDim := x.Shape().Dimensions[x.Rank()-1]
+	dims := x.Shape().Dimensions
+	headDim := dims[len(dims)-1]
 	half := headDim / 2
-	// cos/sin broadcast over heads (and any leading axes): [..., S, 1, half].
-	cos = ConvertDType(InsertAxes(cos, cos.Rank()-1), dtype)
-	sin = ConvertDType(InsertAxes(sin, sin.Rank()-1), dtype)
+	cos, sin := ConvertDType(r.cos, dtype), ConvertDType(r.sin, dtype)
 	for cos.Rank() < x.Rank() {
 		cos, sin = InsertAxes(cos, 0), InsertAxes(sin, 0)
 	}
-	if split {
-		// emb = cat(freqs, freqs); q_embed = q*cos + rotate_half(q)*sin,
-		// rotate_half(x) = cat(-x[..., half:], x[..., :half]).
-		x1 := SliceAxis(x, -1, AxisRange(0, half))
-		x2 := SliceAxis(x, -1, AxisRange(half, headDim))
-		cosFull := Concatenate([]*Node{cos, cos}, -1)
-		sinFull := Concatenate([]*Node{sin, sin}, -1)
-		rotated := Concatenate([]*Node{Neg(x2), x1}, -1)
-		return Add(Mul(x, cosFull), Mul(rotated, sinFull))
+	lead := dims[:len(dims)-1]
+	if r.split {
+		// q_embed = q*cos + rotate_half(q)*sin, rotate_half(x) = cat(−x[..., half:], x[..., :half]):
+		// here x's halves swapped times cat(−sin, sin), the same products, one Reverse instead of
+		// two slices, a negation and a concatenation.
+		halves := Reshape(x, append(slices.Clone(lead), 2, half)...)
+		swapped := Reshape(Reverse(halves, x.Rank()-1), dims...)
+		return Add(Mul(x, cos), Mul(swapped, sin))
 	}
-	dims := x.Shape().Dimensions
-	pairs := Reshape(x, append(append([]int{}, dims[:len(dims)-1]...), half, 2)...)
-	even := Reshape(SliceAxis(pairs, -1, AxisRange(0, 1)), append(append([]int{}, dims[:len(dims)-1]...), half)...)
-	odd := Reshape(SliceAxis(pairs, -1, AxisRange(1, 2)), append(append([]int{}, dims[:len(dims)-1]...), half)...)
+	pairs := Reshape(x, append(slices.Clone(lead), half, 2)...)
+	even := Reshape(SliceAxis(pairs, -1, AxisRange(0, 1)), append(slices.Clone(lead), half)...)
+	odd := Reshape(SliceAxis(pairs, -1, AxisRange(1, 2)), append(slices.Clone(lead), half)...)
 	outEven := Sub(Mul(even, cos), Mul(odd, sin))
 	outOdd := Add(Mul(odd, cos), Mul(even, sin))
 	return Reshape(Stack([]*Node{outEven, outOdd}, -1), dims...)
