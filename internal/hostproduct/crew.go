@@ -7,12 +7,15 @@ import (
 	"time"
 )
 
-// crewSpin is how long a crew member waits for its next job awake (yielding its core to any
-// other goroutine that wants it) before it sleeps. The parts of a Qwen3-0.6B decode step
-// between two product runs take 0.03–0.6 ms (attention the longest); a goroutine started for
-// each run, its thread asleep, began 40–65 µs after the run did on a 2-core Xeon VM: 5.2–7.4 ms
-// of a 95–120 ms step (113 runs), 0.3–2 ms with the crew.
-const crewSpin = time.Millisecond
+// crewSpin is the longest a crew member waits for its next job awake (yielding its core to any
+// other goroutine that wants it) before it sleeps. The parts of a Qwen3-0.6B decode step between
+// two product runs take 0.03–0.06 ms, attention 0.5 ms at depth 0 and milliseconds at depth; a
+// goroutine started for each run, its thread asleep, began 40–65 µs after the run did on a
+// 2-core Xeon VM, 5.2–7.4 ms of a 95–120 ms step (113 runs). A member waiting awake holds its
+// core, which the wrapped backend's own goroutines then cannot use (compute shares a product
+// out over its cores too): the executable tells the crew to wait awake only where the part
+// before its next product run took at most crewSpin the last time (executable.gaps).
+const crewSpin = 250 * time.Microsecond
 
 // crew is the goroutines that share a product run with its caller, kept from one run to the
 // next so that they start at once. Only one run uses the crew at a time; a run that finds it
@@ -23,6 +26,7 @@ type crew struct {
 	mu      sync.Mutex // guards job, gen and stopped for the sleepers
 	wake    *sync.Cond
 	job     func(member int)
+	spin    time.Duration // how long the members wait awake after job
 	gen     atomic.Uint64 // bumped for each job and at stop
 	stopped bool
 	done    sync.WaitGroup
@@ -41,10 +45,11 @@ func newCrew(members int) *crew {
 // member runs each job given to the crew until stop.
 func (c *crew) member(m int) {
 	var seen uint64
+	var spin time.Duration
 	for {
 		next := c.gen.Load()
 		for since := time.Now(); next == seen; next = c.gen.Load() {
-			if time.Since(since) < crewSpin {
+			if time.Since(since) < spin {
 				runtime.Gosched()
 				continue
 			}
@@ -57,6 +62,7 @@ func (c *crew) member(m int) {
 		seen = next
 		c.mu.Lock()
 		job, stopped := c.job, c.stopped
+		spin = c.spin
 		c.mu.Unlock()
 		if stopped {
 			return
@@ -67,9 +73,10 @@ func (c *crew) member(m int) {
 }
 
 // run runs job(0) … job(members-1) on the crew and own on the caller's goroutine, and waits for
-// them all; it returns false, running nothing, when another run holds the crew or it is
-// stopped (or nil: a backend finalized before its first product run).
-func (c *crew) run(job func(member int), own func()) bool {
+// them all; then the members wait for the next job awake for up to spin before they sleep. It
+// returns false, running nothing, when another run holds the crew or it is stopped (or nil: a
+// backend finalized before its first product run).
+func (c *crew) run(job func(member int), own func(), spin time.Duration) bool {
 	if c == nil || !c.busy.TryLock() {
 		return false
 	}
@@ -79,7 +86,7 @@ func (c *crew) run(job func(member int), own func()) bool {
 	}
 	c.done.Add(c.members)
 	c.mu.Lock()
-	c.job = job
+	c.job, c.spin = job, spin
 	c.gen.Add(1)
 	c.wake.Broadcast()
 	c.mu.Unlock()

@@ -5,21 +5,23 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/gobackend"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 )
 
-// TestCrewRunsEachMemberOnce runs jobs on a crew of three and checks that each member and the
-// caller ran once a job, that a run while another holds the crew declines, and that a stopped
+// TestCrewRunsEachMemberOnce runs jobs on a crew of three, its members asleep or awake when each
+// comes, and checks that each member and the caller ran once a job, that a run while another holds the crew declines, and that a stopped
 // crew declines.
 func TestCrewRunsEachMemberOnce(t *testing.T) {
 	c := newCrew(3)
-	for range 50 {
+	for i := range 50 {
+		spin := []time.Duration{0, crewSpin}[i%2] // members asleep or awake when the next job comes
 		var ran [3]atomic.Int32
 		var own atomic.Int32
-		if !c.run(func(m int) { ran[m].Add(1) }, func() { own.Add(1) }) {
+		if !c.run(func(m int) { ran[m].Add(1) }, func() { own.Add(1) }, spin) {
 			t.Fatal("an idle crew declined a run")
 		}
 		for m := range ran {
@@ -34,18 +36,18 @@ func TestCrewRunsEachMemberOnce(t *testing.T) {
 	inner := make(chan bool)
 	go func() {
 		c.run(func(int) {}, func() {
-			inner <- c.run(func(int) { t.Error("a nested run ran a member") }, func() {})
-		})
+			inner <- c.run(func(int) { t.Error("a nested run ran a member") }, func() {}, 0)
+		}, 0)
 	}()
 	if <-inner {
 		t.Error("a run while another held the crew did not decline")
 	}
 	c.stop()
-	if c.run(func(int) { t.Error("a stopped crew ran a member") }, func() {}) {
+	if c.run(func(int) { t.Error("a stopped crew ran a member") }, func() {}, 0) {
 		t.Error("a stopped crew did not decline")
 	}
 	var none *crew
-	if none.run(func(int) {}, func() {}) {
+	if none.run(func(int) {}, func() {}, 0) {
 		t.Error("a nil crew did not decline")
 	}
 }

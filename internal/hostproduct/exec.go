@@ -3,6 +3,8 @@ package hostproduct
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/shapes"
@@ -21,6 +23,10 @@ type executable struct {
 	lastUse  []int   // the step that last reads each slot; −1 for none
 	isOutput []bool  // slot is one of the graph's outputs
 	free     [][]int // the slots whose buffers are finalized after each step
+	// gaps is, for each run of products, how long the parts after it took until the next run
+	// in the last call (nanoseconds; 0 unknown): the crew waits awake after the run only where
+	// that was at most crewSpin.
+	gaps []atomic.Int64
 }
 
 // compiledStep is a compiled piece, or a run of products that do not read each other.
@@ -86,6 +92,7 @@ func (b *builder) Compile() (compute.Executable, error) {
 		e.isOutput[s] = true
 	}
 	e.free = make([][]int, len(e.steps))
+	e.gaps = make([]atomic.Int64, len(e.steps))
 	made := make([]int, e.slots) // the step that makes each slot (0 for the parameters)
 	for i, s := range e.steps {
 		for _, slot := range s.inputs {
@@ -161,6 +168,7 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			}
 		}
 	}()
+	lastRun, lastEnd := -1, time.Time{} // the last run of products and when it ended
 	for i, s := range e.steps {
 		if s.exe != nil {
 			ins := make([]compute.Buffer, len(s.inputs))
@@ -182,9 +190,17 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 				slots[slot], owned[slot] = outs[j], true
 			}
 		} else {
-			if err := e.runProducts(s.products, slots, owned, device); err != nil {
+			if lastRun >= 0 {
+				e.gaps[lastRun].Store(int64(time.Since(lastEnd)))
+			}
+			spin := crewSpin
+			if gap := time.Duration(e.gaps[i].Load()); gap > crewSpin {
+				spin = 0
+			}
+			if err := e.runProducts(s.products, slots, owned, device, spin); err != nil {
 				return nil, err
 			}
+			lastRun, lastEnd = i, time.Now()
 		}
 		for _, slot := range e.free[i] {
 			if owned[slot] && slots[slot] != nil {

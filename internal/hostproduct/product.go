@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/gomlx/compute"
@@ -39,7 +40,8 @@ type chunk struct{ run, q0, q1 int }
 
 // runProducts runs products that do not read each other's results, their panels shared out
 // among the workers, and puts each result in its slot.
-func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []bool, device compute.DeviceNum) error {
+// spin is how long the crew waits for the next run awake (crew.run).
+func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []bool, device compute.DeviceNum, spin time.Duration) error {
 	e.backend.productsRun.Add(int64(len(ps)))
 	runs := make([]productRun, len(ps))
 	total := 0
@@ -79,7 +81,7 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 		if m < workers-1 {
 			work()
 		}
-	}, work) {
+	}, work, spin) {
 		var wg sync.WaitGroup
 		for range workers - 1 {
 			wg.Go(work)
