@@ -5,17 +5,19 @@
 // compute v0.1.14's small kernel multiplies tiles of four rows: a decode step's one-row product
 // is padded to four, and three quarters of its multiply-adds are on zeros. On an Intel Xeon
 // (Emerald Rapids) that arithmetic, not memory, limits it (20 GB/s float32, 13 bfloat16), where
-// one row in Go reads the same panels at 31–33 and 20 (octlm's BenchmarkHostPanels). The fix
-// belongs in compute's kernel; this package is octlm's workaround through public APIs: a
-// compute.Backend of its own (compute.Backend is an interface) that records each graph,
-// cuts it at every such product (Options says which) and compiles the pieces between on the
-// wrapped backend. A graph without such a product compiles as one piece, as it would unwrapped.
+// one row in Go reads the same panels at 31–33 and 20 (BenchmarkPanels; octlm's
+// BenchmarkMatMulPanels is compute's side). The fix belongs in compute's kernel; this package is
+// octlm's workaround through public APIs: a compute.Backend of its own (compute.Backend is an
+// interface) that records each graph, cuts it at every such product (Options says which) and
+// compiles the pieces between on the wrapped backend. A graph without such a product compiles
+// as one piece, as it would unwrapped.
 //
 // A product is cut when DotGeneral multiplies lhs [rows, in] (rows ≤ Options.MaxRows),
 // contracting its last axis, by a parameter of the graph rhs [count, in, width] contracting its
 // axis 1, with no batch axes and the default dtypes, float32 or bfloat16 both: the output
 // [rows, count, width] is panel q's columns for each row. Anything else is passed to the wrapped
-// backend as it is.
+// backend as it is. A run's panels are shared out among the caller and a crew of goroutines
+// kept between runs (crew.go).
 package hostproduct
 
 import (

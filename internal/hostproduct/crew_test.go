@@ -13,8 +13,8 @@ import (
 )
 
 // TestCrewRunsEachMemberOnce runs jobs on a crew of three, its members asleep or awake when each
-// comes, and checks that each member and the caller ran once a job, that a run while another holds the crew declines, and that a stopped
-// crew declines.
+// comes, and checks that each member and the caller ran once a job, that a run while another
+// holds the crew declines, and that a stopped crew declines.
 func TestCrewRunsEachMemberOnce(t *testing.T) {
 	c := newCrew(3)
 	for i := range 50 {
