@@ -124,7 +124,7 @@ func (q qwen3) layerTypes() []string {
 }
 
 // decoderLayer is Qwen3DecoderLayer.forward.
-func (q qwen3) decoderLayer(s *step, w weightSet, hidden *Node, rope rotary, kCache, vCache kvBlocks) (out, newK, newV *Node) {
+func (q qwen3) decoderLayer(s *step, w weightSet, hidden *Node, rope *rotary, kCache, vCache kvBlocks) (out, newK, newV *Node) {
 	// Self-attention block with a residual connection.
 	residual := hidden
 	x := rmsNorm(s.ops, hidden, w.get("input_layernorm.weight"), q.c.Eps())
@@ -139,7 +139,7 @@ func (q qwen3) decoderLayer(s *step, w weightSet, hidden *Node, rope rotary, kCa
 
 // attention is Qwen3Attention: q/k/v projections, q_norm and k_norm, RoPE, eager attention
 // (on the cache's blocks, if any, see attention), o_proj. x: [B, S, d].
-func (q qwen3) attention(s *step, w weightSet, x *Node, rope rotary, kCache, vCache kvBlocks) (out, newK, newV *Node) {
+func (q qwen3) attention(s *step, w weightSet, x *Node, rope *rotary, kCache, vCache kvBlocks) (out, newK, newV *Node) {
 	c := q.c
 	batch, seqLen := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
 	qkv := s.ops.projections(x, w, "q_proj.weight", "k_proj.weight", "v_proj.weight")
@@ -150,8 +150,8 @@ func (q qwen3) attention(s *step, w weightSet, x *Node, rope rotary, kCache, vCa
 		query = rmsNorm(s.ops, query, w.get("q_norm.weight"), c.Eps())
 		key = rmsNorm(s.ops, key, w.get("k_norm.weight"), c.Eps())
 	}
-	query = rope.apply(query)
-	key = rope.apply(key)
+	query = rope.apply(s.ops, query)
+	key = rope.apply(s.ops, key)
 	ctx, newK, newV := attention(s, query, key, value, kCache, vCache)
 	return s.ops.project(ctx, w, "o_proj.weight"), newK, newV
 }

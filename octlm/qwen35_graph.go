@@ -49,7 +49,7 @@ func (q qwen35) layers(s *step, w weightSet, state []*Node) ([]*Node, []*Node) {
 
 // decoderLayer is Qwen3_5DecoderLayer.forward: the token mixer of layer i's type (full
 // attention or Gated DeltaNet) on its two cache states, then the MLP, each with a residual.
-func (q qwen35) decoderLayer(s *step, w weightSet, i int, hidden *Node, rope rotary, state0, state1 *Node) (out, new0, new1 *Node) {
+func (q qwen35) decoderLayer(s *step, w weightSet, i int, hidden *Node, rope *rotary, state0, state1 *Node) (out, new0, new1 *Node) {
 	c := q.c
 	residual := hidden
 	x := zeroCenteredRMSNorm(s.ops, hidden, w.get("input_layernorm.weight"), c.NormEps)
@@ -80,7 +80,7 @@ func (q qwen35) logits(s *step, w weightSet, hidden *Node) *Node {
 // attention is Qwen3_5Attention: q_proj gives a query and an output gate per head; q_norm and
 // k_norm; RoPE on the first RotaryDim dims of each head (rotate_half pairing); eager attention
 // (on the cache's blocks, if any); the output times sigmoid(gate); o_proj. x: [B, S, hidden].
-func (q qwen35) attention(s *step, w weightSet, x *Node, rope rotary, kCache, vCache kvBlocks) (out, newK, newV *Node) {
+func (q qwen35) attention(s *step, w weightSet, x *Node, rope *rotary, kCache, vCache kvBlocks) (out, newK, newV *Node) {
 	c := q.c
 	o := s.ops
 	batch, seqLen := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
@@ -93,8 +93,8 @@ func (q qwen35) attention(s *step, w weightSet, x *Node, rope rotary, kCache, vC
 	query = zeroCenteredRMSNorm(o, query, w.get("q_norm.weight"), c.NormEps)
 	key := zeroCenteredRMSNorm(o, Reshape(qkv[1], batch, seqLen, kvHeads, hd), w.get("k_norm.weight"), c.NormEps)
 	value := Reshape(qkv[2], batch, seqLen, kvHeads, hd)
-	query = partialRotary(query, rope, c.RotaryDim)
-	key = partialRotary(key, rope, c.RotaryDim)
+	query = partialRotary(s.ops, query, rope, c.RotaryDim)
+	key = partialRotary(s.ops, key, rope, c.RotaryDim)
 	ctx, newK, newV := attention(s, query, key, value, kCache, vCache)
 	ctx = Mul(ctx, o.sigmoid(gate))
 	return o.project(ctx, w, "o_proj.weight"), newK, newV
@@ -103,9 +103,9 @@ func (q qwen35) attention(s *step, w weightSet, x *Node, rope rotary, kCache, vC
 // partialRotary is apply_rotary_pos_emb with a partial rotary factor: the first rotaryDim
 // dims of each head rotate (rotate_half pairing within them), the rest pass through.
 // x: [B, S, heads, headDim]; rope: split tables of rotaryDim channels.
-func partialRotary(x *Node, rope rotary, rotaryDim int) *Node {
+func partialRotary(o ops, x *Node, rope *rotary, rotaryDim int) *Node {
 	headDim := x.Shape().Dimensions[x.Rank()-1]
-	rot := rope.apply(SliceAxis(x, -1, AxisRange(0, rotaryDim)))
+	rot := rope.apply(o, SliceAxis(x, -1, AxisRange(0, rotaryDim)))
 	if rotaryDim == headDim {
 		return rot
 	}

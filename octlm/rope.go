@@ -33,7 +33,7 @@ func RoPE(backend compute.Backend, x [][]float32, positions []int32, base float6
 		return nil, fmt.Errorf("octlm: RoPE: base %g: want a base > 1", base)
 	}
 	exec, err := NewExec(backend, func(x, positions *Node) *Node {
-		return Squeeze(newRotary(positions, headDim, base, split).apply(InsertAxes(x, 1)), 1) // [S, 1 head, headDim] → [S, headDim]
+		return Squeeze(newRotary(positions, headDim, base, split).apply(ops{}, InsertAxes(x, 1)), 1) // [S, 1 head, headDim] → [S, headDim]
 	})
 	if err != nil {
 		return nil, fmt.Errorf("octlm: RoPE: %w", err)
@@ -76,31 +76,47 @@ func InvFreq(dim int, base float64) []float32 {
 // embedding module makes cos and sin once a forward pass): cos and sin of rotaryTables broadcast
 // over heads, [..., S, 1, headDim/2]. With split pairing they are made whole once, cos as
 // cat(cos, cos) and sin as cat(−sin, sin) [..., S, 1, headDim]: rotate_half's sign on the table.
+// Each head count and dtype's tables as apply multiplies them are made once too (spread).
 type rotary struct {
 	cos, sin *Node
 	split    bool
+	spread   map[rotaryKey][2]*Node
+}
+
+// rotaryKey is the heads and dtype of the tables apply multiplies a tensor by.
+type rotaryKey struct {
+	heads int
+	dtype dtypes.DType
 }
 
 // newRotary is the rotary tables of positions [..., S] for heads of headDim channels.
-func newRotary(positions *Node, headDim int, base float64, split bool) rotary {
+func newRotary(positions *Node, headDim int, base float64, split bool) *rotary {
 	cos, sin := rotaryTables(positions, headDim, base)
 	cos, sin = InsertAxes(cos, cos.Rank()-1), InsertAxes(sin, sin.Rank()-1)
 	if split {
 		cos = Concatenate([]*Node{cos, cos}, -1)
 		sin = Concatenate([]*Node{Neg(sin), sin}, -1)
 	}
-	return rotary{cos: cos, sin: sin, split: split}
+	return &rotary{cos: cos, sin: sin, split: split, spread: map[rotaryKey][2]*Node{}}
 }
 
-// apply rotates x [..., S, heads, headDim] by r's angles. Split pairing (rope_split, Hugging
-// Face's rotate_half): channel i rotates with i+headDim/2. Neighbour pairing (classic octlm):
-// channel 2i rotates with 2i+1.
-func (r rotary) apply(x *Node) *Node {
+// apply rotates x [..., S, heads, headDim] by r's angles, the tables repeated over the heads
+// where the layout spreads them (ops.spread). Split pairing (rope_split, Hugging Face's
+// rotate_half): channel i rotates with i+headDim/2. Neighbour pairing (classic octlm): channel
+// 2i rotates with 2i+1.
+func (r *rotary) apply(o ops, x *Node) *Node {
 	dtype := x.DType()
 	dims := x.Shape().Dimensions
 	headDim := dims[len(dims)-1]
 	half := headDim / 2
-	cos, sin := ConvertDType(r.cos, dtype), ConvertDType(r.sin, dtype)
+	key := rotaryKey{heads: dims[len(dims)-2], dtype: dtype}
+	tables, ok := r.spread[key]
+	if !ok {
+		axis := r.cos.Rank() - 2 // the heads'
+		tables = [2]*Node{o.spread(ConvertDType(r.cos, dtype), axis, key.heads), o.spread(ConvertDType(r.sin, dtype), axis, key.heads)}
+		r.spread[key] = tables
+	}
+	cos, sin := tables[0], tables[1]
 	for cos.Rank() < x.Rank() {
 		cos, sin = InsertAxes(cos, 0), InsertAxes(sin, 0)
 	}
