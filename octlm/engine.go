@@ -61,7 +61,7 @@ type Layout struct {
 	// pure-Go backend's binary operations (compute v0.1.14) take their vector path only for
 	// operands of one shape or a broadcast over leading or trailing axes, and a table
 	// broadcast over the heads, a middle axis, was multiplied index by index: 0.60–0.66 against
-	// 0.05–0.09 ms a product on a 128-token prompt's queries (BenchmarkMiddleBroadcast).
+	// 0.07–0.09 ms a product on a 128-token prompt's queries (BenchmarkMiddleBroadcast).
 	SpreadTables bool
 	// SpreadHalfRows works around the pure-Go backend's large kernel (compute v0.1.14), which
 	// returns wrong bfloat16 and float16 results in every row ≡ 3 (mod 4), float32 being right:
@@ -553,10 +553,7 @@ func (o ops) linear(x, w *Node) *Node {
 // pieces of rows).
 func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 	dims := x.Shape().Dimensions
-	inAxis := 1
-	if columns {
-		inAxis = 0
-	}
+	inAxis := pieceInAxis(columns)
 	in, out := 0, 0
 	for _, p := range pieces {
 		pIn, pOut := pieceSize(p, inAxis)
@@ -611,6 +608,14 @@ func hostPieces(x *Node, pieces []*Node, inAxes []int) []*Node {
 		}
 	}
 	return ys
+}
+
+// pieceInAxis is the input axis of a resident piece of columns [in, n] (0) or of rows [n, in] (1).
+func pieceInAxis(columns bool) int {
+	if columns {
+		return 0
+	}
+	return 1
 }
 
 // pieceSize is a resident piece's input and output sizes: [n, in] or [in, n] (inAxis 0) as it
@@ -870,10 +875,7 @@ func (o ops) hostProjections(x *Node, w weightSet, names []string) []*Node {
 	var axes, counts []int
 	for _, name := range names {
 		nodes, columns, _ := o.piecesOf(w, name) // hostRows: the layout has pieces
-		axis := 1
-		if columns {
-			axis = 0
-		}
+		axis := pieceInAxis(columns)
 		for _, p := range nodes {
 			pieces, axes = append(pieces, p), append(axes, axis)
 		}
