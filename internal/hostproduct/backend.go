@@ -50,6 +50,8 @@ type Backend struct {
 	productsRun atomic.Int64
 	crewOnce    sync.Once
 	products    *crew // started by the first product run that shares its work
+	scratchMu   sync.Mutex
+	scratches   []*scratch // free, for runProducts
 }
 
 // Wrap returns inner wrapped. inner must share its buffers with Go (HasSharedBuffers): the

@@ -248,3 +248,92 @@ func TestFusedAttentionPassesThrough(t *testing.T) {
 		}
 	}
 }
+
+// TestOneRunOfSeveralProducts runs three bfloat16 products that read no result of each other, so
+// one run of products, two on the same rows (widened to float32 once) and one on other rows,
+// twice on one executable (the second run borrows the first's scratch), against the backend.
+func TestOneRunOfSeveralProducts(t *testing.T) {
+	const in, count, width, rows = 64, 2, 64, 2
+	inner, wrapped := newBackends(t, rows)
+	graph := func(x, w1, w2, w3 *Node) []*Node {
+		x2 := Neg(x)
+		outs := hostProductsOf([]*Node{x, x, x2}, []*Node{w1, w2, w3})
+		for i := range outs {
+			outs[i] = ConvertDType(outs[i], dtypes.Float32)
+		}
+		return outs
+	}
+	args := func() []any { // a tensor per backend and call
+		a := []any{asDType(pattern(rows*in, 7), dtypes.BFloat16, rows, in)}
+		for seed := range 3 {
+			a = append(a, asDType(pattern(count*in*width, 8+seed), dtypes.BFloat16, count, in, width))
+		}
+		return a
+	}
+	want, err := MustNewExec(inner, graph).Call(args()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := MustNewExec(wrapped, graph)
+	for call := range 2 {
+		before := wrapped.ProductsRun()
+		got, err := exec.Call(args()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := wrapped.ProductsRun() - before; n != 3 {
+			t.Errorf("call %d: %d products ran in Go, want 3", call, n)
+		}
+		for i := range want {
+			w, g := flat32(t, want[i]), flat32(t, got[i])
+			for j := range w {
+				if d := math.Abs(float64(w[j] - g[j])); d > 2e-2*(1+math.Abs(float64(w[j]))) {
+					t.Fatalf("call %d, output %d[%d] = %v, the backend's %v", call, i, j, g[j], w[j])
+				}
+			}
+		}
+	}
+}
+
+// hostProductsOf multiplies each xs[i] [rows, in] by the panels ws[i] [n, in, w], every product
+// before any reshape of their outputs, so that they run together.
+func hostProductsOf(xs, ws []*Node) []*Node {
+	ys := make([]*Node, len(xs))
+	for i := range xs {
+		ys[i] = DotGeneral(xs[i], []int{1}, nil, ws[i], []int{1}, nil)
+	}
+	for i, y := range ys {
+		d := y.Shape().Dimensions
+		ys[i] = Reshape(y, d[0], d[1]*d[2])
+	}
+	return ys
+}
+
+// TestScratchTakes checks that what a scratch hands out does not overlap until it is put back,
+// across growth, and that a scratch put back is handed out again.
+func TestScratchTakes(t *testing.T) {
+	b := &Backend{}
+	s := b.takeScratch()
+	var taken [][]float32
+	for i, n := range []int{3, 5, 100, 1, 7} {
+		x := s.take(n)
+		if len(x) != n || cap(x) != n {
+			t.Fatalf("take(%d): len %d cap %d", n, len(x), cap(x))
+		}
+		for j := range x {
+			x[j] = float32(i)
+		}
+		taken = append(taken, x)
+	}
+	for i, x := range taken {
+		for _, v := range x {
+			if v != float32(i) {
+				t.Fatalf("take %d was overwritten: %v", i, x)
+			}
+		}
+	}
+	b.putScratch(s)
+	if again := b.takeScratch(); again != s || again.used != 0 || len(again.widened) != 0 {
+		t.Fatalf("scratch put back: got %p (used %d), want %p emptied", again, again.used, s)
+	}
+}

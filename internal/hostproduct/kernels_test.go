@@ -110,3 +110,63 @@ func BenchmarkPanels(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStepProducts runs the products of one Qwen3-0.6B decode step (28 layers of queries,
+// keys and values 1024 → 4096, output 2048 → 1024, gate and up 1024 → 6144, down 3072 → 1024,
+// then the head 1024 → 151,936: 2.4 GB in float32, more than a server's L3) held as panels of 64
+// columns on huge pages, each product's panels split over GOMAXPROCS goroutines, in float32 and
+// in bfloat16, and reports the weights' GB/s: a decode step's products without the rest of the
+// step.
+//
+//	GOEXPERIMENT=simd go test ./internal/hostproduct -run '^$' -bench StepProducts -benchtime 10x
+func BenchmarkStepProducts(b *testing.B) {
+	type weight struct{ in, out int }
+	var weights []weight
+	for range 28 {
+		weights = append(weights, weight{1024, 4096}, weight{2048, 1024}, weight{1024, 6144}, weight{3072, 1024})
+	}
+	weights = append(weights, weight{1024, 151936 / kernelWidth * kernelWidth})
+	total := 0
+	for _, w := range weights {
+		total += w.in * w.out
+	}
+	workers := runtime.GOMAXPROCS(0)
+	x := make([]float32, 3072)
+	y := make([]float32, 151936)
+	step := func(b *testing.B, size int, run func(off, in, lo, hi int)) {
+		for b.Loop() {
+			off := 0
+			for _, w := range weights {
+				panels := w.out / kernelWidth
+				var wg sync.WaitGroup
+				for g := range workers {
+					lo, hi := g*panels/workers, (g+1)*panels/workers
+					wg.Go(func() { run(off, w.in, lo, hi) })
+				}
+				wg.Wait()
+				off += w.in * w.out
+			}
+		}
+		b.ReportMetric(float64(total*size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+	}
+	b.Run("f32", func(b *testing.B) {
+		w := make([]float32, total)
+		hugepage.AdviseSlice(w)
+		for i := range w {
+			w[i] = float32(i%7) * 0.01
+		}
+		step(b, 4, func(off, in, lo, hi int) {
+			panels32(w[off+lo*in*kernelWidth:off+hi*in*kernelWidth], x[:in], y[lo*kernelWidth:hi*kernelWidth], in, kernelWidth)
+		})
+	})
+	b.Run("bf16", func(b *testing.B) {
+		w := make([]uint16, total)
+		hugepage.AdviseSlice(w)
+		for i := range w {
+			w[i] = uint16(i)
+		}
+		step(b, 2, func(off, in, lo, hi int) {
+			panels16(w[off+lo*in*kernelWidth:off+hi*in*kernelWidth], x[:in], y[lo*kernelWidth:hi*kernelWidth], in, kernelWidth)
+		})
+	})
+}
