@@ -21,6 +21,7 @@ func TestPanelKernels(t *testing.T) {
 		{"kernel-width", 24, 3 * kernelWidth, kernelWidth},
 		{"one-panel", 7, kernelWidth, kernelWidth},
 		{"width-16", 10, 48, 16},
+		{"odd-rows", 9, 2 * kernelWidth, kernelWidth},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := make([]float32, tc.n*tc.in)
