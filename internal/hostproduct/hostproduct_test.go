@@ -54,7 +54,7 @@ func twoProducts(x, w1, w2 *Node) []*Node {
 }
 
 // TestProductsMatchTheBackend runs twoProducts on the wrapped backend, where the products run in
-// Go, and on the backend itself, for float32 and bfloat16, one to three rows (MaxRows 3 here), and a product of
+// Go, and on the backend itself, for float32 and bfloat16, one to six rows (MaxRows 6 here), and a product of
 // more rows than MaxRows (left to the backend).
 func TestProductsMatchTheBackend(t *testing.T) {
 	const in, c1, c2, width = 96, 3, 2, 64
@@ -66,12 +66,14 @@ func TestProductsMatchTheBackend(t *testing.T) {
 	}{
 		{"f32/1row", dtypes.Float32, 1, 1e-5},
 		{"f32/3rows", dtypes.Float32, 3, 1e-5},
-		{"f32/past-MaxRows", dtypes.Float32, 5, 1e-5},
+		{"f32/5rows", dtypes.Float32, 5, 1e-5},
+		{"f32/past-MaxRows", dtypes.Float32, 7, 1e-5},
 		{"bf16/1row", dtypes.BFloat16, 1, 2e-2},
 		{"bf16/2rows", dtypes.BFloat16, 2, 2e-2},
+		{"bf16/6rows", dtypes.BFloat16, 6, 2e-2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inner, wrapped := newBackends(t, 3)
+			inner, wrapped := newBackends(t, 6)
 			args := func() []any {
 				x := asDType(pattern(tc.rows*in, 1), tc.dtype, tc.rows, in)
 				w1 := asDType(pattern(c1*in*width, 2), tc.dtype, c1, in, width)
@@ -100,7 +102,7 @@ func TestProductsMatchTheBackend(t *testing.T) {
 			before := wrapped.ProductsRun()
 			got := run(wrapped)
 			inGo := 0
-			if tc.rows <= 3 {
+			if tc.rows <= 6 {
 				inGo = 2
 			}
 			if n := wrapped.ProductsRun() - before; n != int64(inGo) {
