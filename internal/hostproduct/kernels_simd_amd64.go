@@ -171,7 +171,7 @@ func panels16AVX2(w []uint16, x, y []float32, in int) {
 // 0.89–0.96 of its bytes per second, alternated); even and odd columns accumulate apart and are
 // interleaved once a panel. It multiplies two panels at once, two streams of loads: a bfloat16
 // decode step of Qwen3-0.6B ran 1.08–1.11× the tokens/s of one panel at a time on a 2-core
-// Xeon, alternated (its products alone, BenchmarkStepProducts, 1.10–1.20×). In float32
+// Xeon, alternated (its products alone, as BenchmarkStepProducts runs them, 1.11–1.21×). In float32
 // (panels32AVX512) two panels at once read 1.03–1.05× the bytes per second of the products
 // alone, but the decode step ran at 0.94×: kept to one.
 func panels16AVX512(w []uint16, x, y []float32, in int) {
