@@ -180,10 +180,14 @@ func panels16AVX512(w []uint16, x, y []float32, in int) {
 	}
 	_ = w[len(y)*in-1]
 	x = x[:in]
-	p, n, q := unsafe.Pointer(unsafe.SliceData(w)), len(y)/kernelWidth, 0
+	p, n := unsafe.Pointer(unsafe.SliceData(w)), len(y)/kernelWidth
 	high := archsimd.BroadcastUint32x16(0xffff0000)
-	for ; q+2 <= n; q += 2 {
-		off, off2 := q*in*2*kernelWidth, (q+1)*in*2*kernelWidth
+	for q := 0; q < n; q += 2 {
+		off := q * in * 2 * kernelWidth
+		off2 := off + in*2*kernelWidth
+		if q+1 == n { // the last of an odd count pairs with itself
+			off2 = off
+		}
 		var e0, o0, e1, o1, f0, g0, f1, g1 archsimd.Float32x16
 		for _, v := range x {
 			xk := archsimd.BroadcastFloat32x16(v)
@@ -201,21 +205,9 @@ func panels16AVX512(w []uint16, x, y []float32, in int) {
 			off2 += 2 * kernelWidth
 		}
 		interleave(y[q*kernelWidth:], e0, o0, e1, o1)
-		interleave(y[(q+1)*kernelWidth:], f0, g0, f1, g1)
-	}
-	if q < n {
-		off := q * in * 2 * kernelWidth
-		var e0, o0, e1, o1 archsimd.Float32x16
-		for _, v := range x {
-			xk := archsimd.BroadcastFloat32x16(v)
-			lo, hi := load16(p, off), load16(p, off+64)
-			e0 = lo.ShiftAllLeft(16).AsFloat32x16().MulAdd(xk, e0)
-			o0 = lo.And(high).AsFloat32x16().MulAdd(xk, o0)
-			e1 = hi.ShiftAllLeft(16).AsFloat32x16().MulAdd(xk, e1)
-			o1 = hi.And(high).AsFloat32x16().MulAdd(xk, o1)
-			off += 2 * kernelWidth
+		if q+1 < n {
+			interleave(y[(q+1)*kernelWidth:], f0, g0, f1, g1)
 		}
-		interleave(y[q*kernelWidth:], e0, o0, e1, o1)
 	}
 }
 
