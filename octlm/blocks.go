@@ -6,10 +6,13 @@ package octlm
 // activations' dtype (float64 stays float64, for the gradient tests).
 
 import (
+	"fmt"
 	"math"
+	"strings"
 
 	"github.com/gomlx/compute/dtypes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+	"github.com/octlm/octlm/internal/hostproduct"
 )
 
 // wide converts x to float32 for statistics, unless it is already float64 (wideDType).
@@ -108,7 +111,8 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	// rows, and only the context drops them.
 	q := permuted(Reshape(query, batch, seqLen, kvHeads, group, hd), 0, 2, 3, 1, 4) // [B, kvHeads, group, S, hd]
 	groups := group
-	if slots > 0 {
+	host := slots > 0 && o.hostAttention(group*seqLen) && hostDType(dtype) && hostDType(s.kvDType)
+	if slots > 0 && !host {
 		groups = o.cacheGroups(group, seqLen)
 		q = padTo(q, 2, groups)
 	}
@@ -153,6 +157,10 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 		}
 		seqs := make([]*Node, batch)
 		for b := range batch {
+			if host {
+				seqs[b] = s.hostAttend(attend, perSeq(q, b), perSeq(keys, b), perSeq(values, b), perSeq(bias, b), kCache[b], vCache[b])
+				continue
+			}
 			seqs[b] = attend(perSeq(q, b), perSeq(keys, b), perSeq(values, b), perSeq(bias, b), kCache[b], vCache[b])
 		}
 		ctx = concatenate(seqs, 0) // [B, kvHeads, groups·S, hd]
@@ -165,6 +173,42 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 		newK = permuted(newK, 0, 1, 3, 2) // [B, kvHeads, hd, S], as the cache stores keys
 	}
 	return Reshape(ConvertDType(ctx, dtype), batch, seqLen, heads*hd), newK, newV
+}
+
+// hostDType says whether Go's attention (hostproduct.AttentionFunction) takes operands of dtype.
+func hostDType(dtype dtypes.DType) bool { return dtype == dtypes.Float32 || dtype == dtypes.BFloat16 }
+
+// hostAttend is attend (one sequence: q, keys, values and bias with a leading axis of 1, its
+// cache blocks) as a call of a graph function named for hostproduct.AttentionFunction, which the
+// wrapped pure-Go backend runs in Go (Layout.HostAttention): its arguments in the function's
+// form, q [kvHeads, rows, hd], keys and values [kvHeads, S, hd], bias [S, T+S], the key blocks
+// [kvHeads, hd, n] then the value blocks [kvHeads, n, hd], and attend itself its body, the
+// definition. One function serves every call of the graph with arguments of its shapes.
+func (s *step) hostAttend(attend func(q, keys, values, bias *Node, kBlocks, vBlocks []*Node) *Node, q, keys, values, bias *Node, kBlocks, vBlocks []*Node) *Node {
+	args := []*Node{Squeeze(q, 0), Squeeze(keys, 0), Squeeze(values, 0), Squeeze(bias, 0)}
+	args = append(append(args, kBlocks...), vBlocks...)
+	var key strings.Builder
+	for _, a := range args {
+		key.WriteString(a.Shape().String())
+	}
+	fn, ok := s.hostFns[key.String()]
+	if !ok {
+		if s.hostFns == nil {
+			s.hostFns = map[string]*Function{}
+		}
+		name := fmt.Sprintf("%s#%d", hostproduct.AttentionFunction, len(s.hostFns))
+		fn = NewFunction(q.Graph(), name, func(g *Graph) []*Node {
+			ps := make([]*Node, len(args))
+			for i, a := range args {
+				ps[i] = Parameter(g, fmt.Sprintf("arg%d", i), a.Shape())
+			}
+			n := len(kBlocks)
+			one := func(x *Node) *Node { return InsertAxes(x, 0) }
+			return []*Node{Squeeze(attend(one(ps[0]), one(ps[1]), one(ps[2]), one(ps[3]), ps[4:4+n], ps[4+n:]), 0)}
+		})
+		s.hostFns[key.String()] = fn
+	}
+	return InsertAxes(fn.Call(args...)[0], 0)
 }
 
 // permuted is TransposeAllAxes(x, perm...), or a Reshape where the permutation moves only axes

@@ -240,7 +240,7 @@ func TestCacheLeftValues(t *testing.T) {
 	for i, left := range []bool{false, true} {
 		layout := LayoutFor(xla.EngineGo)
 		layout.CacheLeft, layout.KeysTransposed = left, left
-		m := loadLayout(t, "tiny-qwen3", layout)
+		m := loadLayoutOn(t, computeAttentionBackend(t), "tiny-qwen3", layout) // Go's attention would take CacheLeft off
 		var err error
 		if caches[i], err = m.NewCache(1); err != nil {
 			t.Fatal(err)
@@ -337,7 +337,7 @@ func TestHalfCacheProducts(t *testing.T) {
 	load := func(half bool) *Model {
 		layout := LayoutFor(xla.EngineGo)
 		layout.HalfCacheProducts = half
-		m, err := Load(fixtureDir("tiny-qwen3"), LoadOptions{Backend: goBackend(t), Layout: &layout})
+		m, err := Load(fixtureDir("tiny-qwen3"), LoadOptions{Backend: computeAttentionBackend(t), Layout: &layout}) // Go's attention reads the blocks as stored either way
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -153,6 +153,13 @@ type Layout struct {
 	// batch axis, which the pure-Go backend wrapped by internal/hostproduct runs in Go. Load sets
 	// it from the backend (hostproduct.Backend's MaxRows; 0 on any other backend).
 	HostRows int
+	// HostAttention: a step's attention over a sequence's cache blocks, for up to
+	// hostAttentionRows query rows per kv head, is one call of a graph function named for
+	// hostproduct.AttentionFunction, which the pure-Go backend wrapped by internal/hostproduct
+	// runs in Go, reading only the slots attended (ops.hostAttend). It needs the keys stored
+	// transposed and the values as rows (KeysTransposed, not CacheLeft). Load sets it from the
+	// backend (hostproduct.Backend's Options.Attention), and then takes CacheLeft off.
+	HostAttention bool
 	// HugePages asks the operating system for transparent huge pages under the resident weights
 	// where the backend shares their memory with Go (internal/hugepage), before they are filled:
 	// a decode step streams every weight, and with 4 KiB pages every 4 KiB of the stream costs a
@@ -1270,6 +1277,17 @@ func (o ops) dotAxes(lhs, rhs *Node, numBatch, rhsAxis int) *Node {
 	out := DotGeneral(ConvertDType(lhs, dtypes.Float32), []int{lhs.Rank() - 1}, batch,
 		ConvertDType(rhs, dtypes.Float32), []int{rhsAxis}, batch)
 	return ConvertDType(out, dtype)
+}
+
+// hostAttentionRows is the most query rows per kv head whose attention over the cache runs in Go
+// (Layout.HostAttention): a decode step has group rows; a prompt chunk's many rows are
+// products the backend's tiled kernels multiply faster than Go's row by row.
+const hostAttentionRows = 16
+
+// hostAttention says whether attention over the cache for rows query rows per kv head runs in
+// Go (Layout.HostAttention).
+func (o ops) hostAttention(rows int) bool {
+	return o.layout.HostAttention && rows <= hostAttentionRows
 }
 
 // cacheLeft says whether the cache's products for rows query rows per kv head take the blocks

@@ -47,6 +47,9 @@ type step struct {
 	// recompute marks each layer's input as a gradient checkpoint (training): the backward pass
 	// recomputes a layer's activations from it instead of keeping them.
 	recompute bool
+	// hostFns are the graph's functions run in Go as attention (Layout.HostAttention), by the
+	// shapes of their arguments.
+	hostFns map[string]*Function
 }
 
 // embed is the chunk's token embeddings [B, S, d]: those the host looked up, else the rows of

@@ -43,11 +43,17 @@ func TestHostProductsDecodeAsCompute(t *testing.T) {
 			if inGo.layout.HostRows != xla.GoHostRows || onCompute.layout.HostRows != 0 {
 				t.Fatalf("HostRows %d and %d, want %d and 0", inGo.layout.HostRows, onCompute.layout.HostRows, xla.GoHostRows)
 			}
+			if !inGo.layout.HostAttention || onCompute.layout.HostAttention || inGo.layout.CacheLeft {
+				t.Fatalf("HostAttention %v (CacheLeft %v) and %v, want true (false) and false", inGo.layout.HostAttention, inGo.layout.CacheLeft, onCompute.layout.HostAttention)
+			}
 			for _, batch := range []int{1, xla.GoHostRows} {
-				before := wrapped.ProductsRun()
+				before, attended := wrapped.ProductsRun(), wrapped.AttentionsRun()
 				got := decodeSteps(t, inGo, batch)
 				if wrapped.ProductsRun() == before {
 					t.Fatalf("batch %d: no product ran in Go", batch)
+				}
+				if wrapped.AttentionsRun() == attended {
+					t.Fatalf("batch %d: no attention ran in Go", batch)
 				}
 				want := decodeSteps(t, onCompute, batch)
 				for s := range want {
@@ -71,6 +77,21 @@ func ownHostBackend(t testing.TB) *hostproduct.Backend {
 		t.Fatalf("xla.Open(%q) is %T, not wrapped by hostproduct", xla.Go, goBackend(t))
 	}
 	b, err := hostproduct.Wrap(opened.Unwrap(), opened.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// computeAttentionBackend is the pure-Go backend wrapped as octlm opens it but for attention,
+// which stays on compute's kernels: for the tests of the layouts Go's attention replaces
+// (Layout.CacheLeft, HalfCacheProducts).
+func computeAttentionBackend(t testing.TB) *hostproduct.Backend {
+	t.Helper()
+	opened := ownHostBackend(t) // not finalized: it shares goBackend's
+	opts := opened.Options()
+	opts.Attention = false
+	b, err := hostproduct.Wrap(opened.Unwrap(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

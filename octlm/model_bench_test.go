@@ -416,6 +416,18 @@ func BenchmarkHostProducts(b *testing.B) {
 	}
 }
 
+// BenchmarkHostAttention decodes after a 128-token prompt with attention over the cache in Go
+// (Layout.HostAttention, the pure-Go backend as octlm opens it) and on compute's kernels (the
+// same backend wrapped without hostproduct's Options.Attention: the values stored transposed,
+// CacheLeft), step by step alternated, in float32 and bfloat16.
+func BenchmarkHostAttention(b *testing.B) {
+	dir := benchCheckpointDir(b)
+	for _, dt := range []DType{Float32, BFloat16} {
+		layouts := []layoutCase{{"go", goLayout, dt, nil}, {"compute", goLayout, dt, computeAttentionBackend(b)}}
+		b.Run(string(dt), func(b *testing.B) { decodeSideBySide(b, dir, layouts) })
+	}
+}
+
 // BenchmarkDecodeDTypes decodes through four layers and the full-vocabulary head with the
 // weights in float32 and in bfloat16, side by side (the question whether bfloat16, half the
 // bytes per token, is the faster way to generate on the pure-Go backend).

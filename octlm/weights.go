@@ -101,9 +101,14 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 		layout.HostEmbed = false // reading the table on the host would copy it there
 		layout.PieceMACs = 0     // pieces are filled in place (fillPieces)
 	}
-	layout.HostRows = 0
-	if hb, ok := opts.Backend.(*hostproduct.Backend); ok && layout.PiecePanels > 0 {
-		layout.HostRows = hb.Options().MaxRows
+	layout.HostRows, layout.HostAttention = 0, false
+	if hb, ok := opts.Backend.(*hostproduct.Backend); ok {
+		if layout.PiecePanels > 0 {
+			layout.HostRows = hb.Options().MaxRows
+		}
+		if hb.Options().Attention && layout.KeysTransposed {
+			layout.HostAttention, layout.CacheLeft = true, false
+		}
 	}
 	if layout.HalfLinearRows && dtype != Float32 {
 		layout.LinearRows = true

@@ -29,12 +29,14 @@ type executable struct {
 	gaps []atomic.Int64
 }
 
-// compiledStep is a compiled piece, or a run of products that do not read each other.
+// compiledStep is a compiled piece, a run of products that do not read each other, or an
+// attention.
 type compiledStep struct {
-	exe      compute.Executable
-	inputs   []int
-	outputs  []int
-	products []*product
+	exe       compute.Executable
+	inputs    []int
+	outputs   []int
+	products  []*product
+	attention *attention
 }
 
 // Compile implements compute.Builder: each piece is compiled on the wrapped backend.
@@ -67,6 +69,10 @@ func (b *builder) Compile() (compute.Executable, error) {
 				continue
 			}
 			e.steps = append(e.steps, compiledStep{products: []*product{s.product}})
+			continue
+		}
+		if s.attention != nil {
+			e.steps = append(e.steps, compiledStep{attention: s.attention, inputs: s.attention.reads(), outputs: []int{s.attention.out}})
 			continue
 		}
 		p := s.piece
@@ -170,7 +176,11 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 	}()
 	lastRun, lastEnd := -1, time.Time{} // the last run of products and when it ended
 	for i, s := range e.steps {
-		if s.exe != nil {
+		if s.attention != nil {
+			if err := e.runAttention(s.attention, slots, owned, device); err != nil {
+				return nil, err
+			}
+		} else if s.exe != nil {
 			ins := make([]compute.Buffer, len(s.inputs))
 			give := make([]bool, len(s.inputs))
 			for j, slot := range s.inputs {

@@ -43,10 +43,11 @@ type piece struct {
 	outSlot []int                 // … and the slot of each
 }
 
-// step is one piece or one product, in the order Execute runs them.
+// step is one piece, one product or one attention, in the order Execute runs them.
 type step struct {
-	piece   *piece
-	product *product
+	piece     *piece
+	product   *product
+	attention *attention
 }
 
 // value is this backend's compute.Value.
@@ -71,9 +72,12 @@ func (b *builder) Name() string { return b.name }
 // Main implements compute.Builder.
 func (b *builder) Main() compute.Function { return b.main }
 
-// NewFunction implements compute.Builder: a function of the current piece's builder; no product
-// is cut after it.
+// NewFunction implements compute.Builder: a function of the current piece's builder, after
+// which no product is cut; or, named for AttentionFunction, one whose calls run in Go.
 func (b *builder) NewFunction(name string) (compute.Function, error) {
+	if b.isHostFunction(name) {
+		return b.newHostFunction(name)
+	}
 	p, err := b.current()
 	if err != nil {
 		return nil, err
@@ -177,6 +181,7 @@ type function struct {
 	name   string
 	parent *function
 	own    compute.Function // a closure's or named function's own; nil for main
+	host   *hostFunction    // a function run in Go (AttentionFunction)
 }
 
 // inner is the wrapped backend's function an operation of f goes to.
@@ -297,6 +302,9 @@ func (f *function) Parameter(name string, shape shapes.Shape, sharding *compute.
 		if err != nil {
 			return nil, err
 		}
+		if f.host != nil {
+			f.host.params = append(f.host.params, shape)
+		}
 		return f.made(r), nil
 	}
 	if sharding != nil {
@@ -334,6 +342,11 @@ func (f *function) Return(outputs []compute.Value, shardings []*compute.Sharding
 		if err != nil {
 			return err
 		}
+		if f.host != nil {
+			for _, x := range outputs {
+				f.host.result = append(f.host.result, x.(*value).shape)
+			}
+		}
 		return f.own.Return(in, shardings)
 	}
 	for _, s := range shardings {
@@ -364,8 +377,11 @@ func isParam(b *builder, v *value) bool {
 	return v.slot >= 0 && v.slot < len(b.params) && b.params[v.slot] == v
 }
 
-// Call implements compute.Function.
+// Call implements compute.Function: a function named for AttentionFunction runs in Go.
 func (f *function) Call(g compute.Function, inputs ...compute.Value) ([]compute.Value, error) {
+	if h, ok := g.(*function); ok && h.b == f.b && h.host != nil {
+		return f.callHost(h, inputs)
+	}
 	return f.control([]compute.Function{g}, inputs, func(in compute.Function, fns []compute.Function, args []compute.Value) ([]compute.Value, error) {
 		return in.Call(fns[0], args...)
 	})

@@ -20,3 +20,25 @@ type kernelVariant struct {
 
 // kernelVariants are the vector kernels this build can run: none.
 func kernelVariants() []kernelVariant { return nil }
+
+// scoresPair32 stores in s0 and s1 [0, m) the products of query rows q0 and q1 [hd] by the
+// columns [0, m) of a transposed key block kt (hd rows of n slots) (plain Go here).
+func scoresPair32(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
+	scoresPairPlain(q0, q1, kt, n, 0, m, s0, s1, func(x float32) float32 { return x })
+}
+
+// scoresPair16 is scoresPair32 for a bfloat16 key block (its bits).
+func scoresPair16(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
+	scoresPairPlain(q0, q1, kt, n, 0, m, s0, s1, widen16)
+}
+
+// contextPair32 adds to c0 and c1 [hd] the value rows vb [m, hd] weighted by p0 and p1 [m]
+// (plain Go here).
+func contextPair32(p0, p1, vb []float32, hd, m int, c0, c1 []float32) {
+	contextPairPlain(p0, p1, vb, hd, m, c0, c1, func(x float32) float32 { return x })
+}
+
+// contextPair16 is contextPair32 for bfloat16 value rows (their bits).
+func contextPair16(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
+	contextPairPlain(p0, p1, vb, hd, m, c0, c1, widen16)
+}

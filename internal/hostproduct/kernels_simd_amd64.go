@@ -13,6 +13,13 @@ import (
 // is the reproduction). Every pointer made stays inside the panels (checkptr, under -race,
 // aborts on one past their end).
 
+// Every vector kernel is followed by archsimd.ClearAVXUpperBits (VZEROUPPER): Go 1.27.4 does
+// not emit it, and scalar float code that runs after a kernel, compiled to SSE instructions,
+// then waits on the vector registers' dirty upper halves. Attention's first kernels without it
+// took 6.5 ms for two calls of BenchmarkAttention, 1.4 ms of it in math.Exp right after them,
+// against 0.24 ms with it (the same kernels). After the panels' kernels it made no difference a
+// decode step could measure (alternated, float32 and bfloat16), but costs nothing there either.
+
 // kernelWidth is the panel width the vector kernels take; other widths run panelsScalar.
 const kernelWidth = 64
 
@@ -27,8 +34,10 @@ func panels32(w, x, y []float32, in, width int) {
 	switch {
 	case width == kernelWidth && haveAVX512:
 		panels32AVX512(w, x, y, in)
+		archsimd.ClearAVXUpperBits()
 	case width == kernelWidth && haveAVX2:
 		panels32AVX2(w, x, y, in)
+		archsimd.ClearAVXUpperBits()
 	default:
 		panelsScalar(w, x, y, in, width)
 	}
@@ -39,8 +48,10 @@ func panels16(w []uint16, x, y []float32, in, width int) {
 	switch {
 	case width == kernelWidth && haveAVX512:
 		panels16AVX512(w, x, y, in)
+		archsimd.ClearAVXUpperBits()
 	case width == kernelWidth && haveAVX2:
 		panels16AVX2(w, x, y, in)
+		archsimd.ClearAVXUpperBits()
 	default:
 		panelsScalar16(w, x, y, in, width)
 	}
@@ -225,4 +236,190 @@ func interleave(out []float32, e0, o0, e1, o1 archsimd.Float32x16) {
 			out[32*h+2*i+1] = odd[h][i]
 		}
 	}
+}
+
+// scoresPair32 stores in s0 and s1 [0, m) the products of query rows q0 and q1 [hd] by the
+// columns [0, m) of a transposed key block kt (hd rows of n slots): s[t] = Σ_d q[d]·kt[d·n+t].
+func scoresPair32(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
+	v := 0
+	if haveAVX512 {
+		v = min(m, n) &^ 15
+		scoresPair32AVX512(q0, q1, kt, n, v, s0, s1)
+		archsimd.ClearAVXUpperBits()
+	}
+	scoresPairPlain(q0, q1, kt, n, v, m, s0, s1, func(x float32) float32 { return x })
+}
+
+// scoresPair16 is scoresPair32 for a bfloat16 key block (its bits).
+func scoresPair16(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
+	v := 0
+	if haveAVX512 {
+		v = min(m, n) &^ 15
+		scoresPair16AVX512(q0, q1, kt, n, v, s0, s1)
+		archsimd.ClearAVXUpperBits()
+	}
+	scoresPairPlain(q0, q1, kt, n, v, m, s0, s1, widen16)
+}
+
+// contextPair32 adds to c0 and c1 [hd] the value rows vb [m, hd] weighted by p0 and p1 [m]:
+// c[j] += Σ_t p[t]·vb[t·hd+j].
+func contextPair32(p0, p1, vb []float32, hd, m int, c0, c1 []float32) {
+	if haveAVX512 && hd%kernelWidth == 0 {
+		contextPair32AVX512(p0, p1, vb, hd, m, c0, c1)
+		archsimd.ClearAVXUpperBits()
+		return
+	}
+	contextPairPlain(p0, p1, vb, hd, m, c0, c1, func(x float32) float32 { return x })
+}
+
+// contextPair16 is contextPair32 for bfloat16 value rows (their bits).
+func contextPair16(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
+	if haveAVX512 && hd%kernelWidth == 0 {
+		contextPair16AVX512(p0, p1, vb, hd, m, c0, c1)
+		archsimd.ClearAVXUpperBits()
+		return
+	}
+	contextPairPlain(p0, p1, vb, hd, m, c0, c1, widen16)
+}
+
+// load16x16 loads 16 bfloat16 at p + off bytes, widened.
+func load16x16(p unsafe.Pointer, off int) archsimd.Float32x16 {
+	return archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, off))).ExtendToUint32().ShiftAllLeft(16).AsFloat32x16()
+}
+
+// scoresPair32AVX512 is scoresPair32's slots [0, m), m a multiple of 16: 64 slots at a time
+// (four vectors of each row's sums), the key block read down its hd rows.
+func scoresPair32AVX512(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
+	hd := len(q0)
+	if m == 0 || hd == 0 {
+		return
+	}
+	_ = kt[(hd-1)*n+m-1]
+	q1, s0, s1 = q1[:hd], s0[:m], s1[:m]
+	p := unsafe.Pointer(unsafe.SliceData(kt))
+	t := 0
+	for ; t+64 <= m; t += 64 {
+		var a0, a1, a2, a3, b0, b1, b2, b3 archsimd.Float32x16
+		off := 4 * t
+		for d, x := range q0 {
+			x0, x1 := archsimd.BroadcastFloat32x16(x), archsimd.BroadcastFloat32x16(q1[d])
+			k0, k1, k2, k3 := load32(p, off), load32(p, off+64), load32(p, off+128), load32(p, off+192)
+			a0, b0 = k0.MulAdd(x0, a0), k0.MulAdd(x1, b0)
+			a1, b1 = k1.MulAdd(x0, a1), k1.MulAdd(x1, b1)
+			a2, b2 = k2.MulAdd(x0, a2), k2.MulAdd(x1, b2)
+			a3, b3 = k3.MulAdd(x0, a3), k3.MulAdd(x1, b3)
+			off += 4 * n
+		}
+		store4(s0[t:], a0, a1, a2, a3)
+		store4(s1[t:], b0, b1, b2, b3)
+	}
+	for ; t < m; t += 16 {
+		var a, b archsimd.Float32x16
+		off := 4 * t
+		for d, x := range q0 {
+			k := load32(p, off)
+			a, b = k.MulAdd(archsimd.BroadcastFloat32x16(x), a), k.MulAdd(archsimd.BroadcastFloat32x16(q1[d]), b)
+			off += 4 * n
+		}
+		a.Store(s0[t:])
+		b.Store(s1[t:])
+	}
+}
+
+// scoresPair16AVX512 is scoresPair32AVX512 for a bfloat16 key block.
+func scoresPair16AVX512(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
+	hd := len(q0)
+	if m == 0 || hd == 0 {
+		return
+	}
+	_ = kt[(hd-1)*n+m-1]
+	q1, s0, s1 = q1[:hd], s0[:m], s1[:m]
+	p := unsafe.Pointer(unsafe.SliceData(kt))
+	t := 0
+	for ; t+64 <= m; t += 64 {
+		var a0, a1, a2, a3, b0, b1, b2, b3 archsimd.Float32x16
+		off := 2 * t
+		for d, x := range q0 {
+			x0, x1 := archsimd.BroadcastFloat32x16(x), archsimd.BroadcastFloat32x16(q1[d])
+			k0, k1, k2, k3 := load16x16(p, off), load16x16(p, off+32), load16x16(p, off+64), load16x16(p, off+96)
+			a0, b0 = k0.MulAdd(x0, a0), k0.MulAdd(x1, b0)
+			a1, b1 = k1.MulAdd(x0, a1), k1.MulAdd(x1, b1)
+			a2, b2 = k2.MulAdd(x0, a2), k2.MulAdd(x1, b2)
+			a3, b3 = k3.MulAdd(x0, a3), k3.MulAdd(x1, b3)
+			off += 2 * n
+		}
+		store4(s0[t:], a0, a1, a2, a3)
+		store4(s1[t:], b0, b1, b2, b3)
+	}
+	for ; t < m; t += 16 {
+		var a, b archsimd.Float32x16
+		off := 2 * t
+		for d, x := range q0 {
+			k := load16x16(p, off)
+			a, b = k.MulAdd(archsimd.BroadcastFloat32x16(x), a), k.MulAdd(archsimd.BroadcastFloat32x16(q1[d]), b)
+			off += 2 * n
+		}
+		a.Store(s0[t:])
+		b.Store(s1[t:])
+	}
+}
+
+// contextPair32AVX512 is contextPair32 for hd a multiple of 64: 64 columns at a time, the value
+// rows read down the slots.
+func contextPair32AVX512(p0, p1, vb []float32, hd, m int, c0, c1 []float32) {
+	if m == 0 {
+		return
+	}
+	_ = vb[m*hd-1]
+	p0, p1, c0, c1 = p0[:m], p1[:m], c0[:hd], c1[:hd]
+	p := unsafe.Pointer(unsafe.SliceData(vb))
+	for c := 0; c < hd; c += kernelWidth {
+		var a0, a1, a2, a3, b0, b1, b2, b3 archsimd.Float32x16
+		off := 4 * c
+		for t, x := range p0 {
+			x0, x1 := archsimd.BroadcastFloat32x16(x), archsimd.BroadcastFloat32x16(p1[t])
+			v0, v1, v2, v3 := load32(p, off), load32(p, off+64), load32(p, off+128), load32(p, off+192)
+			a0, b0 = v0.MulAdd(x0, a0), v0.MulAdd(x1, b0)
+			a1, b1 = v1.MulAdd(x0, a1), v1.MulAdd(x1, b1)
+			a2, b2 = v2.MulAdd(x0, a2), v2.MulAdd(x1, b2)
+			a3, b3 = v3.MulAdd(x0, a3), v3.MulAdd(x1, b3)
+			off += 4 * hd
+		}
+		add4(c0[c:], a0, a1, a2, a3)
+		add4(c1[c:], b0, b1, b2, b3)
+	}
+}
+
+// contextPair16AVX512 is contextPair32AVX512 for bfloat16 value rows.
+func contextPair16AVX512(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
+	if m == 0 {
+		return
+	}
+	_ = vb[m*hd-1]
+	p0, p1, c0, c1 = p0[:m], p1[:m], c0[:hd], c1[:hd]
+	p := unsafe.Pointer(unsafe.SliceData(vb))
+	for c := 0; c < hd; c += kernelWidth {
+		var a0, a1, a2, a3, b0, b1, b2, b3 archsimd.Float32x16
+		off := 2 * c
+		for t, x := range p0 {
+			x0, x1 := archsimd.BroadcastFloat32x16(x), archsimd.BroadcastFloat32x16(p1[t])
+			v0, v1, v2, v3 := load16x16(p, off), load16x16(p, off+32), load16x16(p, off+64), load16x16(p, off+96)
+			a0, b0 = v0.MulAdd(x0, a0), v0.MulAdd(x1, b0)
+			a1, b1 = v1.MulAdd(x0, a1), v1.MulAdd(x1, b1)
+			a2, b2 = v2.MulAdd(x0, a2), v2.MulAdd(x1, b2)
+			a3, b3 = v3.MulAdd(x0, a3), v3.MulAdd(x1, b3)
+			off += 2 * hd
+		}
+		add4(c0[c:], a0, a1, a2, a3)
+		add4(c1[c:], b0, b1, b2, b3)
+	}
+}
+
+// add4 adds 64 columns to out.
+func add4(out []float32, a0, a1, a2, a3 archsimd.Float32x16) {
+	out = out[:kernelWidth]
+	archsimd.LoadFloat32x16(out).Add(a0).Store(out)
+	archsimd.LoadFloat32x16(out[16:]).Add(a1).Store(out[16:])
+	archsimd.LoadFloat32x16(out[32:]).Add(a2).Store(out[32:])
+	archsimd.LoadFloat32x16(out[48:]).Add(a3).Store(out[48:])
 }

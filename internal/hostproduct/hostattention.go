@@ -1,0 +1,472 @@
+package hostproduct
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/dtypes/bfloat16"
+	"github.com/gomlx/compute/shapes"
+)
+
+// AttentionFunction begins the name of every graph function (compute.Builder.NewFunction) that
+// this backend runs in Go as attention over a KV cache, where Options.Attention is set: the
+// function's body is never compiled here (it is the definition, which any other backend runs),
+// and each call of it ends the current piece like a product. Its parameters, in order:
+//
+//   - q [kvHeads, rows, hd], float32 or bfloat16: the query rows of each kv head, row r at
+//     position r mod S of the chunk;
+//   - k and v [kvHeads, S, hd], q's dtype: the chunk's own keys and values;
+//   - bias [S, T+S] float32: 0 where position s of the chunk attends a slot (the cache's T
+//     slots, then the chunk's S positions), −Inf where it does not;
+//   - the key blocks [kvHeads, hd, n] (transposed), then as many value blocks [kvHeads, n, hd],
+//     float32 or bfloat16 (all of one dtype), block i holding the cache's slots from Σ n before it.
+//
+// Its one result, [kvHeads, rows, hd] in q's dtype, is softmax(q·Kᵀ/√hd + bias)·V per kv head,
+// K and V the blocks' slots followed by k and v, accumulated in float32 (the probabilities
+// rounded to q's dtype first). Slots that no row attends past the last one any row does are not
+// read.
+const AttentionFunction = "hostproduct.attention"
+
+// hostFunction is a function named for AttentionFunction: its parameters' shapes and its
+// result's, recorded as the graph builds its body.
+type hostFunction struct {
+	params []shapes.Shape
+	result []shapes.Shape
+}
+
+// attention is one call of a host function, run in Go.
+type attention struct {
+	q, k, v, bias int   // slots
+	keys, values  []int // the blocks' slots
+	out           int
+	kvHeads       int
+	rows, seq, hd int
+	sizes         []int // the blocks' slots n
+	slots         int   // T = Σ sizes
+	outShape      shapes.Shape
+}
+
+// newHostFunction is a named function whose body goes to a builder of its own, never compiled.
+func (b *builder) newHostFunction(name string) (compute.Function, error) {
+	fn, err := b.backend.Backend.Builder(name).NewFunction(name)
+	if err != nil {
+		return nil, err
+	}
+	return &function{b: b, name: name, own: fn, host: &hostFunction{}}, nil
+}
+
+// isHostFunction says whether a function of this name runs in Go.
+func (b *builder) isHostFunction(name string) bool {
+	return b.backend.opts.Attention && strings.HasPrefix(name, AttentionFunction) && !b.uncut && !b.done
+}
+
+// callHost records a call of host function h in main: it ends the current piece.
+func (f *function) callHost(h *function, inputs []compute.Value) ([]compute.Value, error) {
+	if f.own != nil || f.b.uncut || f.b.done {
+		return nil, fmt.Errorf("hostproduct: %q called outside the main function's pieces", h.name)
+	}
+	a, err := newAttention(h.name, h.host, inputs)
+	if err != nil {
+		return nil, err
+	}
+	slot := func(x compute.Value) (int, error) {
+		v, ok := x.(*value)
+		if !ok || v.fn != f {
+			return 0, fmt.Errorf("hostproduct: %q called with a value of another function", h.name)
+		}
+		return f.b.slotOf(v)
+	}
+	all := make([]int, len(inputs))
+	for i, x := range inputs {
+		if all[i], err = slot(x); err != nil {
+			return nil, err
+		}
+	}
+	blocks := len(a.sizes)
+	a.q, a.k, a.v, a.bias = all[0], all[1], all[2], all[3]
+	a.keys, a.values = all[4:4+blocks], all[4+blocks:]
+	a.out = f.b.newSlot()
+	f.b.steps = append(f.b.steps, step{attention: a})
+	return []compute.Value{&value{fn: f, shape: a.outShape, slot: a.out}}, nil
+}
+
+// newAttention checks a call's arguments against AttentionFunction's form and h's parameters.
+func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attention, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("hostproduct: %q: %s", name, fmt.Sprintf(format, args...))
+	}
+	if len(h.result) != 1 {
+		return nil, bad("%d results, want 1", len(h.result))
+	}
+	if len(inputs) != len(h.params) {
+		return nil, bad("%d arguments for %d parameters", len(inputs), len(h.params))
+	}
+	shape := make([]shapes.Shape, len(inputs))
+	for i, x := range inputs {
+		v, ok := x.(*value)
+		if !ok {
+			return nil, bad("argument %d is %T", i, x)
+		}
+		if !v.shape.Equal(h.params[i]) {
+			return nil, bad("argument %d is %s for a parameter %s", i, v.shape, h.params[i])
+		}
+		shape[i] = v.shape
+	}
+	if len(shape) < 6 || len(shape)%2 != 0 {
+		return nil, bad("%d parameters, want q, k, v, bias and pairs of blocks", len(shape))
+	}
+	q, k, v, bias := shape[0], shape[1], shape[2], shape[3]
+	if q.Rank() != 3 || (q.DType != dtypes.Float32 && q.DType != dtypes.BFloat16) {
+		return nil, bad("q is %s, want [kvHeads, rows, hd] of float32 or bfloat16", q)
+	}
+	a := &attention{kvHeads: q.Dimensions[0], rows: q.Dimensions[1], hd: q.Dimensions[2]}
+	if k.Rank() != 3 || k.DType != q.DType || k.Dimensions[0] != a.kvHeads || k.Dimensions[2] != a.hd || !k.Equal(v) {
+		return nil, bad("k %s and v %s, want [%d, S, %d] of %s", k, v, a.kvHeads, a.hd, q.DType)
+	}
+	a.seq = k.Dimensions[1]
+	if a.seq < 1 || a.rows%a.seq != 0 {
+		return nil, bad("%d query rows for a chunk of %d", a.rows, a.seq)
+	}
+	blocks := (len(shape) - 4) / 2
+	var blockDType dtypes.DType
+	for i := range blocks {
+		kb, vb := shape[4+i], shape[4+blocks+i]
+		if i == 0 {
+			blockDType = kb.DType
+		}
+		if kb.Rank() != 3 || vb.Rank() != 3 || kb.DType != blockDType || vb.DType != blockDType ||
+			(blockDType != dtypes.Float32 && blockDType != dtypes.BFloat16) ||
+			kb.Dimensions[0] != a.kvHeads || kb.Dimensions[1] != a.hd || vb.Dimensions[0] != a.kvHeads ||
+			vb.Dimensions[1] != kb.Dimensions[2] || vb.Dimensions[2] != a.hd {
+			return nil, bad("block %d: keys %s and values %s, want [%d, %d, n] and [%d, n, %d] of float32 or bfloat16, one dtype",
+				i, kb, vb, a.kvHeads, a.hd, a.kvHeads, a.hd)
+		}
+		a.sizes = append(a.sizes, kb.Dimensions[2])
+		a.slots += kb.Dimensions[2]
+	}
+	if bias.DType != dtypes.Float32 || bias.Rank() != 2 || bias.Dimensions[0] != a.seq || bias.Dimensions[1] != a.slots+a.seq {
+		return nil, bad("bias is %s, want [%d, %d] of float32", bias, a.seq, a.slots+a.seq)
+	}
+	a.outShape = shapes.Make(q.DType, a.kvHeads, a.rows, a.hd)
+	if !h.result[0].Equal(a.outShape) {
+		return nil, bad("result %s, want %s", h.result[0], a.outShape)
+	}
+	return a, nil
+}
+
+// reads are the slots a reads.
+func (a *attention) reads() []int {
+	return append(append([]int{a.q, a.k, a.v, a.bias}, a.keys...), a.values...)
+}
+
+// floats is a buffer's float32 or bfloat16 data.
+type floats struct {
+	f32 []float32
+	b16 []uint16
+}
+
+func (x floats) len() int { return len(x.f32) + len(x.b16) }
+
+// at is value i widened.
+func (x floats) at(i int) float32 {
+	if x.f32 != nil {
+		return x.f32[i]
+	}
+	return math.Float32frombits(uint32(x.b16[i]) << 16)
+}
+
+// readFloats is buf's data as floats.
+func readFloats(buf compute.Buffer) (floats, error) {
+	flat, err := buf.Data()
+	if err != nil {
+		return floats{}, err
+	}
+	switch d := flat.(type) {
+	case []float32:
+		return floats{f32: d}, nil
+	case []bfloat16.BFloat16:
+		return floats{b16: unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(d))), len(d))}, nil
+	}
+	return floats{}, fmt.Errorf("data of %T", flat)
+}
+
+// attendRun is a's operands in one call.
+type attendRun struct {
+	a            *attention
+	q, k, v      floats
+	bias         []float32
+	keys, values []floats
+	attended     int // the blocks' slots read: up to the last one any row attends
+	out32        []float32
+	out16        []bfloat16.BFloat16
+	half         bool // q's dtype is bfloat16: the probabilities are rounded to it
+	scale        float32
+}
+
+// headScratch is one worker's float32 memory for a kv head: its query rows scaled, their
+// scores (and then probabilities), their context, and spare rows for an odd row's pair.
+type headScratch struct {
+	qs, scores, ctx       []float32
+	spareScores, spareCtx []float32
+}
+
+// runAttention runs a, its result put in its slot, its kv heads shared out among the workers.
+func (e *executable) runAttention(a *attention, slots []compute.Buffer, owned []bool, device compute.DeviceNum) error {
+	e.backend.attendedRun.Add(1)
+	r := attendRun{a: a, scale: float32(1 / math.Sqrt(float64(a.hd)))}
+	var err error
+	read := func(what string, slot int) floats {
+		if err != nil {
+			return floats{}
+		}
+		var x floats
+		if x, err = readFloats(slots[slot]); err != nil {
+			err = fmt.Errorf("hostproduct: attention's %s: %w", what, err)
+		}
+		return x
+	}
+	r.q, r.k, r.v = read("q", a.q), read("k", a.k), read("v", a.v)
+	bias := read("bias", a.bias)
+	for i := range a.keys {
+		r.keys = append(r.keys, read("key block", a.keys[i]))
+		r.values = append(r.values, read("value block", a.values[i]))
+	}
+	if err != nil {
+		return err
+	}
+	r.bias, r.half = bias.f32, r.q.b16 != nil
+	if r.q.len() != a.kvHeads*a.rows*a.hd || r.k.len() != a.kvHeads*a.seq*a.hd || r.v.len() != r.k.len() ||
+		len(r.bias) != a.seq*(a.slots+a.seq) {
+		return errors.New("hostproduct: attention's operands do not hold their shapes' values")
+	}
+	for i, n := range a.sizes {
+		if r.keys[i].len() != a.kvHeads*a.hd*n || r.values[i].len() != a.kvHeads*a.hd*n {
+			return fmt.Errorf("hostproduct: attention's block %d does not hold its shape's values", i)
+		}
+	}
+	buf, flat, err := e.backend.Backend.NewSharedBuffer(device, a.outShape)
+	if err != nil {
+		return fmt.Errorf("hostproduct: attention's output: %w", err)
+	}
+	slots[a.out], owned[a.out] = buf, true
+	switch y := flat.(type) {
+	case []float32:
+		r.out32 = y
+	case []bfloat16.BFloat16:
+		r.out16 = y
+	default:
+		return fmt.Errorf("hostproduct: attention's output is %T", flat)
+	}
+	r.attended = attendedSlots(r.bias, a.seq, a.slots)
+	workers := min(e.backend.opts.Workers, a.kvHeads)
+	s := e.backend.takeScratch()
+	defer e.backend.putScratch(s)
+	scratch := make([]headScratch, workers)
+	for w := range scratch {
+		scratch[w] = headScratch{
+			qs: s.take(a.rows * a.hd), scores: s.take(a.rows * (a.slots + a.seq)),
+			ctx: s.take(a.rows * a.hd), spareScores: s.take(a.slots + a.seq), spareCtx: s.take(a.hd),
+		}
+	}
+	var next atomic.Int64
+	work := func(w int) {
+		for {
+			h := int(next.Add(1)) - 1
+			if h >= a.kvHeads {
+				return
+			}
+			r.head(h, scratch[w])
+		}
+	}
+	if workers == 1 {
+		work(0)
+	} else if !e.backend.crew().run(func(m int) {
+		if m < workers-1 {
+			work(m + 1)
+		}
+	}, func() { work(0) }, crewSpin) {
+		var wg sync.WaitGroup
+		for w := 1; w < workers; w++ {
+			wg.Go(func() { work(w) })
+		}
+		work(0)
+		wg.Wait()
+	}
+	return nil
+}
+
+// attendedSlots is one past the last of the cache's slots that any of the chunk's seq positions
+// attends (bias [seq, slots+seq] finite there).
+func attendedSlots(bias []float32, seq, slots int) int {
+	stride := slots + seq
+	for t := slots - 1; t >= 0; t-- {
+		for s := range seq {
+			if !math.IsInf(float64(bias[s*stride+t]), -1) {
+				return t + 1
+			}
+		}
+	}
+	return 0
+}
+
+// head computes kv head h's rows with scratch x. Rows go two at a time through the kernels (an
+// odd last row pairs with itself, its second results going to a spare row).
+func (r *attendRun) head(h int, x headScratch) {
+	a := r.a
+	rows, hd, stride := a.rows, a.hd, a.slots+a.seq
+	for i := range rows * hd {
+		x.qs[i] = r.q.at(h*rows*hd+i) * r.scale
+	}
+	// pair is rows i and i+1 of buf, or for an odd last row that row and odd.
+	pair := func(i int, buf []float32, width int, odd []float32) ([]float32, []float32) {
+		first := buf[i*width : (i+1)*width]
+		if i+1 < rows {
+			return first, buf[(i+1)*width : (i+2)*width]
+		}
+		if odd == nil {
+			return first, first
+		}
+		return first, odd[:width]
+	}
+	// Scores against the blocks' attended slots, and against the chunk's own keys.
+	for i := 0; i < rows; i += 2 {
+		q0, q1 := pair(i, x.qs, hd, nil)
+		s0, s1 := pair(i, x.scores, stride, x.spareScores)
+		offset := 0
+		for b, n := range a.sizes {
+			m := min(n, r.attended-offset)
+			if m <= 0 {
+				break
+			}
+			base := h * hd * n
+			if kb := r.keys[b]; kb.f32 != nil {
+				scoresPair32(q0, q1, kb.f32[base:base+hd*n], n, m, s0[offset:], s1[offset:])
+			} else {
+				scoresPair16(q0, q1, kb.b16[base:base+hd*n], n, m, s0[offset:], s1[offset:])
+			}
+			offset += n
+		}
+	}
+	for i := range rows {
+		qi := x.qs[i*hd : (i+1)*hd]
+		for j := range a.seq {
+			var sum float32
+			base := (h*a.seq + j) * hd
+			for d, q := range qi {
+				sum += q * r.k.at(base+d)
+			}
+			x.scores[i*stride+a.slots+j] = sum
+		}
+	}
+	// The bias, then softmax over the attended slots and the chunk.
+	for i := range rows {
+		s := i % a.seq
+		softmax(x.scores[i*stride:(i+1)*stride], r.bias[s*stride:(s+1)*stride], r.attended, a.slots, r.half)
+	}
+	// The context: the attended slots' value rows and the chunk's own, weighted by the
+	// probabilities.
+	clear(x.ctx[:rows*hd])
+	for i := 0; i < rows; i += 2 {
+		p0, p1 := pair(i, x.scores, stride, nil)
+		c0, c1 := pair(i, x.ctx, hd, x.spareCtx)
+		if i+1 >= rows {
+			clear(c1)
+		}
+		offset := 0
+		for b, n := range a.sizes {
+			m := min(n, r.attended-offset)
+			if m <= 0 {
+				break
+			}
+			base := h * n * hd
+			if vb := r.values[b]; vb.f32 != nil {
+				contextPair32(p0[offset:], p1[offset:], vb.f32[base:base+m*hd], hd, m, c0, c1)
+			} else {
+				contextPair16(p0[offset:], p1[offset:], vb.b16[base:base+m*hd], hd, m, c0, c1)
+			}
+			offset += n
+		}
+		base := h * a.seq * hd
+		if r.v.f32 != nil {
+			contextPair32(p0[a.slots:], p1[a.slots:], r.v.f32[base:base+a.seq*hd], hd, a.seq, c0, c1)
+		} else {
+			contextPair16(p0[a.slots:], p1[a.slots:], r.v.b16[base:base+a.seq*hd], hd, a.seq, c0, c1)
+		}
+	}
+	out := h * rows * hd
+	if r.out32 != nil {
+		copy(r.out32[out:out+rows*hd], x.ctx[:rows*hd])
+		return
+	}
+	for i, v := range x.ctx[:rows*hd] {
+		r.out16[out+i] = bfloat16.FromFloat32(v)
+	}
+}
+
+// softmax turns one row's scores sc [slots+S] into probabilities: the bias added, then
+// normalized over the attended slots [0, attended) and the chunk's [slots, slots+S) (the
+// slots between are attended by no row), rounded to bfloat16 where half.
+func softmax(sc, bias []float32, attended, slots int, half bool) {
+	parts := [2][2]int{{0, attended}, {slots, len(sc)}}
+	highest := float32(math.Inf(-1))
+	for _, p := range parts {
+		for t := p[0]; t < p[1]; t++ {
+			sc[t] += bias[t]
+			highest = max(highest, sc[t])
+		}
+	}
+	var sum float32
+	for _, p := range parts {
+		for t := p[0]; t < p[1]; t++ {
+			e := float32(math.Exp(float64(sc[t] - highest)))
+			sc[t] = e
+			sum += e
+		}
+	}
+	inv := 1 / sum
+	for _, p := range parts {
+		for t := p[0]; t < p[1]; t++ {
+			v := sc[t] * inv
+			if half {
+				v = bfloat16.FromFloat32(v).Float32()
+			}
+			sc[t] = v
+		}
+	}
+}
+
+// widen16 is a bfloat16's bits as float32.
+func widen16(x uint16) float32 { return math.Float32frombits(uint32(x) << 16) }
+
+// scoresPairPlain is scoresPair32's slots [from, m) in plain Go, the key block's values widened
+// by float.
+func scoresPairPlain[T any](q0, q1 []float32, kt []T, n, from, m int, s0, s1 []float32, float func(T) float32) {
+	for t := from; t < m; t++ {
+		var a, b float32
+		for d, x := range q0 {
+			k := float(kt[d*n+t])
+			a += x * k
+			b += q1[d] * k
+		}
+		s0[t], s1[t] = a, b
+	}
+}
+
+// contextPairPlain is contextPair32 in plain Go, the value rows widened by float.
+func contextPairPlain[T any](p0, p1 []float32, vb []T, hd, m int, c0, c1 []float32, float func(T) float32) {
+	for t := range m {
+		row := vb[t*hd : (t+1)*hd]
+		for j, v := range row {
+			w := float(v)
+			c0[j] += p0[t] * w
+			c1[j] += p1[t] * w
+		}
+	}
+}

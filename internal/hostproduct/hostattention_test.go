@@ -1,0 +1,308 @@
+package hostproduct
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/gobackend"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
+)
+
+// attentionBody is AttentionFunction's definition written plainly: the key blocks transposed
+// back and put before the chunk's keys, the value blocks before its values, the scores and the
+// context in float32, the probabilities rounded to q's dtype.
+func attentionBody(q, k, v, bias *Node, keyBlocks, valueBlocks []*Node) *Node {
+	dtype := q.DType()
+	f32 := func(x *Node) *Node { return ConvertDType(x, dtypes.Float32) }
+	var keys, values []*Node
+	for i := range keyBlocks {
+		keys = append(keys, Transpose(f32(keyBlocks[i]), 1, 2))
+		values = append(values, f32(valueBlocks[i]))
+	}
+	keys = append(keys, f32(k))
+	values = append(values, f32(v))
+	all, vals := Concatenate(keys, 1), Concatenate(values, 1) // [H, T+S, hd]
+	hd := q.Shape().Dimensions[2]
+	scores := DotGeneral(f32(q), []int{2}, []int{0}, all, []int{2}, []int{0}) // [H, R, T+S]
+	scores = MulScalar(scores, 1/math.Sqrt(float64(hd)))
+	dims := scores.Shape().Dimensions
+	seq := bias.Shape().Dimensions[0]
+	scores = Add(Reshape(scores, dims[0], dims[1]/seq, seq, dims[2]), Reshape(bias, 1, 1, seq, dims[2]))
+	probs := f32(ConvertDType(Softmax(Reshape(scores, dims...), -1), dtype))
+	ctx := DotGeneral(probs, []int{2}, []int{0}, vals, []int{1}, []int{0}) // [H, R, hd]
+	return ConvertDType(ctx, dtype)
+}
+
+// attentionCase is one shape of attention over blocks.
+type attentionCase struct {
+	name           string
+	dtype, blockDT dtypes.DType
+	kvHeads, group int
+	seq, hd        int
+	blocks         []int
+	start          int // the cache's slots attended: [0, start)
+	tol            float64
+}
+
+// attentionGraph calls one host attention function twice (two sequences of one shape, the
+// second's operands computed in the graph), and returns both results as float32.
+func attentionGraph(c attentionCase) func(g *Graph, ins []*Node) []*Node {
+	return func(g *Graph, ins []*Node) []*Node {
+		fn := NewFunction(g, AttentionFunction+"#0", func(g *Graph) []*Node {
+			ps := make([]*Node, len(ins))
+			for i, x := range ins {
+				ps[i] = Parameter(g, fmt.Sprintf("p%d", i), x.Shape())
+			}
+			n := len(c.blocks)
+			return []*Node{attentionBody(ps[0], ps[1], ps[2], ps[3], ps[4:4+n], ps[4+n:])}
+		})
+		first := fn.Call(ins...)[0]
+		second := append([]*Node(nil), ins...)
+		second[0] = Neg(ins[0])
+		second[2] = ConvertDType(MulScalar(ConvertDType(ins[2], dtypes.Float32), 0.5), c.dtype)
+		out := fn.Call(second...)[0]
+		return []*Node{ConvertDType(first, dtypes.Float32), ConvertDType(Tanh(ConvertDType(out, dtypes.Float32)), dtypes.Float32)}
+	}
+}
+
+// attentionArgs are a case's operands: q, k, v, the bias (slots from start on masked, the
+// chunk causal, and slot 3 masked for position 0 of the chunk), the key and value blocks.
+func attentionArgs(c attentionCase) []*tensors.Tensor {
+	rows, slots := c.group*c.seq, 0
+	for _, n := range c.blocks {
+		slots += n
+	}
+	args := []*tensors.Tensor{
+		asDType(pattern(c.kvHeads*rows*c.hd, 1), c.dtype, c.kvHeads, rows, c.hd),
+		asDType(pattern(c.kvHeads*c.seq*c.hd, 2), c.dtype, c.kvHeads, c.seq, c.hd),
+		asDType(pattern(c.kvHeads*c.seq*c.hd, 3), c.dtype, c.kvHeads, c.seq, c.hd),
+	}
+	bias := make([]float32, c.seq*(slots+c.seq))
+	for s := range c.seq {
+		for t := range slots + c.seq {
+			if (t < slots && t >= c.start) || (t >= slots && t-slots > s) || (s == 0 && t == 3) {
+				bias[s*(slots+c.seq)+t] = float32(math.Inf(-1))
+			}
+		}
+	}
+	args = append(args, tensors.FromFlatDataAndDimensions(bias, c.seq, slots+c.seq))
+	for i, n := range c.blocks {
+		args = append(args, asDType(pattern(c.kvHeads*c.hd*n, 10+i), c.blockDT, c.kvHeads, c.hd, n))
+	}
+	for i, n := range c.blocks {
+		args = append(args, asDType(pattern(c.kvHeads*n*c.hd, 20+i), c.blockDT, c.kvHeads, n, c.hd))
+	}
+	return args
+}
+
+// TestAttentionMatchesTheBackend runs attention over cache blocks in Go (Options.Attention) and
+// its definition on the backend itself: one and several chunk positions, query groups (an odd
+// number of rows too), float32 and bfloat16 activations and blocks, head dimensions on and off
+// the kernels' width (64), a block of slots off the vector width (16), slots past the last
+// attended left unread, and a block wholly past it.
+func TestAttentionMatchesTheBackend(t *testing.T) {
+	f32, bf16 := dtypes.Float32, dtypes.BFloat16
+	for _, c := range []attentionCase{
+		{"f32/decode", f32, f32, 4, 2, 1, 32, []int{64, 64, 128}, 150, 1e-5},
+		{"f32/chunk", f32, f32, 2, 2, 3, 32, []int{64, 64}, 100, 1e-5},
+		{"f32/odd-hd", f32, f32, 2, 3, 2, 24, []int{16, 40}, 41, 1e-5},
+		{"f32/block-past-start", f32, f32, 2, 1, 1, 16, []int{64, 64, 128}, 20, 1e-5},
+		{"f32/bf16-cache", f32, bf16, 3, 2, 1, 32, []int{64, 64}, 77, 1e-5},
+		{"f32/hd128-odd-rows", f32, f32, 2, 3, 1, 128, []int{64, 64, 128}, 200, 1e-5},
+		{"f32/bf16-cache-hd128", f32, bf16, 2, 2, 2, 128, []int{64, 128}, 170, 1e-5},
+		{"f32/hd64-tail-block", f32, f32, 2, 2, 1, 64, []int{16, 40}, 54, 1e-5},
+		{"bf16/decode", bf16, bf16, 4, 2, 1, 32, []int{64, 64, 128}, 150, 1e-2},
+		{"bf16/hd64", bf16, bf16, 2, 2, 1, 64, []int{64, 64}, 100, 1e-2},
+		{"bf16/chunk", bf16, bf16, 2, 2, 2, 48, []int{64}, 60, 1e-2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// The definition runs on a backend of its own, sequential: compute v0.1.14's
+			// parallel executor hangs in a call of a function (TestComputeCallHangs).
+			ref, err := gobackend.New("ops_sequential")
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner, err := gobackend.New("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wrapped, err := Wrap(inner, Options{Attention: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer wrapped.Finalize()
+			run := func(b compute.Backend) []*tensors.Tensor {
+				exec, err := NewExec(b, attentionGraph(c))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer exec.Finalize()
+				var ins []any
+				for _, a := range attentionArgs(c) {
+					ins = append(ins, a)
+				}
+				out, err := exec.Call(ins...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			want := run(ref)
+			got := run(wrapped)
+			if n := wrapped.AttentionsRun(); n != 2 {
+				t.Errorf("%d attentions ran in Go, want 2", n)
+			}
+			for i := range want {
+				w, g := flat32(t, want[i]), flat32(t, got[i])
+				for j := range w {
+					if d := math.Abs(float64(w[j] - g[j])); !(d <= c.tol*(1+math.Abs(float64(w[j])))) {
+						t.Fatalf("output %d[%d] = %v, the backend's %v", i, j, g[j], w[j])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestAttentionRefusesOtherShapes checks that a call whose operands are not of
+// AttentionFunction's form fails to build, naming what is wrong, rather than running anything.
+func TestAttentionRefusesOtherShapes(t *testing.T) {
+	f32 := dtypes.Float32
+	good := attentionCase{"", f32, f32, 2, 2, 1, 16, []int{16}, 10, 0}
+	for _, tc := range []struct {
+		name string
+		bend func(s []shapes.Shape)
+		want string
+	}{
+		{"keys not transposed", func(s []shapes.Shape) { s[4] = shapes.Make(f32, 2, 16, 8) }, "block 0"},
+		{"bias of bfloat16", func(s []shapes.Shape) { s[3] = shapes.Make(dtypes.BFloat16, 1, 17) }, "bias"},
+		{"rows not a multiple of the chunk", func(s []shapes.Shape) {
+			s[1], s[2] = shapes.Make(f32, 2, 3, 16), shapes.Make(f32, 2, 3, 16)
+			s[3] = shapes.Make(f32, 3, 19)
+		}, "query rows"},
+		{"no blocks", func(s []shapes.Shape) {}, "parameters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner, err := gobackend.New("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wrapped, err := Wrap(inner, Options{Attention: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer wrapped.Finalize()
+			var ss []shapes.Shape
+			for _, a := range attentionArgs(good) {
+				ss = append(ss, a.Shape())
+			}
+			tc.bend(ss)
+			if tc.name == "no blocks" {
+				ss = ss[:4]
+			}
+			exec, err := NewExec(wrapped, func(g *Graph, ins []*Node) []*Node {
+				fn := NewFunction(g, AttentionFunction+"#0", func(g *Graph) []*Node {
+					ps := make([]*Node, len(ss))
+					for i, s := range ss {
+						ps[i] = Parameter(g, fmt.Sprintf("p%d", i), s)
+					}
+					return []*Node{ps[0]}
+				})
+				return fn.Call(ins...)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer exec.Finalize()
+			_, err = exec.Compile(ss...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestComputeCallHangs is the reproduction of a hang in compute v0.1.14's pure-Go backend: a
+// graph that calls a named function whose body multiplies 256 × 256 matrices never returns from
+// its parallel executor (it waits on a channel; the same graph with ops_sequential, or with
+// 64 × 64 matrices, runs). octlm's graphs call a function only where this package runs it in
+// Go (AttentionFunction). The hanging case runs only with OCTLM_REPRO_HANG=1 (under a short
+// -timeout); the sequential one always.
+func TestComputeCallHangs(t *testing.T) {
+	configs := []string{"ops_sequential"}
+	if os.Getenv("OCTLM_REPRO_HANG") == "1" {
+		configs = append(configs, "")
+	}
+	for _, config := range configs {
+		b, err := gobackend.New(config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 256
+		exec, err := NewExec(b, func(x *Node) *Node {
+			fn := NewFunction(x.Graph(), "f", func(g *Graph) []*Node {
+				p := Parameter(g, "p", shapes.Make(dtypes.Float32, n, n))
+				return []*Node{MatMul(Tanh(p), Exp(p))}
+			})
+			return fn.Call(x)[0]
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Call1(asDType(pattern(n*n, 1), dtypes.Float32, n, n))
+		exec.Finalize()
+		if err != nil || !out.Shape().Equal(shapes.Make(dtypes.Float32, n, n)) {
+			t.Fatalf("config %q: %v, %v", config, out, err)
+		}
+	}
+}
+
+// BenchmarkAttention times one decode step's attention over a cache on Qwen3-0.6B's shape (8 kv
+// heads of 128, 2 query rows each, blocks of 64, 64 and 128 slots, 150 attended) in Go
+// (Options.Attention) and its definition on compute's sequential executor.
+func BenchmarkAttention(b *testing.B) {
+	for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
+		c := attentionCase{string(dt.String()), dt, dt, 8, 2, 1, 128, []int{64, 64, 128}, 150, 0}
+		ref, err := gobackend.New("ops_sequential")
+		if err != nil {
+			b.Fatal(err)
+		}
+		inner, err := gobackend.New("")
+		if err != nil {
+			b.Fatal(err)
+		}
+		wrapped, err := Wrap(inner, Options{Attention: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, bc := range []struct {
+			name    string
+			backend compute.Backend
+		}{{"go", wrapped}, {"compute", ref}} {
+			b.Run(c.name+"/"+bc.name, func(b *testing.B) {
+				exec, err := NewExec(bc.backend, attentionGraph(c))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer exec.Finalize()
+				var args []any // a tensor lives on one backend
+				for _, a := range attentionArgs(c) {
+					args = append(args, a)
+				}
+				for b.Loop() {
+					if _, err := exec.Call(args...); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		wrapped.Finalize()
+	}
+}
