@@ -84,7 +84,9 @@ func mlp(o ops, w weightSet, x *Node) *Node {
 // block's values and the chunk's; with a cache, each sequence on its own. Returns the
 // context and the chunk's new keys and values [B, kvHeads, S, hd] in the cache's dtype (values
 // [B, kvHeads, hd, S] with CacheLeft), which the host writes into the cache (nil without a
-// cache). The products against the blocks are the layout's (ops.cacheScores, ops.cacheContext).
+// cache). The products against the blocks are the layout's (ops.cacheScores, ops.cacheContext);
+// with Layout.HostAttention a decode step's attention over each sequence's cache is instead one
+// call of a function that the wrapped pure-Go backend runs in Go (step.hostAttend).
 func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, newK, newV *Node) {
 	o := s.ops
 	batch, seqLen, heads, hd := query.Shape().Dimensions[0], query.Shape().Dimensions[1], query.Shape().Dimensions[2], query.Shape().Dimensions[3]

@@ -39,7 +39,8 @@ type Job struct {
 	// choice passes over ONNX Runtime where the pure-Go backend decodes faster.
 	Workload
 	// CPUVendor is the processor's vendor_id ("GenuineIntel", "AuthenticAMD"), which decides
-	// which engine runs a long context faster (longContext); "" reads it from /proc/cpuinfo.
+	// which engine decodes 16 sequences or more faster (intelONNXSequences); "" reads it from
+	// /proc/cpuinfo.
 	CPUVendor string
 	// SmallGraphs marks a job of many small graphs (the notebooks' figures): ONNX Runtime
 	// compiles each graph first, which costs them more than it saves, so the automatic choice
@@ -74,7 +75,7 @@ const (
 	// fast (1.0–1.06×). ONNX Runtime runs one sequence 1.0–1.1× as fast. Not 16 or more on
 	// Intel (intelONNXSequences).
 	batchedSequences = 2
-	// intelONNXSequences: on the Intel Xeon (GoLongContexts) ONNX Runtime decoded 16 sequences
+	// intelONNXSequences: on a 2-core Intel Xeon (Emerald Rapids, 2026-12-05) ONNX Runtime decoded 16 sequences
 	// at once 1.21–1.34× as fast as the pure-Go backend in eight runs (40.0–49.2 against
 	// 31.1–39.9 tokens/s), while 2, 4 and 8 ran about as fast on both (the pure-Go backend
 	// 0.80–1.06×, 1.03–1.19× and 0.99–1.25×), so on Intel 16 sequences or more stay on ONNX
@@ -83,20 +84,13 @@ const (
 	// longContext: after a 1,024-token prompt the pure-Go backend decoded 12.1 tokens/s against
 	// ONNX Runtime's 9.5, and prefilled that prompt at 231 against 251 tokens/s; at depth 1,024
 	// and 4,096 it decoded 1.08× and 1.04× as fast and prefilled a 32-token prompt 1.96× and
-	// 1.82× as fast; at depth 256 ONNX Runtime still decoded 1.23× as fast. Not on Intel
-	// (GoLongContexts).
+	// 1.82× as fast; at depth 256 ONNX Runtime still decoded 1.23× as fast. On the Intel Xeon
+	// too since attention over the cache runs in Go (2026-12-06, two rounds alternated): the
+	// pure-Go backend decoded 1.25–1.27× as fast at depth 1,024, 1.01–1.25× at 2,048, 1.21× at
+	// 4,096 and 1.23× after a 1,024-token prompt, while ONNX Runtime prefilled those 1.5×
+	// (32-token prompts at depth) and 1.15× (the 1,024-token prompt) as fast.
 	longContext = 1024
 )
-
-// GoLongContexts reports whether the pure-Go backend runs a long context (longContext) faster
-// than ONNX Runtime on a processor of this vendor_id: on AMD (Zen 5) it does; on a 2-core Intel
-// Xeon (Emerald Rapids, 2026-12-05, alternated, docs/performance.md "Which engine on an Intel
-// Xeon") ONNX Runtime was the faster at every length measured, prefill and decode: a 32-token
-// prompt at depth 1,024, 2,048 and 4,096 prefilled 1.75–1.85× and decoded 1.02–1.13× as fast, a
-// 1,024-token prompt 1.29–1.33× and then 1.17–1.26×, where compute's small kernel reads the
-// weights at 19–26 GB/s of the 31–34 a plain read reaches (BenchmarkMatMulPanels). There 2 to
-// 15 sequences decoded at once still run on the pure-Go backend (intelONNXSequences).
-func GoLongContexts(vendor string) bool { return vendor != intelVendor }
 
 // intelVendor is Intel's vendor_id in /proc/cpuinfo.
 const intelVendor = "GenuineIntel"
@@ -108,8 +102,7 @@ const ONNXPassedOver = "ONNX Runtime passed over"
 // Choose opens the backend that runs job: the one named (job.Backend, else $GOMLX_BACKEND) as it
 // is; else the automatic choice (AutoName), except that where that is ONNX Runtime the pure-Go
 // backend runs the job when the weights are half precision, when the job's graphs are small, when
-// it decodes several sequences at once (on Intel, fewer than 16) or, but on Intel, a long context
-// (Workload), or when the job fits the memory available on the pure-Go backend but not on ONNX
+// it decodes several sequences at once (on Intel, fewer than 16) or a long context (Workload), or when the job fits the memory available on the pure-Go backend but not on ONNX
 // Runtime (their weights' layouts differ; both read the KV cache in place). Info.Reason says which and why; ONNX Runtime
 // is opened only when it runs the job. The caller owns the backend.
 func Choose(job Job) (compute.Backend, Info, error) {
@@ -150,10 +143,13 @@ func (job Job) passOverONNX() string {
 	if job.SmallGraphs {
 		return ONNXPassedOver + ": the pure-Go backend runs small graphs sooner (" + EnvBackend + "=onnx to use it)"
 	}
-	if job.Sequences >= batchedSequences && (job.Sequences < intelONNXSequences || job.cpuVendor() != intelVendor) {
+	// On Intel's processors ONNX Runtime decodes 16 sequences or more faster, long or not
+	// (intelONNXSequences; the long ones unmeasured).
+	intelBatch := job.Sequences >= intelONNXSequences && job.cpuVendor() == intelVendor
+	if job.Sequences >= batchedSequences && !intelBatch {
 		return fmt.Sprintf("%s: the pure-Go backend decodes %d sequences at once faster (%s=onnx to use it)", ONNXPassedOver, job.Sequences, EnvBackend)
 	}
-	if job.Longest >= longContext && GoLongContexts(job.cpuVendor()) {
+	if job.Longest >= longContext && !intelBatch {
 		return fmt.Sprintf("%s: the pure-Go backend decodes faster with %d positions in the KV cache (%s=onnx to use it)", ONNXPassedOver, job.Longest, EnvBackend)
 	}
 	if job.Need == nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/xla"
 )
 
@@ -114,19 +113,14 @@ func TestGenerateSeveralPromptsRefused(t *testing.T) {
 }
 
 // TestGenerateChoosesByWorkload: where the automatic choice finds ONNX Runtime, one prompt runs
-// there, while several prompts (decoded together) or a long generation (but on Intel, where ONNX
-// Runtime keeps it: xla.GoLongContexts) run on the pure-Go backend, and the backend line says
-// why; a named backend is kept.
+// there, while several prompts (decoded together) or a long generation run on the pure-Go
+// backend, and the backend line says why; a named backend is kept.
 func TestGenerateChoosesByWorkload(t *testing.T) {
 	t.Setenv(xla.EnvBackend, "")
 	if name, _, _ := xla.DefaultPlaces().AutoName(); name != xla.ONNX {
 		t.Skipf("the automatic choice here is %s, not ONNX Runtime", name)
 	}
 	model := testdata("tiny-qwen3-long") // a context of 40,960 positions
-	longOn, longWhy := "backend: go", "decodes faster with 1102 positions"
-	if !xla.GoLongContexts(sysinfo.CPUVendor()) {
-		longOn, longWhy = "backend: onnx", ""
-	}
 	tests := []struct {
 		name string
 		args []string
@@ -135,7 +129,7 @@ func TestGenerateChoosesByWorkload(t *testing.T) {
 	}{
 		{"one prompt", []string{"--prompt-ids", "5,6", "-n", "2"}, "backend: onnx", ""},
 		{"two prompts", []string{"--prompt-ids", "5,6", "--prompt-ids", "7", "-n", "2"}, "backend: go", "decodes 2 sequences at once faster"},
-		{"a long generation", []string{"--prompt-ids", "5,6", "-n", "1100"}, longOn, longWhy},
+		{"a long generation", []string{"--prompt-ids", "5,6", "-n", "1100"}, "backend: go", "decodes faster with 1102 positions"},
 		{"two prompts, named", []string{"--backend", "onnx", "--prompt-ids", "5,6", "--prompt-ids", "7", "-n", "2"}, "backend: onnx", ""},
 	}
 	for _, tt := range tests {

@@ -264,12 +264,25 @@ func TestComputeCallHangs(t *testing.T) {
 	}
 }
 
-// BenchmarkAttention times one decode step's attention over a cache on Qwen3-0.6B's shape (8 kv
-// heads of 128, 2 query rows each, blocks of 64, 64 and 128 slots, 150 attended) in Go
-// (Options.Attention) and its definition on compute's sequential executor.
+// BenchmarkAttention times two calls of a decode step's attention over a cache on Qwen3-0.6B's
+// shape (8 kv heads of 128, 2 query rows each; blocks of 64, 64 and 128 slots, 150 attended, or
+// 4,096 slots in blocks up to 512) in Go (Options.Attention) and its definition on compute's
+// sequential executor.
 func BenchmarkAttention(b *testing.B) {
-	for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
-		c := attentionCase{string(dt.String()), dt, dt, 8, 2, 1, 128, []int{64, 64, 128}, 150, 0}
+	deep := []int{64, 64, 128, 256}
+	for range 7 {
+		deep = append(deep, 512)
+	}
+	for _, bc := range []struct {
+		dt     dtypes.DType
+		blocks []int
+		start  int
+	}{
+		{dtypes.Float32, []int{64, 64, 128}, 150}, {dtypes.BFloat16, []int{64, 64, 128}, 150},
+		{dtypes.Float32, deep, 4096},
+	} {
+		dt := bc.dt
+		c := attentionCase{fmt.Sprintf("%s/depth%d", dt, bc.start), dt, dt, 8, 2, 1, 128, bc.blocks, bc.start, 0}
 		ref, err := gobackend.New("ops_sequential")
 		if err != nil {
 			b.Fatal(err)
