@@ -40,6 +40,26 @@ func attentionBody(q, k, v, bias *Node, keyBlocks, valueBlocks []*Node) *Node {
 	return ConvertDType(ctx, dtype)
 }
 
+// attentionBackends are the backend the definition runs on, of its own and sequential (compute
+// v0.1.14's parallel executor hangs in a call of a function: TestComputeCallHangs), and one
+// wrapped to run attention in Go, finalized after tb.
+func attentionBackends(tb testing.TB) (ref compute.Backend, wrapped *Backend) {
+	tb.Helper()
+	ref, err := gobackend.New("ops_sequential")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	inner, err := gobackend.New("")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if wrapped, err = Wrap(inner, Options{Attention: true}); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(wrapped.Finalize)
+	return ref, wrapped
+}
+
 // attentionCase is one shape of attention over blocks.
 type attentionCase struct {
 	name           string
@@ -123,21 +143,7 @@ func TestAttentionMatchesTheBackend(t *testing.T) {
 		{"bf16/chunk", bf16, bf16, 2, 2, 2, 48, []int{64}, 60, 1e-2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			// The definition runs on a backend of its own, sequential: compute v0.1.14's
-			// parallel executor hangs in a call of a function (TestComputeCallHangs).
-			ref, err := gobackend.New("ops_sequential")
-			if err != nil {
-				t.Fatal(err)
-			}
-			inner, err := gobackend.New("")
-			if err != nil {
-				t.Fatal(err)
-			}
-			wrapped, err := Wrap(inner, Options{Attention: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer wrapped.Finalize()
+			ref, wrapped := attentionBackends(t)
 			run := func(b compute.Backend) []*tensors.Tensor {
 				exec, err := NewExec(b, attentionGraph(c))
 				if err != nil {
@@ -190,15 +196,7 @@ func TestAttentionRefusesOtherShapes(t *testing.T) {
 		{"no blocks", func(s []shapes.Shape) {}, "parameters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inner, err := gobackend.New("")
-			if err != nil {
-				t.Fatal(err)
-			}
-			wrapped, err := Wrap(inner, Options{Attention: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer wrapped.Finalize()
+			_, wrapped := attentionBackends(t)
 			var ss []shapes.Shape
 			for _, a := range attentionArgs(good) {
 				ss = append(ss, a.Shape())
@@ -283,18 +281,7 @@ func BenchmarkAttention(b *testing.B) {
 	} {
 		dt := bc.dt
 		c := attentionCase{fmt.Sprintf("%s/depth%d", dt, bc.start), dt, dt, 8, 2, 1, 128, bc.blocks, bc.start, 0}
-		ref, err := gobackend.New("ops_sequential")
-		if err != nil {
-			b.Fatal(err)
-		}
-		inner, err := gobackend.New("")
-		if err != nil {
-			b.Fatal(err)
-		}
-		wrapped, err := Wrap(inner, Options{Attention: true})
-		if err != nil {
-			b.Fatal(err)
-		}
+		ref, wrapped := attentionBackends(b)
 		for _, bc := range []struct {
 			name    string
 			backend compute.Backend
@@ -316,6 +303,5 @@ func BenchmarkAttention(b *testing.B) {
 				}
 			})
 		}
-		wrapped.Finalize()
 	}
 }
