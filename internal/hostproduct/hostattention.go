@@ -17,8 +17,11 @@ import (
 
 // AttentionFunction begins the name of every graph function (compute.Builder.NewFunction) that
 // this backend runs in Go as attention over a KV cache, where Options.Attention is set: the
-// function's body is never compiled here (it is the definition, which any other backend runs),
-// and each call of it ends the current piece like a product. Its parameters, in order:
+// function's body, its definition, is never compiled then, and each call of it ends the current
+// piece like a product. (Without Options.Attention the wrapped backend runs the function as any
+// other, but compute v0.1.14's parallel executor can hang in a function call:
+// TestComputeCallHangs; octlm calls one only where this backend runs it in Go.) Its parameters,
+// in order:
 //
 //   - q [kvHeads, rows, hd], float32 or bfloat16: the query rows of each kv head, row r at
 //     position r mod S of the chunk;
