@@ -313,7 +313,7 @@ func openGo(opts, reason string) (b compute.Backend, info Info, err error) {
 	if err != nil {
 		return nil, Info{}, fmt.Errorf("xla: backend %q: %w", Go, err)
 	}
-	if b, err = hostproduct.Wrap(b, hostproduct.Options{MaxRows: GoHostRows, Attention: true}); err != nil {
+	if b, err = hostproduct.Wrap(b, hostproduct.Options{MaxRows: GoHostRows, Attention: hostproduct.AttentionKernels()}); err != nil {
 		return nil, Info{}, fmt.Errorf("xla: backend %q: %w", Go, err)
 	}
 	return b, Info{Name: Go, Reason: reason, Options: opts}, nil

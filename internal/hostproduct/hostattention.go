@@ -37,6 +37,12 @@ import (
 // read.
 const AttentionFunction = "hostproduct.attention"
 
+// AttentionKernels reports whether this build and processor run attention's vector kernels
+// (AVX-512, GOEXPERIMENT=simd on amd64). Elsewhere Options.Attention runs plain Go loops,
+// which at a depth of thousands of slots would be slower than the wrapped backend's kernels
+// (unmeasured: no machine here lacks AVX-512), so octlm sets it only where this is true.
+func AttentionKernels() bool { return attentionVector() }
+
 // hostFunction is a function named for AttentionFunction: its parameters' shapes and its
 // result's, recorded as the graph builds its body.
 type hostFunction struct {

@@ -21,6 +21,9 @@ type kernelVariant struct {
 // kernelVariants are the vector kernels this build can run: none.
 func kernelVariants() []kernelVariant { return nil }
 
+// attentionVector says whether attention's vector kernels run here: not in this build.
+func attentionVector() bool { return false }
+
 // scoresPair32 stores in s0 and s1 [0, m) the products of query rows q0 and q1 [hd] by the
 // columns [0, m) of a transposed key block kt (hd rows of n slots) (plain Go here).
 func scoresPair32(q0, q1, kt []float32, n, m int, s0, s1 []float32) {

@@ -238,6 +238,9 @@ func interleave(out []float32, e0, o0, e1, o1 archsimd.Float32x16) {
 	}
 }
 
+// attentionVector says whether attention's vector kernels run here (AVX-512).
+func attentionVector() bool { return haveAVX512 }
+
 // scoresPair32 stores in s0 and s1 [0, m) the products of query rows q0 and q1 [hd] by the
 // columns [0, m) of a transposed key block kt (hd rows of n slots): s[t] = Σ_d q[d]·kt[d·n+t].
 func scoresPair32(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
