@@ -75,11 +75,11 @@ const (
 	// fast (1.0–1.06×). ONNX Runtime runs one sequence 1.0–1.1× as fast. Not 16 or more on
 	// Intel (intelONNXSequences).
 	batchedSequences = 2
-	// intelONNXSequences: on a 2-core Intel Xeon (Emerald Rapids, 2026-12-05) ONNX Runtime decoded 16 sequences
-	// at once 1.21–1.34× as fast as the pure-Go backend in eight runs (40.0–49.2 against
-	// 31.1–39.9 tokens/s), while 2, 4 and 8 ran about as fast on both (the pure-Go backend
-	// 0.80–1.06×, 1.03–1.19× and 0.99–1.25×), so on Intel 16 sequences or more stay on ONNX
-	// Runtime.
+	// intelONNXSequences: on a 2-core Intel Xeon (Emerald Rapids, 2026-12-05) ONNX Runtime
+	// decoded 16 sequences at once 1.21–1.34× as fast as the pure-Go backend in eight runs
+	// (40.0–49.2 against 31.1–39.9 tokens/s), while 2, 4 and 8 ran about as fast on both (the
+	// pure-Go backend 0.80–1.06×, 1.03–1.19× and 0.99–1.25×), so on Intel 16 sequences or more
+	// stay on ONNX Runtime.
 	intelONNXSequences = 16
 	// longContext: after a 1,024-token prompt the pure-Go backend decoded 12.1 tokens/s against
 	// ONNX Runtime's 9.5, and prefilled that prompt at 231 against 251 tokens/s; at depth 1,024
@@ -102,9 +102,10 @@ const ONNXPassedOver = "ONNX Runtime passed over"
 // Choose opens the backend that runs job: the one named (job.Backend, else $GOMLX_BACKEND) as it
 // is; else the automatic choice (AutoName), except that where that is ONNX Runtime the pure-Go
 // backend runs the job when the weights are half precision, when the job's graphs are small, when
-// it decodes several sequences at once (on Intel, fewer than 16) or a long context (Workload), or when the job fits the memory available on the pure-Go backend but not on ONNX
-// Runtime (their weights' layouts differ; both read the KV cache in place). Info.Reason says which and why; ONNX Runtime
-// is opened only when it runs the job. The caller owns the backend.
+// it decodes several sequences at once (on Intel, fewer than 16) or a long context (Workload), or
+// when the job fits the memory available on the pure-Go backend but not on ONNX Runtime (their
+// weights' layouts differ; both read the KV cache in place). Info.Reason says which and why; ONNX
+// Runtime is opened only when it runs the job. The caller owns the backend.
 func Choose(job Job) (compute.Backend, Info, error) {
 	if name, _ := resolveName(job.Backend); name != "" {
 		return Open(name)

@@ -105,3 +105,27 @@ func (c *crew) stop() {
 	c.wake.Broadcast()
 	c.mu.Unlock()
 }
+
+// shareOut runs work(0) on the caller and work(1) … work(workers−1) on members of b's crew, and
+// waits for them all (spin as crew.run); where the crew is busy, on goroutines of their own.
+// Each work takes its share of a job from a counter of the job's, so a member that starts late
+// takes less.
+func (b *Backend) shareOut(workers int, work func(worker int), spin time.Duration) {
+	if workers <= 1 {
+		work(0)
+		return
+	}
+	if b.crew().run(func(m int) {
+		if m < workers-1 {
+			work(m + 1)
+		}
+	}, func() { work(0) }, spin) {
+		return
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { work(w) })
+	}
+	work(0)
+	wg.Wait()
+}

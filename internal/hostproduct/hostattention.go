@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -188,10 +187,10 @@ func (x floats) at(i int) float32 {
 	if x.f32 != nil {
 		return x.f32[i]
 	}
-	return math.Float32frombits(uint32(x.b16[i]) << 16)
+	return widen16(x.b16[i])
 }
 
-// readFloats is buf's data as floats.
+// readFloats is buf's data as floats: float32 as it is, bfloat16 as its bits (for the kernels).
 func readFloats(buf compute.Buffer) (floats, error) {
 	flat, err := buf.Data()
 	if err != nil {
@@ -294,20 +293,7 @@ func (e *executable) runAttention(a *attention, slots []compute.Buffer, owned []
 			r.head(h, scratch[w])
 		}
 	}
-	if workers == 1 {
-		work(0)
-	} else if !e.backend.crew().run(func(m int) {
-		if m < workers-1 {
-			work(m + 1)
-		}
-	}, func() { work(0) }, crewSpin) {
-		var wg sync.WaitGroup
-		for w := 1; w < workers; w++ {
-			wg.Go(func() { work(w) })
-		}
-		work(0)
-		wg.Wait()
-	}
+	e.backend.shareOut(workers, work, crewSpin)
 	return nil
 }
 

@@ -2,10 +2,8 @@ package hostproduct
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes/bfloat16"
@@ -77,20 +75,7 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 			runs[c.run].panels(c.q0, c.q1)
 		}
 	}
-	if workers == 1 {
-		work()
-	} else if !e.backend.crew().run(func(m int) {
-		if m < workers-1 {
-			work()
-		}
-	}, work, spin) {
-		var wg sync.WaitGroup
-		for range workers - 1 {
-			wg.Go(work)
-		}
-		work()
-		wg.Wait()
-	}
+	e.backend.shareOut(workers, func(int) { work() }, spin)
 	for _, r := range runs {
 		if r.half != nil {
 			for i, v := range r.y {
@@ -179,10 +164,11 @@ func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.
 	if err != nil {
 		return r, fmt.Errorf("hostproduct: product's rows: %w", err)
 	}
-	wFlat, err := slots[p.w].Data()
+	w, err := readFloats(slots[p.w])
 	if err != nil {
 		return r, fmt.Errorf("hostproduct: product's weight: %w", err)
 	}
+	r.w32, r.w16 = w.f32, w.b16
 	buf, yFlat, err := e.backend.Backend.NewSharedBuffer(device, p.outShape)
 	if err != nil {
 		return r, fmt.Errorf("hostproduct: product's output: %w", err)
@@ -211,14 +197,6 @@ func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.
 		}
 	default:
 		return r, fmt.Errorf("hostproduct: product's rows are %T", xFlat)
-	}
-	switch w := wFlat.(type) {
-	case []float32:
-		r.w32 = w
-	case []bfloat16.BFloat16:
-		r.w16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w))), len(w))
-	default:
-		return r, fmt.Errorf("hostproduct: product's weight is %T", wFlat)
 	}
 	if len(r.x) != p.rows*p.in || len(r.w32)+len(r.w16) != p.count*p.in*p.width {
 		return r, fmt.Errorf("hostproduct: product's operands hold %d and %d values for %s and [%d %d %d]",
