@@ -21,9 +21,11 @@ func TestHostProductsDecodeAsCompute(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		width int
-		tol   float64 // relative: the sums' order differs; Gated DeltaNet's recurrence carries it on
+		// tol is relative: the sums' order differs (compute's kernels sum 16 rows in another order
+		// than 1 or 2: 3.6e-5 on a logit of 0.21 seen); Gated DeltaNet's recurrence carries it on.
+		tol float64
 	}{
-		{"tiny-qwen3", 16, 2e-5}, {"tiny-qwen3", 64, 2e-5}, {"tiny-qwen3-untied", 64, 2e-5},
+		{"tiny-qwen3", 16, 5e-5}, {"tiny-qwen3", 64, 5e-5}, {"tiny-qwen3-untied", 64, 5e-5},
 		{"tiny-qwen35", 16, 2e-4}, {"tiny-qwen35", 64, 2e-4},
 	} {
 		name := tc.name

@@ -39,7 +39,7 @@ type Job struct {
 	// choice passes over ONNX Runtime where the pure-Go backend decodes faster.
 	Workload
 	// CPUVendor is the processor's vendor_id ("GenuineIntel", "AuthenticAMD"), which decides
-	// which engine decodes 16 sequences or more faster (intelONNXSequences); "" reads it from
+	// which engine decodes more than 16 sequences faster (intelONNXSequences); "" reads it from
 	// /proc/cpuinfo.
 	CPUVendor string
 	// SmallGraphs marks a job of many small graphs (the notebooks' figures): ONNX Runtime
@@ -72,15 +72,18 @@ type Workload struct {
 const (
 	// batchedSequences: 2, 4 and 8 sequences decoded at once went 1.30×, 1.35× and 1.39× as
 	// fast on the pure-Go backend (29.2 / 22.4, 50.9 / 37.7, 60.9 / 43.7 tokens/s), 16 about as
-	// fast (1.0–1.06×). ONNX Runtime runs one sequence 1.0–1.1× as fast. Not 16 or more on
+	// fast (1.0–1.06×). ONNX Runtime runs one sequence 1.0–1.1× as fast. Not more than 16 on
 	// Intel (intelONNXSequences).
 	batchedSequences = 2
 	// intelONNXSequences: on a 2-core Intel Xeon (Emerald Rapids, 2026-12-05) ONNX Runtime
 	// decoded 16 sequences at once 1.21–1.34× as fast as the pure-Go backend in eight runs
 	// (40.0–49.2 against 31.1–39.9 tokens/s), while 2, 4 and 8 ran about as fast on both (the
-	// pure-Go backend 0.80–1.06×, 1.03–1.19× and 0.99–1.25×), so on Intel 16 sequences or more
+	// pure-Go backend 0.80–1.06×, 1.03–1.19× and 0.99–1.25×). Since the pure-Go backend
+	// multiplies up to 16 rows in Go, four at a time (GoHostRows, 2026-12-06), it decoded 16
+	// float32 sequences at 76.0 tokens/s against ONNX Runtime's 62.4 and 8 at 56.0 against 46.1
+	// (one run each, one after the other): more than 16 sequences on Intel, unmeasured since,
 	// stay on ONNX Runtime.
-	intelONNXSequences = 16
+	intelONNXSequences = GoHostRows + 1
 	// longContext: after a 1,024-token prompt the pure-Go backend decoded 12.1 tokens/s against
 	// ONNX Runtime's 9.5, and prefilled that prompt at 231 against 251 tokens/s; at depth 1,024
 	// and 4,096 it decoded 1.08× and 1.04× as fast and prefilled a 32-token prompt 1.96× and
@@ -144,7 +147,7 @@ func (job Job) passOverONNX() string {
 	if job.SmallGraphs {
 		return ONNXPassedOver + ": the pure-Go backend runs small graphs sooner (" + EnvBackend + "=onnx to use it)"
 	}
-	// On Intel's processors ONNX Runtime decodes 16 sequences or more faster, long or not
+	// On Intel's processors ONNX Runtime decodes more than 16 sequences faster, long or not
 	// (intelONNXSequences; the long ones unmeasured).
 	intelBatch := job.Sequences >= intelONNXSequences && job.cpuVendor() == intelVendor
 	if job.Sequences >= batchedSequences && !intelBatch {

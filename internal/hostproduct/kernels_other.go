@@ -8,6 +8,13 @@ func panels32(w, x, y []float32, in, width int) { panelsScalar(w, x, y, in, widt
 // panels16 is panels32 for bfloat16 panels (their bits).
 func panels16(w []uint16, x, y []float32, in, width int) { panelsScalar16(w, x, y, in, width) }
 
+// panel4x32 would multiply four rows by one float32 panel at once: false, as this build has no
+// such kernel (the caller multiplies them one at a time).
+func panel4x32(w []float32, x, y *[4][]float32, in, width int) bool { return false }
+
+// panel4x16 is panel4x32 for a bfloat16 panel: false here too.
+func panel4x16(w []uint16, x, y *[4][]float32, in, width int) bool { return false }
+
 // kernelWidth is the panel width the vector kernels take elsewhere.
 const kernelWidth = 64
 

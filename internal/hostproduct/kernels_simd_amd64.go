@@ -426,3 +426,67 @@ func add4(out []float32, a0, a1, a2, a3 archsimd.Float32x16) {
 	archsimd.LoadFloat32x16(out[32:]).Add(a2).Store(out[32:])
 	archsimd.LoadFloat32x16(out[48:]).Add(a3).Store(out[48:])
 }
+
+// panel4x32 multiplies four rows x[r] [in] by one float32 panel w [in, kernelWidth] into y[r]
+// [kernelWidth], each weight loaded once for the four rows; false, nothing done, where this CPU
+// lacks the kernel (AVX-512) or the width is not kernelWidth.
+func panel4x32(w []float32, x, y *[4][]float32, in, width int) bool {
+	if !haveAVX512 || width != kernelWidth {
+		return false
+	}
+	if in == 0 {
+		for r := range 4 {
+			clear(y[r][:kernelWidth])
+		}
+		return true
+	}
+	_ = w[in*kernelWidth-1]
+	for r := range 4 {
+		_, _ = x[r][in-1], y[r][kernelWidth-1]
+	}
+	panel4x32Asm(unsafe.Pointer(unsafe.SliceData(w)),
+		unsafe.Pointer(unsafe.SliceData(x[0])), unsafe.Pointer(unsafe.SliceData(x[1])),
+		unsafe.Pointer(unsafe.SliceData(x[2])), unsafe.Pointer(unsafe.SliceData(x[3])),
+		unsafe.Pointer(unsafe.SliceData(y[0])), unsafe.Pointer(unsafe.SliceData(y[1])),
+		unsafe.Pointer(unsafe.SliceData(y[2])), unsafe.Pointer(unsafe.SliceData(y[3])), in)
+	return true
+}
+
+// panel4x16 is panel4x32 for a bfloat16 panel (its bits), widened in registers as
+// panels16AVX512 widens it: each row's even and odd columns accumulate apart and are
+// interleaved at the end.
+func panel4x16(w []uint16, x, y *[4][]float32, in, width int) bool {
+	if !haveAVX512 || width != kernelWidth {
+		return false
+	}
+	if in == 0 {
+		for r := range 4 {
+			clear(y[r][:kernelWidth])
+		}
+		return true
+	}
+	_ = w[in*kernelWidth-1]
+	for r := range 4 {
+		_, _ = x[r][in-1], y[r][kernelWidth-1]
+	}
+	var acc [16]archsimd.Float32x16
+	panel4x16Asm(unsafe.Pointer(unsafe.SliceData(w)),
+		unsafe.Pointer(unsafe.SliceData(x[0])), unsafe.Pointer(unsafe.SliceData(x[1])),
+		unsafe.Pointer(unsafe.SliceData(x[2])), unsafe.Pointer(unsafe.SliceData(x[3])), in, &acc)
+	for r := range 4 {
+		interleave(y[r], acc[4*r], acc[4*r+1], acc[4*r+2], acc[4*r+3])
+	}
+	archsimd.ClearAVXUpperBits()
+	return true
+}
+
+// panel4x32Asm is panel4x32's kernel (rows_amd64.s): y_r[j] = Σ_k w[k·64+j]·x_r[k], in ≥ 0.
+//
+//go:noescape
+func panel4x32Asm(w, x0, x1, x2, x3, y0, y1, y2, y3 unsafe.Pointer, in int)
+
+// panel4x16Asm is panel4x16's kernel (rows_amd64.s): acc[4r] and acc[4r+1] are row r's even
+// and odd columns of the panel's first 32, acc[4r+2] and acc[4r+3] those of the next 32.
+//
+//go:noescape
+func panel4x16Asm(w, x0, x1, x2, x3 unsafe.Pointer, in int, acc *[16]archsimd.Float32x16)

@@ -1,9 +1,11 @@
 package hostproduct
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gomlx/compute/dtypes/bfloat16"
 
@@ -170,4 +172,136 @@ func BenchmarkStepProducts(b *testing.B) {
 			panels16(w[off+lo*in*kernelWidth:off+hi*in*kernelWidth], x[:in], y[lo*kernelWidth:hi*kernelWidth], in, kernelWidth)
 		})
 	})
+}
+
+// TestFourRowKernels checks panel4x32 and panel4x16 against a plain sum on small integers, exact
+// in any order of summation, for a panel's depths around a prefetch distance and none; where the
+// kernels do not run here, that they say so.
+func TestFourRowKernels(t *testing.T) {
+	for _, in := range []int{0, 1, 7, 8, 9, 33} {
+		w := make([]float32, in*kernelWidth)
+		half := make([]uint16, len(w))
+		for i := range w {
+			w[i] = float32(i%7) - 3
+			half[i] = uint16(bfloat16.FromFloat32(w[i]))
+		}
+		var xs, y32, y16 [4][]float32
+		for r := range 4 {
+			xs[r] = make([]float32, in)
+			for k := range xs[r] {
+				xs[r][k] = float32((k+3*r)%5) - 2
+			}
+			y32[r], y16[r] = make([]float32, kernelWidth), make([]float32, kernelWidth)
+			for j := range kernelWidth { // stale values the kernels must overwrite
+				y32[r][j], y16[r][j] = 99, 99
+			}
+		}
+		ran32 := panel4x32(w, &xs, &y32, in, kernelWidth)
+		ran16 := panel4x16(half, &xs, &y16, in, kernelWidth)
+		if ran32 != ran16 {
+			t.Fatalf("in %d: the float32 kernel ran %v, the bfloat16 one %v", in, ran32, ran16)
+		}
+		if !ran32 {
+			t.Skip("no four-row kernels on this CPU or build")
+		}
+		if panel4x32(w, &xs, &y32, in, 16) || panel4x16(half, &xs, &y16, in, 16) {
+			t.Fatalf("the four-row kernels ran at width 16")
+		}
+		for r := range 4 {
+			for j := range kernelWidth {
+				want := float32(0)
+				for k := range in {
+					want += w[k*kernelWidth+j] * xs[r][k]
+				}
+				if y32[r][j] != want || y16[r][j] != want {
+					t.Fatalf("in %d, row %d, column %d: float32 %v, bfloat16 %v, want %v", in, r, j, y32[r][j], y16[r][j], want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkRowKernels multiplies eight rows by weights of Qwen3-0.6B's gate-and-up (1024 →
+// 6144) and down (3072 → 1024) shapes, 1 GiB in all (more than a server's L3), as panels on huge
+// pages shared over GOMAXPROCS goroutines, panel by panel as productRun.panels goes: every row
+// by the one-row kernel ("one") and four rows at a time by the four-row kernels ("four"),
+// alternated call by call, and reports each one's weight GB/s and x_four/one, the speed-up.
+//
+//	GOEXPERIMENT=simd go test ./internal/hostproduct -run '^$' -bench RowKernels -benchtime 4x
+func BenchmarkRowKernels(b *testing.B) {
+	const rows = 8
+	workers := runtime.GOMAXPROCS(0)
+	for _, sh := range []struct{ in, out int }{{1024, 6144}, {3072, 1024}} {
+		copies := (1 << 29) / (sh.in * sh.out)
+		total := copies * sh.in * sh.out
+		for _, dt := range []string{"f32", "bf16"} {
+			b.Run(fmt.Sprintf("%dx%d/%s", sh.in, sh.out, dt), func(b *testing.B) {
+				p := &product{rows: rows, in: sh.in, count: sh.out / kernelWidth, width: kernelWidth}
+				x := make([]float32, rows*sh.in)
+				for i := range x {
+					x[i] = float32(i%13) * 0.1
+				}
+				var w32 []float32
+				var w16 []uint16
+				size := 4
+				if dt == "f32" {
+					w32 = make([]float32, total)
+					hugepage.AdviseSlice(w32)
+					for i := range w32 {
+						w32[i] = float32(i%7) * 0.01
+					}
+				} else {
+					size, w16 = 2, make([]uint16, total)
+					hugepage.AdviseSlice(w16)
+					for i := range w16 {
+						w16[i] = uint16(bfloat16.FromFloat32(float32(i%7) * 0.01))
+					}
+				}
+				y := make([]float32, rows*sh.out)
+				// pass multiplies every copy of the weight, each by one-row kernels only (one) or
+				// by the four-row ones where they run.
+				pass := func(one bool) time.Duration {
+					begin := time.Now()
+					per := sh.in * sh.out
+					for c := range copies {
+						r := productRun{p: p, x: x, y: y}
+						if w32 != nil {
+							r.w32 = w32[c*per : (c+1)*per]
+						} else {
+							r.w16 = w16[c*per : (c+1)*per]
+						}
+						var wg sync.WaitGroup
+						for g := range workers {
+							lo, hi := g*p.count/workers, (g+1)*p.count/workers
+							wg.Go(func() {
+								if one { // panel by panel, each row by the one-row kernel
+									p1 := &product{rows: 1, in: sh.in, count: p.count, width: kernelWidth}
+									for q := lo; q < hi; q++ {
+										for i := range rows {
+											r1 := r
+											r1.p, r1.x, r1.y = p1, x[i*sh.in:(i+1)*sh.in], y[i*sh.out:(i+1)*sh.out]
+											r1.panels(q, q+1)
+										}
+									}
+									return
+								}
+								r.panels(lo, hi)
+							})
+						}
+						wg.Wait()
+					}
+					return time.Since(begin)
+				}
+				var one, four time.Duration
+				for b.Loop() {
+					one += pass(true)
+					four += pass(false)
+				}
+				gb := float64(total*size) * float64(b.N) / 1e9
+				b.ReportMetric(gb/one.Seconds(), "GB/s_one")
+				b.ReportMetric(gb/four.Seconds(), "GB/s_four")
+				b.ReportMetric(one.Seconds()/four.Seconds(), "x_four/one")
+			})
+		}
+	}
 }

@@ -88,7 +88,10 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 
 // panels computes panels [q0, q1) of every row. With several rows it goes panel by panel, every
 // row's product by a panel before the next, so that the rows after the first read the panel from
-// the cache, not from memory.
+// the cache, not from memory; four rows at a time where the four-row kernels run (panel4x32),
+// each weight loaded once for the four: eight rows by a Qwen3-0.6B layer's weights ran
+// 1.30–1.35× (float32) and 1.84–2.01× (bfloat16) as fast as one row at a time on a 2-core Xeon
+// (BenchmarkRowKernels, alternated).
 func (r productRun) panels(q0, q1 int) {
 	p := r.p
 	step := q1 - q0
@@ -96,11 +99,29 @@ func (r productRun) panels(q0, q1 int) {
 		step = 1
 	}
 	panel := p.in * p.width
+	row := func(row, q, end int) ([]float32, []float32) {
+		return r.x[row*p.in : (row+1)*p.in], r.y[row*p.count*p.width+q*p.width : row*p.count*p.width+end*p.width]
+	}
 	for q := q0; q < q1; q += step {
 		end := min(q+step, q1)
-		for row := range p.rows {
-			x := r.x[row*p.in : (row+1)*p.in]
-			y := r.y[row*p.count*p.width+q*p.width : row*p.count*p.width+end*p.width]
+		first := 0 // the first row left to the one-row kernels
+		for ; step == 1 && first+4 <= p.rows; first += 4 {
+			var xs, ys [4][]float32
+			for i := range 4 {
+				xs[i], ys[i] = row(first+i, q, end)
+			}
+			var done bool
+			if r.w32 != nil {
+				done = panel4x32(r.w32[q*panel:end*panel], &xs, &ys, p.in, p.width)
+			} else {
+				done = panel4x16(r.w16[q*panel:end*panel], &xs, &ys, p.in, p.width)
+			}
+			if !done {
+				break
+			}
+		}
+		for i := first; i < p.rows; i++ {
+			x, y := row(i, q, end)
 			if r.w32 != nil {
 				panels32(r.w32[q*panel:end*panel], x, y, p.in, p.width)
 			} else {
