@@ -431,24 +431,13 @@ func add4(out []float32, a0, a1, a2, a3 archsimd.Float32x16) {
 // [kernelWidth], each weight loaded once for the four rows; false, nothing done, where this CPU
 // lacks the kernel (AVX-512) or the width is not kernelWidth.
 func panel4x32(w []float32, x, y *[4][]float32, in, width int) bool {
-	if !haveAVX512 || width != kernelWidth {
+	if !fourRows(x, y, in, width) {
 		return false
 	}
-	if in == 0 {
-		for r := range 4 {
-			clear(y[r][:kernelWidth])
-		}
-		return true
+	if w = w[:in*kernelWidth]; in > 0 { // the slice checks the panel's length
+		panel4x32Asm(unsafe.Pointer(unsafe.SliceData(w)), data(x[0]), data(x[1]), data(x[2]), data(x[3]),
+			data(y[0]), data(y[1]), data(y[2]), data(y[3]), in)
 	}
-	_ = w[in*kernelWidth-1]
-	for r := range 4 {
-		_, _ = x[r][in-1], y[r][kernelWidth-1]
-	}
-	panel4x32Asm(unsafe.Pointer(unsafe.SliceData(w)),
-		unsafe.Pointer(unsafe.SliceData(x[0])), unsafe.Pointer(unsafe.SliceData(x[1])),
-		unsafe.Pointer(unsafe.SliceData(x[2])), unsafe.Pointer(unsafe.SliceData(x[3])),
-		unsafe.Pointer(unsafe.SliceData(y[0])), unsafe.Pointer(unsafe.SliceData(y[1])),
-		unsafe.Pointer(unsafe.SliceData(y[2])), unsafe.Pointer(unsafe.SliceData(y[3])), in)
 	return true
 }
 
@@ -456,29 +445,37 @@ func panel4x32(w []float32, x, y *[4][]float32, in, width int) bool {
 // panels16AVX512 widens it: each row's even and odd columns accumulate apart and are
 // interleaved at the end.
 func panel4x16(w []uint16, x, y *[4][]float32, in, width int) bool {
+	if !fourRows(x, y, in, width) {
+		return false
+	}
+	if w = w[:in*kernelWidth]; in > 0 { // the slice checks the panel's length
+		var acc [16]archsimd.Float32x16
+		panel4x16Asm(unsafe.Pointer(unsafe.SliceData(w)), data(x[0]), data(x[1]), data(x[2]), data(x[3]), in, &acc)
+		for r := range 4 {
+			interleave(y[r], acc[4*r], acc[4*r+1], acc[4*r+2], acc[4*r+3])
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	return true
+}
+
+// fourRows says whether the four-row kernels run for rows x and outputs y, checking their
+// lengths as slicing does (the kernels read and write through pointers); with in = 0 it zeroes y.
+func fourRows(x, y *[4][]float32, in, width int) bool {
 	if !haveAVX512 || width != kernelWidth {
 		return false
 	}
-	if in == 0 {
-		for r := range 4 {
+	for r := range 4 {
+		_, _ = x[r][:in], y[r][:kernelWidth]
+		if in == 0 {
 			clear(y[r][:kernelWidth])
 		}
-		return true
 	}
-	_ = w[in*kernelWidth-1]
-	for r := range 4 {
-		_, _ = x[r][in-1], y[r][kernelWidth-1]
-	}
-	var acc [16]archsimd.Float32x16
-	panel4x16Asm(unsafe.Pointer(unsafe.SliceData(w)),
-		unsafe.Pointer(unsafe.SliceData(x[0])), unsafe.Pointer(unsafe.SliceData(x[1])),
-		unsafe.Pointer(unsafe.SliceData(x[2])), unsafe.Pointer(unsafe.SliceData(x[3])), in, &acc)
-	for r := range 4 {
-		interleave(y[r], acc[4*r], acc[4*r+1], acc[4*r+2], acc[4*r+3])
-	}
-	archsimd.ClearAVXUpperBits()
 	return true
 }
+
+// data is a pointer to s's first element, for the assembly kernels.
+func data(s []float32) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s)) }
 
 // panel4x32Asm is panel4x32's kernel (rows_amd64.s): y_r[j] = Σ_k w[k·64+j]·x_r[k], in ≥ 0.
 //
