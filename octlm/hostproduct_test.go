@@ -11,10 +11,10 @@ import (
 	"github.com/octlm/octlm/xla"
 )
 
-// TestHostProductsDecodeAsCompute decodes each fixture greedily, one sequence, then xla.GoHostRows at
-// once (both at most xla.GoHostRows rows a step), its weights in pieces of panels 16 and 64
-// columns wide (the fixtures' own are too small for pieces), on the pure-Go backend as octlm
-// opens it, where each step's products by panels run in Go (internal/hostproduct), and on the
+// TestHostProductsDecodeAsCompute decodes each fixture greedily, one sequence, then 16 at once
+// (the most sequences measured in Go, four rows at a time, after a prompt of 64 rows), its
+// weights in pieces of panels 16 and 64 columns wide (the fixtures' own are too small for
+// pieces), on the pure-Go backend as octlm opens it, where each step's products by panels run in Go (internal/hostproduct), and on the
 // backend it wraps, where compute's kernels run them, and compares every step's logits.
 func TestHostProductsDecodeAsCompute(t *testing.T) {
 	wrapped := ownHostBackend(t)
@@ -49,7 +49,7 @@ func TestHostProductsDecodeAsCompute(t *testing.T) {
 			if inGo.layout.HostAttention != attends || onCompute.layout.HostAttention || inGo.layout.CacheLeft == attends {
 				t.Fatalf("HostAttention %v (CacheLeft %v) and %v, want %v (%v) and false", inGo.layout.HostAttention, inGo.layout.CacheLeft, onCompute.layout.HostAttention, attends, !attends)
 			}
-			for _, batch := range []int{1, xla.GoHostRows} {
+			for _, batch := range []int{1, 16} {
 				before, attended := wrapped.ProductsRun(), wrapped.AttentionsRun()
 				got := decodeSteps(t, inGo, batch)
 				if wrapped.ProductsRun() == before {

@@ -79,11 +79,11 @@ const (
 	// decoded 16 sequences at once 1.21–1.34× as fast as the pure-Go backend in eight runs
 	// (40.0–49.2 against 31.1–39.9 tokens/s), while 2, 4 and 8 ran about as fast on both (the
 	// pure-Go backend 0.80–1.06×, 1.03–1.19× and 0.99–1.25×). Since the pure-Go backend
-	// multiplies up to 16 rows in Go, four at a time (GoHostRows, 2026-12-06), it decoded 16
-	// float32 sequences at 76.0 tokens/s against ONNX Runtime's 62.4 and 8 at 56.0 against 46.1
-	// (one run each, one after the other): more than 16 sequences on Intel, unmeasured since,
-	// stay on ONNX Runtime.
-	intelONNXSequences = GoHostRows + 1
+	// multiplies a decode step's rows in Go, four at a time (GoHostRows, 2026-12-06), it decoded
+	// 16 float32 sequences at 76.0 tokens/s against ONNX Runtime's 62.4 and 8 at 56.0 against
+	// 46.1 (one run each, one after the other): more than 16 sequences on Intel, unmeasured
+	// since, stay on ONNX Runtime.
+	intelONNXSequences = 17
 	// longContext: after a 1,024-token prompt the pure-Go backend decoded 12.1 tokens/s against
 	// ONNX Runtime's 9.5, and prefilled that prompt at 231 against 251 tokens/s; at depth 1,024
 	// and 4,096 it decoded 1.08× and 1.04× as fast and prefilled a 32-token prompt 1.96× and

@@ -63,19 +63,28 @@ func TestProductsMatchTheBackend(t *testing.T) {
 		dtype dtypes.DType
 		rows  int
 		tol   float64
+		max   int // Options.MaxRows; 0 for 6
 	}{
-		{"f32/1row", dtypes.Float32, 1, 1e-5},
-		{"f32/3rows", dtypes.Float32, 3, 1e-5},
+		{"f32/1row", dtypes.Float32, 1, 1e-5, 0},
+		{"f32/3rows", dtypes.Float32, 3, 1e-5, 0},
 		// 5e-5 at five rows: Go sums each of the second product's 192 terms in order, compute in
 		// its own blocks (a build without GOEXPERIMENT=simd differed by 2.5e-5 there).
-		{"f32/5rows", dtypes.Float32, 5, 5e-5},
-		{"f32/past-MaxRows", dtypes.Float32, 7, 1e-5},
-		{"bf16/1row", dtypes.BFloat16, 1, 2e-2},
-		{"bf16/2rows", dtypes.BFloat16, 2, 2e-2},
-		{"bf16/6rows", dtypes.BFloat16, 6, 2e-2},
+		{"f32/5rows", dtypes.Float32, 5, 5e-5, 0},
+		{"f32/past-MaxRows", dtypes.Float32, 7, 1e-5, 0},
+		{"bf16/1row", dtypes.BFloat16, 1, 2e-2, 0},
+		{"bf16/2rows", dtypes.BFloat16, 2, 2e-2, 0},
+		{"bf16/6rows", dtypes.BFloat16, 6, 2e-2, 0},
+		// 35 rows: eight groups of four and three alone; in bfloat16 each panel widened once
+		// (widenRows).
+		{"f32/35rows", dtypes.Float32, 35, 5e-5, 40},
+		{"bf16/35rows", dtypes.BFloat16, 35, 2e-2, 40},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inner, wrapped := newBackends(t, 6)
+			maxRows := 6
+			if tc.max > 0 {
+				maxRows = tc.max
+			}
+			inner, wrapped := newBackends(t, maxRows)
 			args := func() []any {
 				x := asDType(pattern(tc.rows*in, 1), tc.dtype, tc.rows, in)
 				w1 := asDType(pattern(c1*in*width, 2), tc.dtype, c1, in, width)
@@ -104,7 +113,7 @@ func TestProductsMatchTheBackend(t *testing.T) {
 			before := wrapped.ProductsRun()
 			got := run(wrapped)
 			inGo := 0
-			if tc.rows <= 6 {
+			if tc.rows <= maxRows {
 				inGo = 2
 			}
 			if n := wrapped.ProductsRun() - before; n != int64(inGo) {

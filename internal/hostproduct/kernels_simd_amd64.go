@@ -474,6 +474,23 @@ func fourRows(x, y *[4][]float32, in, width int) bool {
 	return true
 }
 
+// widenAll writes the bfloat16 values src (their bits) into dst as float32, len(src) ≤ len(dst).
+func widenAll(dst []float32, src []uint16) {
+	v := 0
+	if haveAVX512 {
+		dst = dst[:len(src)]
+		v = len(src) &^ 15
+		p := unsafe.Pointer(unsafe.SliceData(src))
+		for i := 0; i < v; i += 16 {
+			load16x16(p, 2*i).Store(dst[i:])
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	for i := v; i < len(src); i++ {
+		dst[i] = widen16(src[i])
+	}
+}
+
 // data is a pointer to s's first element, for the assembly kernels.
 func data(s []float32) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s)) }
 

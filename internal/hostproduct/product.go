@@ -2,6 +2,7 @@ package hostproduct
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,15 @@ type productRun struct {
 	y    []float32
 	half []bfloat16.BFloat16 // the bfloat16 output y is rounded into
 }
+
+// widenRows is the fewest rows for which a bfloat16 panel is widened to float32 once, then
+// multiplied by the float32 kernels: widening a panel costs about what a few rows' products by
+// it do (prompts; a decode step's rows stay on the bfloat16 kernels).
+const widenRows = 32
+
+// widenedPanels holds float32 panels widened from bfloat16 (*[]float32), one for each worker
+// multiplying at a time.
+var widenedPanels = sync.Pool{New: func() any { return new([]float32) }}
 
 // chunkMACs is about how many multiply-adds a worker takes at a time: 1 MiB of float32 panels.
 const chunkMACs = 256 << 10
@@ -76,13 +86,6 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 		}
 	}
 	e.backend.shareOut(workers, func(int) { work() }, spin)
-	for _, r := range runs {
-		if r.half != nil {
-			for i, v := range r.y {
-				r.half[i] = bfloat16.FromFloat32(v)
-			}
-		}
-	}
 	return nil
 }
 
@@ -91,7 +94,8 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 // the cache, not from memory; four rows at a time where the four-row kernels run (panel4x32),
 // each weight loaded once for the four: eight rows by a Qwen3-0.6B layer's weights ran
 // 1.30–1.35× (float32) and 1.84–2.01× (bfloat16) as fast as one row at a time on a 2-core Xeon
-// (BenchmarkRowKernels, alternated).
+// (BenchmarkRowKernels, alternated). From widenRows rows on, a bfloat16 panel is widened to
+// float32 once and multiplied by the float32 kernels.
 func (r productRun) panels(q0, q1 int) {
 	p := r.p
 	step := q1 - q0
@@ -99,11 +103,30 @@ func (r productRun) panels(q0, q1 int) {
 		step = 1
 	}
 	panel := p.in * p.width
+	var widened *[]float32
+	if r.w16 != nil && p.rows >= widenRows {
+		widened = widenedPanels.Get().(*[]float32)
+		defer widenedPanels.Put(widened)
+		if len(*widened) < panel {
+			*widened = make([]float32, panel)
+		}
+	}
 	row := func(row, q, end int) ([]float32, []float32) {
 		return r.x[row*p.in : (row+1)*p.in], r.y[row*p.count*p.width+q*p.width : row*p.count*p.width+end*p.width]
 	}
 	for q := q0; q < q1; q += step {
 		end := min(q+step, q1)
+		var w32 []float32
+		var w16 []uint16
+		switch {
+		case r.w32 != nil:
+			w32 = r.w32[q*panel : end*panel]
+		case widened != nil: // step is 1: one panel
+			w32 = (*widened)[:panel]
+			widenAll(w32, r.w16[q*panel:end*panel])
+		default:
+			w16 = r.w16[q*panel : end*panel]
+		}
 		first := 0 // the first row left to the one-row kernels
 		for ; step == 1 && first+4 <= p.rows; first += 4 {
 			var xs, ys [4][]float32
@@ -111,10 +134,10 @@ func (r productRun) panels(q0, q1 int) {
 				xs[i], ys[i] = row(first+i, q, end)
 			}
 			var done bool
-			if r.w32 != nil {
-				done = panel4x32(r.w32[q*panel:end*panel], &xs, &ys, p.in, p.width)
+			if w32 != nil {
+				done = panel4x32(w32, &xs, &ys, p.in, p.width)
 			} else {
-				done = panel4x16(r.w16[q*panel:end*panel], &xs, &ys, p.in, p.width)
+				done = panel4x16(w16, &xs, &ys, p.in, p.width)
 			}
 			if !done {
 				break
@@ -122,10 +145,18 @@ func (r productRun) panels(q0, q1 int) {
 		}
 		for i := first; i < p.rows; i++ {
 			x, y := row(i, q, end)
-			if r.w32 != nil {
-				panels32(r.w32[q*panel:end*panel], x, y, p.in, p.width)
+			if w32 != nil {
+				panels32(w32, x, y, p.in, p.width)
 			} else {
-				panels16(r.w16[q*panel:end*panel], x, y, p.in, p.width)
+				panels16(w16, x, y, p.in, p.width)
+			}
+		}
+	}
+	if r.half != nil { // rounded by the worker that computed them
+		for i := range p.rows {
+			lo, hi := i*p.count*p.width+q0*p.width, i*p.count*p.width+q1*p.width
+			for j, v := range r.y[lo:hi] {
+				r.half[lo+j] = bfloat16.FromFloat32(v)
 			}
 		}
 	}
