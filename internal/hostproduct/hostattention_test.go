@@ -3,7 +3,9 @@ package hostproduct
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -302,6 +304,52 @@ func BenchmarkAttention(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestSoftmaxPasses checks softmax's three passes (vector kernels where this CPU has them)
+// against the plain loops on lengths around the vectors' 16: the bias sums and their largest
+// exactly, exp within 3 ulp of math.Exp's (and exactly 0 for a slot masked with −∞, within
+// 1e−38 of it where the true value is that small), the scaling exactly.
+func TestSoftmaxPasses(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 15, 16, 17, 47, 64, 4099} {
+		sc, bias := make([]float32, n), make([]float32, n)
+		for i := range sc {
+			sc[i] = float32(r.NormFloat64() * 20)
+			bias[i] = float32(r.NormFloat64())
+			if i%7 == 3 {
+				bias[i] = float32(math.Inf(-1))
+			}
+		}
+		if n > 20 {
+			sc[20] = -150 // exp underflows
+		}
+		got, want := slices.Clone(sc), slices.Clone(sc)
+		if g, w := biasMax(got, bias), biasMaxPlain(want, bias); g != w || !slices.Equal(got, want) {
+			t.Fatalf("n %d: biasMax %v, want %v (or the sums differ)", n, g, w)
+		}
+		highest := biasMaxPlain(slices.Clone(sc), bias)
+		gotSum, wantSum := expSum(got, highest), expSumPlain(want, highest)
+		for i := range got {
+			g, w := float64(got[i]), float64(want[i])
+			if math.IsInf(float64(bias[i]), -1) && g != 0 {
+				t.Fatalf("n %d slot %d: exp of a masked slot %v, want 0", n, i, g)
+			}
+			if d := math.Abs(g - w); d > 3*math.Abs(w)*0x1p-23 && d > 1e-38 {
+				t.Fatalf("n %d slot %d: exp %v, want %v", n, i, g, w)
+			}
+		}
+		if d := math.Abs(float64(gotSum - wantSum)); d > 1e-5*float64(wantSum) {
+			t.Fatalf("n %d: sum %v, want %v", n, gotSum, wantSum)
+		}
+		scaleAll(got, 0.37)
+		scalePlain(want, 0.37)
+		for i := range got {
+			if g, w := got[i], want[i]; math.Abs(float64(g-w)) > 3*math.Abs(float64(w))*0x1p-23+1e-38 {
+				t.Fatalf("n %d slot %d: scaled %v, want %v", n, i, g, w)
+			}
 		}
 	}
 }

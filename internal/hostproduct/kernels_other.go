@@ -22,6 +22,15 @@ func widenAll(dst []float32, src []uint16) {
 	}
 }
 
+// biasMax adds bias to sc and returns the largest sum (plain Go here).
+func biasMax(sc, bias []float32) float32 { return biasMaxPlain(sc, bias) }
+
+// expSum replaces each of sc by exp(sc − highest) and returns their sum (plain Go here).
+func expSum(sc []float32, highest float32) float32 { return expSumPlain(sc, highest) }
+
+// scaleAll multiplies each of sc by k (plain Go here).
+func scaleAll(sc []float32, k float32) { scalePlain(sc, k) }
+
 // kernelWidth is the panel width the vector kernels take elsewhere.
 const kernelWidth = 64
 

@@ -3,7 +3,9 @@
 package hostproduct
 
 import (
+	"math"
 	"simd/archsimd"
+	"slices"
 	"unsafe"
 )
 
@@ -302,19 +304,9 @@ func scoresPair32AVX512(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
 	p := unsafe.Pointer(unsafe.SliceData(kt))
 	t := 0
 	for ; t+64 <= m; t += 64 {
-		var a0, a1, a2, a3, b0, b1, b2, b3 archsimd.Float32x16
-		off := 4 * t
-		for d, x := range q0 {
-			x0, x1 := archsimd.BroadcastFloat32x16(x), archsimd.BroadcastFloat32x16(q1[d])
-			k0, k1, k2, k3 := load32(p, off), load32(p, off+64), load32(p, off+128), load32(p, off+192)
-			a0, b0 = k0.MulAdd(x0, a0), k0.MulAdd(x1, b0)
-			a1, b1 = k1.MulAdd(x0, a1), k1.MulAdd(x1, b1)
-			a2, b2 = k2.MulAdd(x0, a2), k2.MulAdd(x1, b2)
-			a3, b3 = k3.MulAdd(x0, a3), k3.MulAdd(x1, b3)
-			off += 4 * n
-		}
-		store4(s0[t:], a0, a1, a2, a3)
-		store4(s1[t:], b0, b1, b2, b3)
+		_, _ = s0[t+63], s1[t+63]
+		scoresStrip32Asm(unsafe.Add(p, 4*t), unsafe.Pointer(&q0[0]), unsafe.Pointer(&q1[0]), hd, 4*n,
+			unsafe.Pointer(&s0[t]), unsafe.Pointer(&s1[t]))
 	}
 	for ; t < m; t += 16 {
 		var a, b archsimd.Float32x16
@@ -491,8 +483,104 @@ func widenAll(dst []float32, src []uint16) {
 	}
 }
 
+// biasMax adds bias to sc and returns the largest sum (−∞ for none), 16 at a time.
+func biasMax(sc, bias []float32) float32 {
+	if !haveAVX512 || len(sc) < 16 {
+		return biasMaxPlain(sc, bias)
+	}
+	bias = bias[:len(sc)]
+	v := len(sc) &^ 15
+	highest := archsimd.BroadcastFloat32x16(float32(math.Inf(-1)))
+	for t := 0; t < v; t += 16 {
+		x := archsimd.LoadFloat32x16(sc[t:]).Add(archsimd.LoadFloat32x16(bias[t:]))
+		x.Store(sc[t:])
+		highest = highest.Max(x)
+	}
+	var lanes [16]float32
+	highest.StoreArray(&lanes)
+	archsimd.ClearAVXUpperBits()
+	return max(slices.Max(lanes[:]), biasMaxPlain(sc[v:], bias[v:]))
+}
+
+// The constants of expSum's exp: Cephes' expf (ln 2 in two parts, and the polynomial for
+// exp(r) − 1 − r over r² on |r| ≤ ln 2 / 2), and below expFloor the result is 0 (exp(−88) is
+// 6e−39, and a slot masked with −∞ must weigh exactly nothing).
+const (
+	expLog2E   = 1.44269504088896341
+	expLn2Hi   = 0.693359375
+	expLn2Lo   = -2.12194440e-4
+	expFloor   = -88
+	expC0      = 5.0000001201e-1
+	expC1      = 1.6666665459e-1
+	expC2      = 4.1665795894e-2
+	expC3      = 8.3334519073e-3
+	expC4      = 1.3981999507e-3
+	expC5      = 1.9875691500e-4
+	expRoundTo = 0 // RoundScaled's precision: whole numbers
+)
+
+// expSum replaces each of sc by exp(sc − highest) and returns their sum, 16 at a time: a float32
+// polynomial (within 2 ulp of math.Exp, TestExpSum) where expSumPlain calls math.Exp in float64.
+func expSum(sc []float32, highest float32) float32 {
+	if !haveAVX512 || len(sc) < 16 {
+		return expSumPlain(sc, highest)
+	}
+	v := len(sc) &^ 15
+	top := archsimd.BroadcastFloat32x16(highest)
+	floor := archsimd.BroadcastFloat32x16(expFloor)
+	var sum archsimd.Float32x16
+	for t := 0; t < v; t += 16 {
+		x := archsimd.LoadFloat32x16(sc[t:]).Sub(top)
+		e := exp16(x.Max(floor)).Masked(x.Greater(floor))
+		e.Store(sc[t:])
+		sum = sum.Add(e)
+	}
+	var lanes [16]float32
+	sum.StoreArray(&lanes)
+	archsimd.ClearAVXUpperBits()
+	total := expSumPlain(sc[v:], highest)
+	for _, l := range lanes {
+		total += l
+	}
+	return total
+}
+
+// exp16 is exp(x) for x ≥ expFloor: x = n·ln 2 + r, exp(r) by the polynomial, scaled by 2ⁿ.
+func exp16(x archsimd.Float32x16) archsimd.Float32x16 {
+	n := x.Mul(archsimd.BroadcastFloat32x16(expLog2E)).RoundScaled(expRoundTo)
+	r := n.MulAdd(archsimd.BroadcastFloat32x16(-expLn2Hi), x)
+	r = n.MulAdd(archsimd.BroadcastFloat32x16(-expLn2Lo), r)
+	p := archsimd.BroadcastFloat32x16(expC5).MulAdd(r, archsimd.BroadcastFloat32x16(expC4))
+	p = p.MulAdd(r, archsimd.BroadcastFloat32x16(expC3))
+	p = p.MulAdd(r, archsimd.BroadcastFloat32x16(expC2))
+	p = p.MulAdd(r, archsimd.BroadcastFloat32x16(expC1))
+	p = p.MulAdd(r, archsimd.BroadcastFloat32x16(expC0))
+	p = p.MulAdd(r.Mul(r), r).Add(archsimd.BroadcastFloat32x16(1))
+	return p.Scale(n)
+}
+
+// scaleAll multiplies each of sc by k, 16 at a time.
+func scaleAll(sc []float32, k float32) {
+	if !haveAVX512 || len(sc) < 16 {
+		scalePlain(sc, k)
+		return
+	}
+	v := len(sc) &^ 15
+	kv := archsimd.BroadcastFloat32x16(k)
+	for t := 0; t < v; t += 16 {
+		archsimd.LoadFloat32x16(sc[t:]).Mul(kv).Store(sc[t:])
+	}
+	archsimd.ClearAVXUpperBits()
+	scalePlain(sc[v:], k)
+}
+
 // data is a pointer to s's first element, for the assembly kernels.
 func data(s []float32) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s)) }
+
+// scoresStrip32Asm is scoresPair32AVX512's 64 slots from kt on (rows_amd64.s).
+//
+//go:noescape
+func scoresStrip32Asm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
 
 // panel4x32Asm is panel4x32's kernel (rows_amd64.s): y_r[j] = Σ_k w[k·64+j]·x_r[k], in ≥ 0.
 //

@@ -162,3 +162,65 @@ store16:
 	VMOVUPS Z15, 960(R10)
 	VZEROUPPER
 	RET
+
+// func scoresStrip32Asm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
+//
+// Slots [t, t+64) of two query rows' scores against a transposed float32 key block: kt is slot
+// t of the block's first row, stride the bytes from one row (one of the head's dimensions) to
+// the next. Each row's next 64 slots (the next strip) are prefetched as this one is read: the
+// strips read 256 bytes of each of hd rows, more streams than the hardware's prefetchers follow.
+// A Qwen3-0.6B step at depth 4,096 (float32 cache, 940 MB read) took 112–113 ms against 115–116
+// with the same loop in archsimd and no prefetch (three rounds alternated, a 2-core Xeon).
+TEXT ·scoresStrip32Asm(SB), NOSPLIT, $0-56
+	MOVQ kt+0(FP), AX
+	MOVQ q0+8(FP), BX
+	MOVQ q1+16(FP), SI
+	MOVQ hd+24(FP), CX
+	MOVQ stride+32(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	TESTQ CX, CX
+	JZ storeStrip
+loopStrip:
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	VBROADCASTSS (BX), Z20
+	VBROADCASTSS (SI), Z21
+	VMOVUPS (AX), Z16
+	VMOVUPS 64(AX), Z17
+	VMOVUPS 128(AX), Z18
+	VMOVUPS 192(AX), Z19
+	VFMADD231PS Z16, Z20, Z0
+	VFMADD231PS Z17, Z20, Z1
+	VFMADD231PS Z18, Z20, Z2
+	VFMADD231PS Z19, Z20, Z3
+	VFMADD231PS Z16, Z21, Z4
+	VFMADD231PS Z17, Z21, Z5
+	VFMADD231PS Z18, Z21, Z6
+	VFMADD231PS Z19, Z21, Z7
+	ADDQ DX, AX
+	ADDQ $4, BX
+	ADDQ $4, SI
+	DECQ CX
+	JNZ loopStrip
+storeStrip:
+	MOVQ s0+40(FP), R8
+	MOVQ s1+48(FP), R10
+	VMOVUPS Z0, (R8)
+	VMOVUPS Z1, 64(R8)
+	VMOVUPS Z2, 128(R8)
+	VMOVUPS Z3, 192(R8)
+	VMOVUPS Z4, (R10)
+	VMOVUPS Z5, 64(R10)
+	VMOVUPS Z6, 128(R10)
+	VMOVUPS Z7, 192(R10)
+	VZEROUPPER
+	RET
