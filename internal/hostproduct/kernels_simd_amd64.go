@@ -35,8 +35,7 @@ var (
 func panels32(w, x, y []float32, in, width int) {
 	switch {
 	case width == kernelWidth && haveAVX512:
-		panels32AVX512(w, x, y, in)
-		archsimd.ClearAVXUpperBits()
+		panels32Prefetched(w, x, y, in)
 	case width == kernelWidth && haveAVX2:
 		panels32AVX2(w, x, y, in)
 		archsimd.ClearAVXUpperBits()
@@ -49,8 +48,7 @@ func panels32(w, x, y []float32, in, width int) {
 func panels16(w []uint16, x, y []float32, in, width int) {
 	switch {
 	case width == kernelWidth && haveAVX512:
-		panels16AVX512(w, x, y, in)
-		archsimd.ClearAVXUpperBits()
+		panels16Prefetched(w, x, y, in)
 	case width == kernelWidth && haveAVX2:
 		panels16AVX2(w, x, y, in)
 		archsimd.ClearAVXUpperBits()
@@ -73,40 +71,14 @@ func kernelVariants() []kernelVariant {
 		vs = append(vs, kernelVariant{"avx2", panels32AVX2, panels16AVX2})
 	}
 	if haveAVX512 {
-		vs = append(vs, kernelVariant{"avx512", panels32AVX512, panels16AVX512})
+		vs = append(vs, kernelVariant{"avx512", panels32Prefetched, panels16Prefetched})
 	}
 	return vs
-}
-
-func panels32AVX512(w, x, y []float32, in int) {
-	if len(y) == 0 {
-		return
-	}
-	_ = w[len(y)*in-1]
-	x = x[:in]
-	p, off := unsafe.Pointer(unsafe.SliceData(w)), 0
-	for q := range len(y) / kernelWidth {
-		var a0, a1, a2, a3 archsimd.Float32x16
-		for _, v := range x {
-			xk := archsimd.BroadcastFloat32x16(v)
-			a0 = load32(p, off).MulAdd(xk, a0)
-			a1 = load32(p, off+64).MulAdd(xk, a1)
-			a2 = load32(p, off+128).MulAdd(xk, a2)
-			a3 = load32(p, off+192).MulAdd(xk, a3)
-			off += 4 * kernelWidth
-		}
-		store4(y[q*kernelWidth:], a0, a1, a2, a3)
-	}
 }
 
 // load32 loads 16 float32 at p + off bytes.
 func load32(p unsafe.Pointer, off int) archsimd.Float32x16 {
 	return archsimd.LoadFloat32x16Array((*[16]float32)(unsafe.Add(p, off)))
-}
-
-// load16 loads 32 bfloat16 as 16 words at p + off bytes.
-func load16(p unsafe.Pointer, off int) archsimd.Uint32x16 {
-	return archsimd.LoadUint32x16Array((*[16]uint32)(unsafe.Add(p, off)))
 }
 
 // store4 stores 64 columns.
@@ -174,52 +146,6 @@ func panels16AVX2(w []uint16, x, y []float32, in int) {
 		out := y[q*kernelWidth : (q+1)*kernelWidth]
 		for i := range a {
 			a[i].Store(out[8*i:])
-		}
-	}
-}
-
-// panels16AVX512 widens two bfloat16 values a 32-bit word: the word shifted left 16 is the even
-// column's float32, the word masked to its high half the odd one's, so 32 columns cost one load,
-// one shift and one and (widening 16 at a time, with a zero-extension and a shift, read
-// 0.89–0.96 of its bytes per second, alternated); even and odd columns accumulate apart and are
-// interleaved once a panel. It multiplies two panels at once, two streams of loads: a bfloat16
-// decode step of Qwen3-0.6B ran 1.08–1.11× the tokens/s of one panel at a time on a 2-core
-// Xeon, alternated (its products alone, as BenchmarkStepProducts runs them, 1.11–1.21×). In float32
-// (panels32AVX512) two panels at once read 1.03–1.05× the bytes per second of the products
-// alone, but the decode step ran at 0.94×: kept to one.
-func panels16AVX512(w []uint16, x, y []float32, in int) {
-	if len(y) == 0 {
-		return
-	}
-	_ = w[len(y)*in-1]
-	x = x[:in]
-	p, n := unsafe.Pointer(unsafe.SliceData(w)), len(y)/kernelWidth
-	high := archsimd.BroadcastUint32x16(0xffff0000)
-	for q := 0; q < n; q += 2 {
-		off := q * in * 2 * kernelWidth
-		off2 := off + in*2*kernelWidth
-		if q+1 == n { // the last of an odd count pairs with itself
-			off2 = off
-		}
-		var e0, o0, e1, o1, f0, g0, f1, g1 archsimd.Float32x16
-		for _, v := range x {
-			xk := archsimd.BroadcastFloat32x16(v)
-			lo, hi := load16(p, off), load16(p, off+64)
-			e0 = lo.ShiftAllLeft(16).AsFloat32x16().MulAdd(xk, e0)
-			o0 = lo.And(high).AsFloat32x16().MulAdd(xk, o0)
-			e1 = hi.ShiftAllLeft(16).AsFloat32x16().MulAdd(xk, e1)
-			o1 = hi.And(high).AsFloat32x16().MulAdd(xk, o1)
-			lo, hi = load16(p, off2), load16(p, off2+64)
-			f0 = lo.ShiftAllLeft(16).AsFloat32x16().MulAdd(xk, f0)
-			g0 = lo.And(high).AsFloat32x16().MulAdd(xk, g0)
-			f1 = hi.ShiftAllLeft(16).AsFloat32x16().MulAdd(xk, f1)
-			g1 = hi.And(high).AsFloat32x16().MulAdd(xk, g1)
-			off += 2 * kernelWidth
-			off2 += 2 * kernelWidth
-		}
-		interleave(y[q*kernelWidth:], e0, o0, e1, o1)
-		if q+1 < n {
-			interleave(y[(q+1)*kernelWidth:], f0, g0, f1, g1)
 		}
 	}
 }
@@ -434,8 +360,7 @@ func panel4x32(w []float32, x, y *[4][]float32, in, width int) bool {
 }
 
 // panel4x16 is panel4x32 for a bfloat16 panel (its bits), widened in registers as
-// panels16AVX512 widens it: each row's even and odd columns accumulate apart and are
-// interleaved at the end.
+// panels16Prefetched widens it.
 func panel4x16(w []uint16, x, y *[4][]float32, in, width int) bool {
 	if !fourRows(x, y, in, width) {
 		return false
@@ -573,6 +498,53 @@ func scaleAll(sc []float32, k float32) {
 	archsimd.ClearAVXUpperBits()
 	scalePlain(sc[v:], k)
 }
+
+// panels32Prefetched is panels32's AVX-512 kernel: each panel's 64 columns in four accumulators,
+// the panels prefetched 4 KiB ahead (kernels_amd64.s).
+func panels32Prefetched(w, x, y []float32, in int) {
+	count := len(y) / kernelWidth
+	if count == 0 || in == 0 {
+		clear(y)
+		return
+	}
+	_, _ = w[count*in*kernelWidth-1], x[in-1]
+	panels32Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), unsafe.Pointer(&y[0]), in, count)
+}
+
+// panels32Asm is panels32Prefetched's kernel (rows_amd64.s).
+//
+//go:noescape
+func panels32Asm(w, x, y unsafe.Pointer, in, count int)
+
+// panels16Prefetched is panels16's AVX-512 kernel, the panels prefetched 4 KiB ahead. It widens
+// two bfloat16 values a 32-bit word: the word shifted left 16 is the even column's float32, the
+// word masked to its high half the odd one's, so 32 columns cost one load, one shift and one and
+// (widening 16 at a time, with a zero-extension and a shift, read 0.89–0.96 of its bytes per
+// second, alternated); even and odd columns accumulate apart and are interleaved once a panel.
+// One panel at a time: two at once (two streams of loads) had made a decode step 1.08–1.11× as
+// fast without prefetching.
+func panels16Prefetched(w []uint16, x, y []float32, in int) {
+	count := len(y) / kernelWidth
+	if count == 0 || in == 0 {
+		clear(y)
+		return
+	}
+	_, _ = w[count*in*kernelWidth-1], x[in-1]
+	var acc [8 * 4]archsimd.Float32x16 // eight panels at a time
+	for q := 0; q < count; q += 8 {
+		n := min(8, count-q)
+		panels16Asm(unsafe.Pointer(&w[q*in*kernelWidth]), unsafe.Pointer(&x[0]), in, n, unsafe.Pointer(&acc[0]))
+		for i := range n {
+			interleave(y[(q+i)*kernelWidth:], acc[4*i], acc[4*i+1], acc[4*i+2], acc[4*i+3])
+		}
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+// panels16Asm is panels16Prefetched's kernel (rows_amd64.s).
+//
+//go:noescape
+func panels16Asm(w, x unsafe.Pointer, in, count int, acc unsafe.Pointer)
 
 // data is a pointer to s's first element, for the assembly kernels.
 func data(s []float32) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s)) }

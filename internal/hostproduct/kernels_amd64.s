@@ -2,13 +2,17 @@
 
 #include "textflag.h"
 
-// The four-row kernels are written in assembly: Go 1.27.4's register allocator, given their
-// sixteen accumulators in archsimd, kept five of them on the stack and moved the others between
-// registers every step, and eight rows ran no faster than eight calls of the one-row kernel.
-// They prefetch the panel 2 KiB (float32) or 1 KiB (bfloat16) ahead, eight steps of k: with
-// four rows of multiply-adds a weight, the hardware's prefetchers alone left eight rows reading
-// the panels at 18–20 GB/s (float32) and 11–13 (bfloat16), prefetching at 22–24 and 15–16 (a
-// 2-core Xeon, one run of each beside the other). A prefetch past the panel's end never faults.
+// The AVX-512 kernels that stream a weight's panels or a key block from memory, in assembly for
+// two reasons. They prefetch (PREFETCHT0; Go has no prefetch of its own): the hardware's
+// prefetchers alone left a Qwen3-0.6B decode step's products reading the panels below what a
+// plain sum reads from the same memory, the more so the more arithmetic a byte takes (one row's
+// bfloat16 panels at 23–27 GB/s against a sum's 31–38; eight rows' float32 at 18–20), and
+// prefetching 4 KiB ahead (one row: 16–32 steps of k) made a decode step 1.04–1.06× (float32)
+// and 1.20–1.23× (bfloat16) as fast on a 2-core Xeon (three rounds alternated against the
+// archsimd kernels, docs/performance.md, "Prefetching the panels"). And Go
+// 1.27.4's register allocator, given the four-row kernels' sixteen accumulators in archsimd, kept
+// five of them on the stack and moved the others between registers every step. A prefetch past
+// the end of the memory read never faults. Each distance is the best of those measured there.
 
 // LOAD_PANEL_AND_ROWS loads the arguments both kernels begin with: the panel w in AX, rows x0–x3
 // in BX, SI, DI, R9.
@@ -128,8 +132,8 @@ TEXT ·panel4x16Asm(SB), NOSPLIT, $0-56
 	TESTQ CX, CX
 	JZ store16
 loop16:
-	PREFETCHT0 1024(AX)
-	PREFETCHT0 1088(AX)
+	PREFETCHT0 4096(AX)
+	PREFETCHT0 4160(AX)
 	VMOVDQU32 (AX), Z24
 	VMOVDQU32 64(AX), Z25
 	VPSLLD $16, Z24, Z16
@@ -222,5 +226,101 @@ storeStrip:
 	VMOVUPS Z5, 64(R10)
 	VMOVUPS Z6, 128(R10)
 	VMOVUPS Z7, 192(R10)
+	VZEROUPPER
+	RET
+
+// func panels16Asm(w, x unsafe.Pointer, in, count int, acc unsafe.Pointer)
+//
+// One row x by count bfloat16 panels w [count, in, 64]: for each panel four accumulators, its
+// even and odd columns of the first 32 and of the next, at acc (4 vectors a panel).
+TEXT ·panels16Asm(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), AX
+	MOVQ acc+32(FP), R10
+	MOVQ count+24(FP), DX
+	MOVL $0xffff0000, R11
+	VPBROADCASTD R11, Z28
+	TESTQ DX, DX
+	JZ done1x16
+panel1x16:
+	MOVQ x+8(FP), BX
+	MOVQ in+16(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ CX, CX
+	JZ store1x16
+loop1x16:
+	PREFETCHT0 4096(AX)
+	PREFETCHT0 4160(AX)
+	VMOVDQU32 (AX), Z24
+	VMOVDQU32 64(AX), Z25
+	VBROADCASTSS (BX), Z20
+	VPSLLD $16, Z24, Z16
+	VPANDD Z28, Z24, Z17
+	VPSLLD $16, Z25, Z18
+	VPANDD Z28, Z25, Z19
+	VFMADD231PS Z16, Z20, Z0
+	VFMADD231PS Z17, Z20, Z1
+	VFMADD231PS Z18, Z20, Z2
+	VFMADD231PS Z19, Z20, Z3
+	ADDQ $128, AX
+	ADDQ $4, BX
+	DECQ CX
+	JNZ loop1x16
+store1x16:
+	VMOVUPS Z0, (R10)
+	VMOVUPS Z1, 64(R10)
+	VMOVUPS Z2, 128(R10)
+	VMOVUPS Z3, 192(R10)
+	ADDQ $256, R10
+	DECQ DX
+	JNZ panel1x16
+done1x16:
+	VZEROUPPER
+	RET
+
+// func panels32Asm(w, x, y unsafe.Pointer, in, count int)
+//
+// One row x by count float32 panels w [count, in, 64] into y [count·64], each panel
+// prefetched 2 KiB ahead.
+TEXT ·panels32Asm(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), AX
+	MOVQ y+16(FP), R10
+	MOVQ count+32(FP), DX
+	TESTQ DX, DX
+	JZ done1x32
+panel1x32:
+	MOVQ x+8(FP), BX
+	MOVQ in+24(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ CX, CX
+	JZ store1x32
+loop1x32:
+	PREFETCHT0 4096(AX)
+	PREFETCHT0 4160(AX)
+	PREFETCHT0 4224(AX)
+	PREFETCHT0 4288(AX)
+	VBROADCASTSS (BX), Z20
+	VFMADD231PS (AX), Z20, Z0
+	VFMADD231PS 64(AX), Z20, Z1
+	VFMADD231PS 128(AX), Z20, Z2
+	VFMADD231PS 192(AX), Z20, Z3
+	ADDQ $256, AX
+	ADDQ $4, BX
+	DECQ CX
+	JNZ loop1x32
+store1x32:
+	VMOVUPS Z0, (R10)
+	VMOVUPS Z1, 64(R10)
+	VMOVUPS Z2, 128(R10)
+	VMOVUPS Z3, 192(R10)
+	ADDQ $256, R10
+	DECQ DX
+	JNZ panel1x32
+done1x32:
 	VZEROUPPER
 	RET
