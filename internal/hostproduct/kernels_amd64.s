@@ -14,6 +14,30 @@
 // five of them on the stack and moved the others between registers every step. A prefetch past
 // the end of the memory read never faults. Each distance is the best of those measured there.
 
+// ZERO_FOUR zeroes Z0–Z3 (the first row's accumulators).
+#define ZERO_FOUR \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3
+
+// STORE_FOUR_AT_R10 stores Z0–Z3 at R10: 64 float32.
+#define STORE_FOUR_AT_R10 \
+	VMOVUPS Z0, (R10); \
+	VMOVUPS Z1, 64(R10); \
+	VMOVUPS Z2, 128(R10); \
+	VMOVUPS Z3, 192(R10)
+
+// WIDEN_BFLOAT16 widens a step of k's 64 bfloat16 weights, loaded as words in Z24 and Z25, to
+// float32: Z16 and Z17 the even and odd columns of the first 32, Z18 and Z19 of the next (a
+// word shifted left 16 is its even column's float32, the word masked by Z28, 0xffff0000 in every
+// lane, its odd one's).
+#define WIDEN_BFLOAT16 \
+	VPSLLD $16, Z24, Z16; \
+	VPANDD Z28, Z24, Z17; \
+	VPSLLD $16, Z25, Z18; \
+	VPANDD Z28, Z25, Z19
+
 // LOAD_PANEL_AND_ROWS loads the arguments both kernels begin with: the panel w in AX, rows x0–x3
 // in BX, SI, DI, R9.
 #define LOAD_PANEL_AND_ROWS \
@@ -100,10 +124,7 @@ loop32:
 	JNZ loop32
 store32:
 	MOVQ y0+40(FP), R10
-	VMOVUPS Z0, (R10)
-	VMOVUPS Z1, 64(R10)
-	VMOVUPS Z2, 128(R10)
-	VMOVUPS Z3, 192(R10)
+	STORE_FOUR_AT_R10
 	MOVQ y1+48(FP), R10
 	VMOVUPS Z4, (R10)
 	VMOVUPS Z5, 64(R10)
@@ -136,10 +157,7 @@ loop16:
 	PREFETCHT0 4160(AX)
 	VMOVDQU32 (AX), Z24
 	VMOVDQU32 64(AX), Z25
-	VPSLLD $16, Z24, Z16
-	VPANDD Z28, Z24, Z17
-	VPSLLD $16, Z25, Z18
-	VPANDD Z28, Z25, Z19
+	WIDEN_BFLOAT16
 	BROADCAST_FOUR_ROWS
 	MULTIPLY_ADD_FOUR_ROWS
 	ADDQ $128, AX
@@ -148,10 +166,7 @@ loop16:
 	JNZ loop16
 store16:
 	MOVQ acc+48(FP), R10
-	VMOVUPS Z0, (R10)
-	VMOVUPS Z1, 64(R10)
-	VMOVUPS Z2, 128(R10)
-	VMOVUPS Z3, 192(R10)
+	STORE_FOUR_AT_R10
 	VMOVUPS Z4, 256(R10)
 	VMOVUPS Z5, 320(R10)
 	VMOVUPS Z6, 384(R10)
@@ -181,10 +196,7 @@ TEXT ·scoresStrip32Asm(SB), NOSPLIT, $0-56
 	MOVQ q1+16(FP), SI
 	MOVQ hd+24(FP), CX
 	MOVQ stride+32(FP), DX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZERO_FOUR
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
@@ -244,10 +256,7 @@ TEXT ·panels16Asm(SB), NOSPLIT, $0-40
 panel1x16:
 	MOVQ x+8(FP), BX
 	MOVQ in+16(FP), CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZERO_FOUR
 	TESTQ CX, CX
 	JZ store1x16
 loop1x16:
@@ -256,10 +265,7 @@ loop1x16:
 	VMOVDQU32 (AX), Z24
 	VMOVDQU32 64(AX), Z25
 	VBROADCASTSS (BX), Z20
-	VPSLLD $16, Z24, Z16
-	VPANDD Z28, Z24, Z17
-	VPSLLD $16, Z25, Z18
-	VPANDD Z28, Z25, Z19
+	WIDEN_BFLOAT16
 	VFMADD231PS Z16, Z20, Z0
 	VFMADD231PS Z17, Z20, Z1
 	VFMADD231PS Z18, Z20, Z2
@@ -269,10 +275,7 @@ loop1x16:
 	DECQ CX
 	JNZ loop1x16
 store1x16:
-	VMOVUPS Z0, (R10)
-	VMOVUPS Z1, 64(R10)
-	VMOVUPS Z2, 128(R10)
-	VMOVUPS Z3, 192(R10)
+	STORE_FOUR_AT_R10
 	ADDQ $256, R10
 	DECQ DX
 	JNZ panel1x16
@@ -282,8 +285,8 @@ done1x16:
 
 // func panels32Asm(w, x, y unsafe.Pointer, in, count int)
 //
-// One row x by count float32 panels w [count, in, 64] into y [count·64], each panel
-// prefetched 2 KiB ahead.
+// One row x by count float32 panels w [count, in, 64] into y [count·64], the panels prefetched
+// 4 KiB ahead.
 TEXT ·panels32Asm(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), AX
 	MOVQ y+16(FP), R10
@@ -293,10 +296,7 @@ TEXT ·panels32Asm(SB), NOSPLIT, $0-40
 panel1x32:
 	MOVQ x+8(FP), BX
 	MOVQ in+24(FP), CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZERO_FOUR
 	TESTQ CX, CX
 	JZ store1x32
 loop1x32:
@@ -314,10 +314,7 @@ loop1x32:
 	DECQ CX
 	JNZ loop1x32
 store1x32:
-	VMOVUPS Z0, (R10)
-	VMOVUPS Z1, 64(R10)
-	VMOVUPS Z2, 128(R10)
-	VMOVUPS Z3, 192(R10)
+	STORE_FOUR_AT_R10
 	ADDQ $256, R10
 	DECQ DX
 	JNZ panel1x32
