@@ -293,7 +293,7 @@ func TestPanelPieces(t *testing.T) {
 		}
 		return tensors.FromFlatDataAndDimensions(v, n-split, in)
 	}
-	for _, host := range []int{0, xla.GoHostRows} {
+	for _, host := range []int{0, xla.HostRows()} {
 		testPanelPieces(t, host, w, panels, last, r)
 	}
 }

@@ -82,8 +82,10 @@ const (
 	// multiplies a decode step's rows in Go, four at a time (GoHostRows, 2026-12-06), it decoded
 	// 16 float32 sequences at 76.0 tokens/s against ONNX Runtime's 62.4 and 8 at 56.0 against
 	// 46.1 (one run each, one after the other): more than 16 sequences on Intel, unmeasured
-	// since, stay on ONNX Runtime.
-	intelONNXSequences = 17
+	// since, stay on ONNX Runtime; where the pure-Go backend multiplies rows one at a time (no
+	// four-row kernels: intelONNXSequencesOneByOne), 16 or more, as measured before.
+	intelONNXSequences         = 17
+	intelONNXSequencesOneByOne = 16
 	// longContext: after a 1,024-token prompt the pure-Go backend decoded 12.1 tokens/s against
 	// ONNX Runtime's 9.5, and prefilled that prompt at 231 against 251 tokens/s; at depth 1,024
 	// and 4,096 it decoded 1.08× and 1.04× as fast and prefilled a 32-token prompt 1.96× and
@@ -94,6 +96,15 @@ const (
 	// (32-token prompts at depth) and 1.15× (the 1,024-token prompt) as fast.
 	longContext = 1024
 )
+
+// intelONNXFrom is how many sequences at once stay on ONNX Runtime on Intel's processors: the
+// pure-Go backend decodes more in Go where it multiplies four rows at once (HostRows).
+func intelONNXFrom() int {
+	if HostRows() > goHostRowsOneByOne {
+		return intelONNXSequences
+	}
+	return intelONNXSequencesOneByOne
+}
 
 // intelVendor is Intel's vendor_id in /proc/cpuinfo.
 const intelVendor = "GenuineIntel"
@@ -149,7 +160,7 @@ func (job Job) passOverONNX() string {
 	}
 	// On Intel's processors ONNX Runtime decodes more than 16 sequences faster, long or not
 	// (intelONNXSequences; the long ones unmeasured).
-	intelBatch := job.Sequences >= intelONNXSequences && job.cpuVendor() == intelVendor
+	intelBatch := job.Sequences >= intelONNXFrom() && job.cpuVendor() == intelVendor
 	if job.Sequences >= batchedSequences && !intelBatch {
 		return fmt.Sprintf("%s: the pure-Go backend decodes %d sequences at once faster (%s=onnx to use it)", ONNXPassedOver, job.Sequences, EnvBackend)
 	}

@@ -313,24 +313,41 @@ func openGo(opts, reason string) (b compute.Backend, info Info, err error) {
 	if err != nil {
 		return nil, Info{}, fmt.Errorf("xla: backend %q: %w", Go, err)
 	}
-	if b, err = hostproduct.Wrap(b, hostproduct.Options{MaxRows: GoHostRows, Attention: hostproduct.AttentionKernels()}); err != nil {
+	if b, err = hostproduct.Wrap(b, hostproduct.Options{MaxRows: HostRows(), Attention: hostproduct.AttentionKernels()}); err != nil {
 		return nil, Info{}, fmt.Errorf("xla: backend %q: %w", Go, err)
 	}
 	return b, Info{Name: Go, Reason: reason, Options: opts}, nil
 }
 
 // GoHostRows is the most rows of a product by a weight held as panels that the pure-Go backend,
-// wrapped by internal/hostproduct, runs in Go: every decode step's and every prompt's here.
-// compute v0.1.14's small kernel multiplies tiles of four rows, so a product of one or two rows
-// does four rows' arithmetic there; with one row at a time in Go, three rows decoded faster on
-// compute (bench --batch on the Xeon, 2026-12-06: 0.81–1.01×), and this was 2. Since four rows
-// are multiplied at once in Go (hostproduct's four-row kernels), on the same Xeon, two runs each
-// alternated against the build with 2 here: bench --batch 3,4,8,16 decoded in float32
-// 1.18–1.20× (3 sequences), 1.21–1.25× (4), 1.16–1.18× (8) and 1.60–1.67× (16) as fast, in
-// bfloat16 0.94–1.01×, 1.19–1.26×, 1.15–1.20× and 1.43×; with every row in Go (a bfloat16 panel
-// widened once for 32 rows or more), bench prefilled a 128-token prompt 1.15–1.16× (float32) and
-// 1.42–1.48× (bfloat16) as fast, a 1,024-token one 1.02–1.11× and 1.37–1.39×.
+// wrapped by internal/hostproduct, runs in Go where it multiplies four rows at once (HostRows):
+// every decode step's and every prompt's here. compute v0.1.14's small kernel multiplies tiles of
+// four rows, so a product of one or two rows does four rows' arithmetic there; with one row at a
+// time in Go, three rows decoded faster on compute (bench --batch on the Xeon, 2026-12-06:
+// 0.81–1.01×), and this was 2 (goHostRowsOneByOne, still the most where the four-row kernels do
+// not run). Since four rows are multiplied at once in Go (hostproduct's four-row kernels), on the
+// same Xeon, two runs each alternated against the build with 2 here: bench --batch 3,4,8,16
+// decoded in float32 1.18–1.20× (3 sequences), 1.21–1.25× (4), 1.16–1.18× (8) and 1.60–1.67×
+// (16) as fast, in bfloat16 0.94–1.01×, 1.19–1.26×, 1.15–1.20× and 1.43×; with every row in Go
+// (a bfloat16 panel widened once for 32 rows or more), bench prefilled a 128-token prompt
+// 1.15–1.16× (float32) and 1.42–1.48× (bfloat16) as fast, a 1,024-token one 1.02–1.11× and
+// 1.37–1.39×.
 const GoHostRows = 1 << 16
+
+// goHostRowsOneByOne is the most rows run in Go where hostproduct multiplies them one at a
+// time (no four-row kernels): one or two rows pad to compute's four-row tile, three and more
+// ran as fast or faster on compute (GoHostRows).
+const goHostRowsOneByOne = 2
+
+// HostRows is the most rows of a product by panels that the pure-Go backend runs in Go on this
+// build and processor: GoHostRows where hostproduct multiplies four rows at once, else
+// goHostRowsOneByOne.
+func HostRows() int {
+	if hostproduct.FourRowKernels() {
+		return GoHostRows
+	}
+	return goHostRowsOneByOne
+}
 
 // OpenPlugin loads a plugin that Discover found, with go-xla options opts ("" for none; see Open).
 func OpenPlugin(pl Plugin, opts string) (compute.Backend, Info, error) {

@@ -42,6 +42,13 @@ const AttentionFunction = "hostproduct.attention"
 // (unmeasured: no machine here lacks AVX-512), so octlm sets it only where this is true.
 func AttentionKernels() bool { return attentionVector() }
 
+// FourRowKernels reports whether this build and processor multiply four rows by a panel at once
+// (AVX-512, GOEXPERIMENT=simd on amd64). Elsewhere a product of several rows multiplies each
+// panel once a row, slower than the wrapped backend's kernels from three rows on (measured on
+// AVX-512 before the four-row kernels), so octlm runs more than two rows in Go only where this
+// is true.
+func FourRowKernels() bool { return attentionVector() }
+
 // hostFunction is a function named for AttentionFunction: its parameters' shapes and its
 // result's, recorded as the graph builds its body.
 type hostFunction struct {
