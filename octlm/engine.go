@@ -577,7 +577,7 @@ func (o ops) linearPieces(x *Node, pieces []*Node, columns bool) *Node {
 	}
 	x = Reshape(x, rows, in)
 	var y *Node
-	if rows <= o.layout.HostRows {
+	if o.hostPath(rows, x.DType(), pieces) {
 		axes := make([]int, len(pieces))
 		for i := range axes {
 			axes[i] = inAxis
@@ -847,7 +847,7 @@ func gatherSpreadRows(y *Node, axis, rows int) *Node {
 func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 	out := make([]*Node, len(names))
 	fused, widths, ok := w.fused(names)
-	if !ok && o.hostRows(x) {
+	if !ok && o.hostRows(x) && o.hostPathAll(x, w, names) {
 		out = o.hostProjections(x, w, names)
 	} else if !ok {
 		for i, name := range names {
@@ -870,6 +870,44 @@ func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 func (o ops) hostRows(x *Node) bool {
 	d := x.Shape().Dimensions
 	return o.layout.HostRows > 0 && o.layout.PieceMACs > 0 && x.Shape().Size()/d[len(d)-1] <= o.layout.HostRows
+}
+
+// hostAnyRows is the most half-precision rows multiplied by pieces through hostPieces whatever
+// the pieces: beyond it only pieces held as panels of the rows' dtype are (hostPath), the
+// products the wrapped backend runs in Go. The others take the paths made for compute's
+// kernels, which multiply half-precision prompts in float32: its large kernel's half-precision
+// products are wrong in rows ≡ 3 mod 4 (spreadRows). Float32 rows take hostPieces always.
+const hostAnyRows = 2
+
+// hostPath says whether rows of dtype by pieces go through hostPieces: at most Layout.HostRows
+// rows, and half-precision ones beyond hostAnyRows only by pieces held as panels of dtype.
+func (o ops) hostPath(rows int, dtype dtypes.DType, pieces []*Node) bool {
+	if rows > o.layout.HostRows {
+		return false
+	}
+	if rows <= hostAnyRows || dtype == dtypes.Float32 {
+		return true
+	}
+	for _, p := range pieces {
+		if p.Rank() != 3 || p.DType() != dtype {
+			return false
+		}
+	}
+	return true
+}
+
+// hostPathAll is hostPath for x's rows by the pieces of every weight named (the layout has
+// pieces: hostRows).
+func (o ops) hostPathAll(x *Node, w weightSet, names []string) bool {
+	d := x.Shape().Dimensions
+	rows := x.Shape().Size() / d[len(d)-1]
+	for _, name := range names {
+		pieces, _, _ := o.piecesOf(w, name)
+		if !o.hostPath(rows, x.DType(), pieces) {
+			return false
+		}
+	}
+	return true
 }
 
 // hostProjections is projections' products by pieces for rows that run in Go (hostRows): the
