@@ -40,14 +40,14 @@ const AttentionFunction = "hostproduct.attention"
 // (AVX-512, GOEXPERIMENT=simd on amd64). Elsewhere Options.Attention runs plain Go loops,
 // which at a depth of thousands of slots would be slower than the wrapped backend's kernels
 // (unmeasured: no machine here lacks AVX-512), so octlm sets it only where this is true.
-func AttentionKernels() bool { return attentionVector() }
+func AttentionKernels() bool { return vectorKernels() }
 
 // FourRowKernels reports whether this build and processor multiply four rows by a panel at once
 // (AVX-512, GOEXPERIMENT=simd on amd64). Elsewhere a product of several rows multiplies each
 // panel once a row, slower than the wrapped backend's kernels from three rows on (measured on
 // AVX-512 before the four-row kernels), so octlm runs more than two rows in Go only where this
 // is true.
-func FourRowKernels() bool { return attentionVector() }
+func FourRowKernels() bool { return vectorKernels() }
 
 // hostFunction is a function named for AttentionFunction: its parameters' shapes and its
 // result's, recorded as the graph builds its body.
@@ -464,6 +464,14 @@ func expSumPlain(sc []float32, highest float32) float32 {
 func scalePlain(sc []float32, k float32) {
 	for t := range sc {
 		sc[t] *= k
+	}
+}
+
+// widenPlain writes the bfloat16 values src (their bits) into dst as float32, one at a time.
+func widenPlain(dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = widen16(v)
 	}
 }
 

@@ -16,11 +16,7 @@ func panel4x32(w []float32, x, y *[4][]float32, in, width int) bool { return fal
 func panel4x16(w []uint16, x, y *[4][]float32, in, width int) bool { return false }
 
 // widenAll writes the bfloat16 values src (their bits) into dst as float32, len(src) ≤ len(dst).
-func widenAll(dst []float32, src []uint16) {
-	for i, v := range src {
-		dst[i] = widen16(v)
-	}
-}
+func widenAll(dst []float32, src []uint16) { widenPlain(dst, src) }
 
 // biasMax adds bias to sc and returns the largest sum (plain Go here).
 func biasMax(sc, bias []float32) float32 { return biasMaxPlain(sc, bias) }
@@ -44,8 +40,9 @@ type kernelVariant struct {
 // kernelVariants are the vector kernels this build can run: none.
 func kernelVariants() []kernelVariant { return nil }
 
-// attentionVector says whether attention's vector kernels run here: not in this build.
-func attentionVector() bool { return false }
+// vectorKernels says whether the AVX-512 kernels (attention's, the four-row products) run here:
+// not in this build.
+func vectorKernels() bool { return false }
 
 // scoresPair32 stores in s0 and s1 [0, m) the products of query rows q0 and q1 [hd] by the
 // columns [0, m) of a transposed key block kt (hd rows of n slots) (plain Go here).

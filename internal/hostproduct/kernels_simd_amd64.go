@@ -166,8 +166,8 @@ func interleave(out []float32, e0, o0, e1, o1 archsimd.Float32x16) {
 	}
 }
 
-// attentionVector says whether attention's vector kernels run here (AVX-512).
-func attentionVector() bool { return haveAVX512 }
+// vectorKernels says whether the AVX-512 kernels (attention's, the four-row products) run here.
+func vectorKernels() bool { return haveAVX512 }
 
 // scoresPair32 stores in s0 and s1 [0, m) the products of query rows q0 and q1 [hd] by the
 // columns [0, m) of a transposed key block kt (hd rows of n slots): s[t] = Σ_d q[d]·kt[d·n+t].
@@ -231,8 +231,7 @@ func scoresPair32AVX512(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
 	t := 0
 	for ; t+64 <= m; t += 64 {
 		_, _ = s0[t+63], s1[t+63]
-		scoresStrip32Asm(unsafe.Add(p, 4*t), unsafe.Pointer(&q0[0]), unsafe.Pointer(&q1[0]), hd, 4*n,
-			unsafe.Pointer(&s0[t]), unsafe.Pointer(&s1[t]))
+		scoresStrip32Asm(unsafe.Add(p, 4*t), data(q0), data(q1), hd, 4*n, data(s0[t:]), data(s1[t:]))
 	}
 	for ; t < m; t += 16 {
 		var a, b archsimd.Float32x16
@@ -403,9 +402,7 @@ func widenAll(dst []float32, src []uint16) {
 		}
 		archsimd.ClearAVXUpperBits()
 	}
-	for i := v; i < len(src); i++ {
-		dst[i] = widen16(src[i])
-	}
+	widenPlain(dst[v:], src[v:])
 }
 
 // biasMax adds bias to sc and returns the largest sum (−∞ for none), 16 at a time.
@@ -445,7 +442,8 @@ const (
 )
 
 // expSum replaces each of sc by exp(sc − highest) and returns their sum, 16 at a time: a float32
-// polynomial (within 2 ulp of math.Exp, TestExpSum) where expSumPlain calls math.Exp in float64.
+// polynomial (within 3 ulp of math.Exp, TestSoftmaxPasses) where expSumPlain calls math.Exp in
+// float64.
 func expSum(sc []float32, highest float32) float32 {
 	if !haveAVX512 || len(sc) < 16 {
 		return expSumPlain(sc, highest)
@@ -508,10 +506,10 @@ func panels32Prefetched(w, x, y []float32, in int) {
 		return
 	}
 	_, _ = w[count*in*kernelWidth-1], x[in-1]
-	panels32Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), unsafe.Pointer(&y[0]), in, count)
+	panels32Asm(data(w), data(x), data(y), in, count)
 }
 
-// panels32Asm is panels32Prefetched's kernel (rows_amd64.s).
+// panels32Asm is panels32Prefetched's kernel (kernels_amd64.s).
 //
 //go:noescape
 func panels32Asm(w, x, y unsafe.Pointer, in, count int)
@@ -533,7 +531,7 @@ func panels16Prefetched(w []uint16, x, y []float32, in int) {
 	var acc [8 * 4]archsimd.Float32x16 // eight panels at a time
 	for q := 0; q < count; q += 8 {
 		n := min(8, count-q)
-		panels16Asm(unsafe.Pointer(&w[q*in*kernelWidth]), unsafe.Pointer(&x[0]), in, n, unsafe.Pointer(&acc[0]))
+		panels16Asm(unsafe.Pointer(&w[q*in*kernelWidth]), data(x), in, n, unsafe.Pointer(&acc[0]))
 		for i := range n {
 			interleave(y[(q+i)*kernelWidth:], acc[4*i], acc[4*i+1], acc[4*i+2], acc[4*i+3])
 		}
@@ -541,7 +539,7 @@ func panels16Prefetched(w []uint16, x, y []float32, in int) {
 	archsimd.ClearAVXUpperBits()
 }
 
-// panels16Asm is panels16Prefetched's kernel (rows_amd64.s).
+// panels16Asm is panels16Prefetched's kernel (kernels_amd64.s).
 //
 //go:noescape
 func panels16Asm(w, x unsafe.Pointer, in, count int, acc unsafe.Pointer)
@@ -549,17 +547,17 @@ func panels16Asm(w, x unsafe.Pointer, in, count int, acc unsafe.Pointer)
 // data is a pointer to s's first element, for the assembly kernels.
 func data(s []float32) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s)) }
 
-// scoresStrip32Asm is scoresPair32AVX512's 64 slots from kt on (rows_amd64.s).
+// scoresStrip32Asm is scoresPair32AVX512's 64 slots from kt on (kernels_amd64.s).
 //
 //go:noescape
 func scoresStrip32Asm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
 
-// panel4x32Asm is panel4x32's kernel (rows_amd64.s): y_r[j] = Σ_k w[k·64+j]·x_r[k], in ≥ 0.
+// panel4x32Asm is panel4x32's kernel (kernels_amd64.s): y_r[j] = Σ_k w[k·64+j]·x_r[k], in ≥ 0.
 //
 //go:noescape
 func panel4x32Asm(w, x0, x1, x2, x3, y0, y1, y2, y3 unsafe.Pointer, in int)
 
-// panel4x16Asm is panel4x16's kernel (rows_amd64.s): acc[4r] and acc[4r+1] are row r's even
+// panel4x16Asm is panel4x16's kernel (kernels_amd64.s): acc[4r] and acc[4r+1] are row r's even
 // and odd columns of the panel's first 32, acc[4r+2] and acc[4r+3] those of the next 32.
 //
 //go:noescape
