@@ -847,7 +847,7 @@ func gatherSpreadRows(y *Node, axis, rows int) *Node {
 func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 	out := make([]*Node, len(names))
 	fused, widths, ok := w.fused(names)
-	if !ok && o.hostRows(x) && o.hostPathAll(x, w, names) {
+	if !ok && o.hostPathAll(x, w, names) {
 		out = o.hostProjections(x, w, names)
 	} else if !ok {
 		for i, name := range names {
@@ -864,12 +864,6 @@ func (o ops) projections(x *Node, w weightSet, names ...string) []*Node {
 		out[i] = w.adapter.add(out[i], x, w.prefix+name)
 	}
 	return out
-}
-
-// hostRows says whether a product of x's rows by pieces runs in Go (Layout.HostRows).
-func (o ops) hostRows(x *Node) bool {
-	d := x.Shape().Dimensions
-	return o.layout.HostRows > 0 && o.layout.PieceMACs > 0 && x.Shape().Size()/d[len(d)-1] <= o.layout.HostRows
 }
 
 // hostAnyRows is the most half-precision rows multiplied by pieces through hostPieces whatever
@@ -896,21 +890,21 @@ func (o ops) hostPath(rows int, dtype dtypes.DType, pieces []*Node) bool {
 	return true
 }
 
-// hostPathAll is hostPath for x's rows by the pieces of every weight named (the layout has
-// pieces: hostRows).
+// hostPathAll is hostPath for x's rows by the pieces of every weight named, false where the
+// layout has no pieces.
 func (o ops) hostPathAll(x *Node, w weightSet, names []string) bool {
 	d := x.Shape().Dimensions
 	rows := x.Shape().Size() / d[len(d)-1]
 	for _, name := range names {
-		pieces, _, _ := o.piecesOf(w, name)
-		if !o.hostPath(rows, x.DType(), pieces) {
+		pieces, _, ok := o.piecesOf(w, name)
+		if !ok || !o.hostPath(rows, x.DType(), pieces) {
 			return false
 		}
 	}
 	return true
 }
 
-// hostProjections is projections' products by pieces for rows that run in Go (hostRows): the
+// hostProjections is projections' products by pieces for rows that run in Go (hostPathAll): the
 // pieces of every weight named multiplied together (hostPieces), so that they run as one
 // batch of products between two parts of the graph, each weight's outputs then put side by side.
 func (o ops) hostProjections(x *Node, w weightSet, names []string) []*Node {
@@ -919,7 +913,7 @@ func (o ops) hostProjections(x *Node, w weightSet, names []string) []*Node {
 	var pieces []*Node
 	var axes, counts []int
 	for _, name := range names {
-		nodes, columns, _ := o.piecesOf(w, name) // hostRows: the layout has pieces
+		nodes, columns, _ := o.piecesOf(w, name) // hostPathAll: the layout has pieces
 		axis := pieceInAxis(columns)
 		for _, p := range nodes {
 			pieces, axes = append(pieces, p), append(axes, axis)

@@ -116,10 +116,10 @@ const ONNXPassedOver = "ONNX Runtime passed over"
 // Choose opens the backend that runs job: the one named (job.Backend, else $GOMLX_BACKEND) as it
 // is; else the automatic choice (AutoName), except that where that is ONNX Runtime the pure-Go
 // backend runs the job when the weights are half precision, when the job's graphs are small, when
-// it decodes several sequences at once (on Intel, fewer than 16) or a long context (Workload), or
-// when the job fits the memory available on the pure-Go backend but not on ONNX Runtime (their
-// weights' layouts differ; both read the KV cache in place). Info.Reason says which and why; ONNX
-// Runtime is opened only when it runs the job. The caller owns the backend.
+// it decodes several sequences at once (on Intel, fewer than intelONNXFrom()) or a long context
+// (Workload), or when the job fits the memory available on the pure-Go backend but not on ONNX
+// Runtime (their weights' layouts differ; both read the KV cache in place). Info.Reason says which
+// and why; ONNX Runtime is opened only when it runs the job. The caller owns the backend.
 func Choose(job Job) (compute.Backend, Info, error) {
 	if name, _ := resolveName(job.Backend); name != "" {
 		return Open(name)
