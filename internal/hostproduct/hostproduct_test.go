@@ -74,6 +74,10 @@ func TestProductsMatchTheBackend(t *testing.T) {
 		{"bf16/1row", dtypes.BFloat16, 1, 2e-2, 0},
 		{"bf16/2rows", dtypes.BFloat16, 2, 2e-2, 0},
 		{"bf16/6rows", dtypes.BFloat16, 6, 2e-2, 0},
+		// 19 rows: two groups of eight (the eight-row kernels, fewer than widenRows) and three
+		// alone.
+		{"f32/19rows", dtypes.Float32, 19, 5e-5, 20},
+		{"bf16/19rows", dtypes.BFloat16, 19, 2e-2, 20},
 		// 35 rows: eight groups of four and three alone; in bfloat16 each panel widened once
 		// (widenRows).
 		{"f32/35rows", dtypes.Float32, 35, 5e-5, 40},

@@ -321,3 +321,180 @@ store1x32:
 done1x32:
 	VZEROUPPER
 	RET
+
+// SIXTEEN_TO(off) stores the accumulators Z0–Z15 at off(R10).
+#define SIXTEEN_TO(off) \
+	VMOVUPS Z0, (off+0)(R10); \
+	VMOVUPS Z1, (off+64)(R10); \
+	VMOVUPS Z2, (off+128)(R10); \
+	VMOVUPS Z3, (off+192)(R10); \
+	VMOVUPS Z4, (off+256)(R10); \
+	VMOVUPS Z5, (off+320)(R10); \
+	VMOVUPS Z6, (off+384)(R10); \
+	VMOVUPS Z7, (off+448)(R10); \
+	VMOVUPS Z8, (off+512)(R10); \
+	VMOVUPS Z9, (off+576)(R10); \
+	VMOVUPS Z10, (off+640)(R10); \
+	VMOVUPS Z11, (off+704)(R10); \
+	VMOVUPS Z12, (off+768)(R10); \
+	VMOVUPS Z13, (off+832)(R10); \
+	VMOVUPS Z14, (off+896)(R10); \
+	VMOVUPS Z15, (off+960)(R10)
+
+// SIXTEEN_FROM(off) loads the accumulators Z0–Z15 from off(R10).
+#define SIXTEEN_FROM(off) \
+	VMOVUPS (off+0)(R10), Z0; \
+	VMOVUPS (off+64)(R10), Z1; \
+	VMOVUPS (off+128)(R10), Z2; \
+	VMOVUPS (off+192)(R10), Z3; \
+	VMOVUPS (off+256)(R10), Z4; \
+	VMOVUPS (off+320)(R10), Z5; \
+	VMOVUPS (off+384)(R10), Z6; \
+	VMOVUPS (off+448)(R10), Z7; \
+	VMOVUPS (off+512)(R10), Z8; \
+	VMOVUPS (off+576)(R10), Z9; \
+	VMOVUPS (off+640)(R10), Z10; \
+	VMOVUPS (off+704)(R10), Z11; \
+	VMOVUPS (off+768)(R10), Z12; \
+	VMOVUPS (off+832)(R10), Z13; \
+	VMOVUPS (off+896)(R10), Z14; \
+	VMOVUPS (off+960)(R10), Z15
+
+// ROWS_AT(off) points BX, SI, DI, R9 at element k (byte R13) of the rows whose pointers lie at
+// off(R12).
+#define ROWS_AT(off) \
+	MOVQ (off+0)(R12), BX; \
+	ADDQ R13, BX; \
+	MOVQ (off+8)(R12), SI; \
+	ADDQ R13, SI; \
+	MOVQ (off+16)(R12), DI; \
+	ADDQ R13, DI; \
+	MOVQ (off+24)(R12), R9; \
+	ADDQ R13, R9
+
+// func panel8x32Asm(w unsafe.Pointer, x *[8]unsafe.Pointer, acc unsafe.Pointer, in int)
+//
+// Eight rows by one float32 panel w [in, 64] into acc [8][64], the panel read from memory once:
+// k in blocks of 32 steps (8 KiB of the panel, held in the level-1 cache), each block multiplied
+// by rows 0–3 (prefetching the panel ahead) and then by rows 4–7, their accumulators kept at acc
+// between blocks.
+TEXT ·panel8x32Asm(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), AX
+	MOVQ x+8(FP), R12
+	MOVQ acc+16(FP), R10
+	MOVQ in+24(FP), CX
+	ZERO_ACCUMULATORS
+	SIXTEEN_TO(0)
+	SIXTEEN_TO(1024)
+	XORQ R13, R13
+	TESTQ CX, CX
+	JZ done8x32
+block8x32:
+	MOVQ $32, DX
+	CMPQ CX, DX
+	CMOVQLT CX, DX
+	SIXTEEN_FROM(0)
+	ROWS_AT(0)
+	MOVQ AX, R8
+	MOVQ DX, R11
+first8x32:
+	PREFETCHT1 16384(R8)
+	PREFETCHT1 16448(R8)
+	VMOVUPS (R8), Z16
+	VMOVUPS 64(R8), Z17
+	VMOVUPS 128(R8), Z18
+	VMOVUPS 192(R8), Z19
+	BROADCAST_FOUR_ROWS
+	MULTIPLY_ADD_FOUR_ROWS
+	ADDQ $256, R8
+	NEXT_K_FOUR_ROWS
+	DECQ R11
+	JNZ first8x32
+	SIXTEEN_TO(0)
+	SIXTEEN_FROM(1024)
+	ROWS_AT(32)
+	MOVQ AX, R8
+	MOVQ DX, R11
+second8x32:
+	PREFETCHT1 16512(R8)
+	PREFETCHT1 16576(R8)
+	VMOVUPS (R8), Z16
+	VMOVUPS 64(R8), Z17
+	VMOVUPS 128(R8), Z18
+	VMOVUPS 192(R8), Z19
+	BROADCAST_FOUR_ROWS
+	MULTIPLY_ADD_FOUR_ROWS
+	ADDQ $256, R8
+	NEXT_K_FOUR_ROWS
+	DECQ R11
+	JNZ second8x32
+	SIXTEEN_TO(1024)
+	MOVQ R8, AX
+	LEAQ (R13)(DX*4), R13
+	SUBQ DX, CX
+	JNZ block8x32
+done8x32:
+	VZEROUPPER
+	RET
+
+// func panel8x16Asm(w unsafe.Pointer, x *[8]unsafe.Pointer, acc unsafe.Pointer, in int)
+//
+// panel8x32Asm for a bfloat16 panel, widened in registers as panel4x16Asm widens it (and again
+// for rows 4–7, from the level-1 cache): acc holds each row's four accumulators in
+// panel4x16Asm's order, k in blocks of 64 steps (8 KiB of the panel).
+TEXT ·panel8x16Asm(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), AX
+	MOVQ x+8(FP), R12
+	MOVQ acc+16(FP), R10
+	MOVQ in+24(FP), CX
+	MOVL $0xffff0000, R11
+	VPBROADCASTD R11, Z28
+	ZERO_ACCUMULATORS
+	SIXTEEN_TO(0)
+	SIXTEEN_TO(1024)
+	XORQ R13, R13
+	TESTQ CX, CX
+	JZ done8x16
+block8x16:
+	MOVQ $64, DX
+	CMPQ CX, DX
+	CMOVQLT CX, DX
+	SIXTEEN_FROM(0)
+	ROWS_AT(0)
+	MOVQ AX, R8
+	MOVQ DX, R11
+first8x16:
+	PREFETCHT1 16384(R8)
+	VMOVDQU32 (R8), Z24
+	VMOVDQU32 64(R8), Z25
+	WIDEN_BFLOAT16
+	BROADCAST_FOUR_ROWS
+	MULTIPLY_ADD_FOUR_ROWS
+	ADDQ $128, R8
+	NEXT_K_FOUR_ROWS
+	DECQ R11
+	JNZ first8x16
+	SIXTEEN_TO(0)
+	SIXTEEN_FROM(1024)
+	ROWS_AT(32)
+	MOVQ AX, R8
+	MOVQ DX, R11
+second8x16:
+	PREFETCHT1 16448(R8)
+	VMOVDQU32 (R8), Z24
+	VMOVDQU32 64(R8), Z25
+	WIDEN_BFLOAT16
+	BROADCAST_FOUR_ROWS
+	MULTIPLY_ADD_FOUR_ROWS
+	ADDQ $128, R8
+	NEXT_K_FOUR_ROWS
+	DECQ R11
+	JNZ second8x16
+	SIXTEEN_TO(1024)
+	MOVQ R8, AX
+	LEAQ (R13)(DX*4), R13
+	SUBQ DX, CX
+	JNZ block8x16
+done8x16:
+	VZEROUPPER
+	RET

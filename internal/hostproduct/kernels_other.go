@@ -15,6 +15,12 @@ func panel4x32(w []float32, x, y *[4][]float32, in, width int) bool { return fal
 // panel4x16 is panel4x32 for a bfloat16 panel: false here too.
 func panel4x16(w []uint16, x, y *[4][]float32, in, width int) bool { return false }
 
+// panel8x32 would multiply eight rows by one float32 panel at once: false here.
+func panel8x32(w []float32, x, y *[8][]float32, in, width int) bool { return false }
+
+// panel8x16 is panel8x32 for a bfloat16 panel: false here too.
+func panel8x16(w []uint16, x, y *[8][]float32, in, width int) bool { return false }
+
 // widenAll writes the bfloat16 values src (their bits) into dst as float32, len(src) ≤ len(dst).
 func widenAll(dst []float32, src []uint16) { widenPlain(dst, src) }
 

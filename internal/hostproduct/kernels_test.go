@@ -174,47 +174,77 @@ func BenchmarkStepProducts(b *testing.B) {
 	})
 }
 
-// TestFourRowKernels checks panel4x32 and panel4x16 against a plain sum on small integers, exact
-// in any order of summation, for a panel's depths around a prefetch distance and none; where the
+// rowGroupKernel is a kernel pair that multiplies a group of rows by one panel (four-row or
+// eight-row), over slices for the tests.
+type rowGroupKernel struct {
+	rows int
+	f32  func(w []float32, x, y [][]float32, in, width int) bool
+	bf16 func(w []uint16, x, y [][]float32, in, width int) bool
+}
+
+// rowGroupKernels are the four-row and eight-row kernels.
+var rowGroupKernels = []rowGroupKernel{
+	{4,
+		func(w []float32, x, y [][]float32, in, width int) bool {
+			return panel4x32(w, (*[4][]float32)(x), (*[4][]float32)(y), in, width)
+		},
+		func(w []uint16, x, y [][]float32, in, width int) bool {
+			return panel4x16(w, (*[4][]float32)(x), (*[4][]float32)(y), in, width)
+		}},
+	{8,
+		func(w []float32, x, y [][]float32, in, width int) bool {
+			return panel8x32(w, (*[8][]float32)(x), (*[8][]float32)(y), in, width)
+		},
+		func(w []uint16, x, y [][]float32, in, width int) bool {
+			return panel8x16(w, (*[8][]float32)(x), (*[8][]float32)(y), in, width)
+		}},
+}
+
+// TestRowGroupKernels checks the four-row and eight-row kernels against a plain sum on small
+// integers, exact in any order of summation, for a panel's depths around a prefetch distance,
+// around the eight-row kernels' blocks of k (32 float32 steps, 64 bfloat16) and none; where the
 // kernels do not run here, that they say so.
-func TestFourRowKernels(t *testing.T) {
-	for _, in := range []int{0, 1, 7, 8, 9, 33} {
-		w := make([]float32, in*kernelWidth)
-		half := make([]uint16, len(w))
-		for i := range w {
-			w[i] = float32(i%7) - 3
-			half[i] = uint16(bfloat16.FromFloat32(w[i]))
-		}
-		var xs, y32, y16 [4][]float32
-		for r := range 4 {
-			xs[r] = make([]float32, in)
-			for k := range xs[r] {
-				xs[r][k] = float32((k+3*r)%5) - 2
+func TestRowGroupKernels(t *testing.T) {
+	for _, kernel := range rowGroupKernels {
+		for _, in := range []int{0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 130} {
+			w := make([]float32, in*kernelWidth)
+			half := make([]uint16, len(w))
+			for i := range w {
+				w[i] = float32(i%7) - 3
+				half[i] = uint16(bfloat16.FromFloat32(w[i]))
 			}
-			y32[r], y16[r] = make([]float32, kernelWidth), make([]float32, kernelWidth)
-			for j := range kernelWidth { // stale values the kernels must overwrite
-				y32[r][j], y16[r][j] = 99, 99
-			}
-		}
-		ran32 := panel4x32(w, &xs, &y32, in, kernelWidth)
-		ran16 := panel4x16(half, &xs, &y16, in, kernelWidth)
-		if ran32 != ran16 {
-			t.Fatalf("in %d: the float32 kernel ran %v, the bfloat16 one %v", in, ran32, ran16)
-		}
-		if !ran32 {
-			t.Skip("no four-row kernels on this CPU or build")
-		}
-		if panel4x32(w, &xs, &y32, in, 16) || panel4x16(half, &xs, &y16, in, 16) {
-			t.Fatalf("the four-row kernels ran at width 16")
-		}
-		for r := range 4 {
-			for j := range kernelWidth {
-				want := float32(0)
-				for k := range in {
-					want += w[k*kernelWidth+j] * xs[r][k]
+			xs, y32, y16 := make([][]float32, kernel.rows), make([][]float32, kernel.rows), make([][]float32, kernel.rows)
+			for r := range kernel.rows {
+				xs[r] = make([]float32, in)
+				for k := range xs[r] {
+					xs[r][k] = float32((k+3*r)%5) - 2
 				}
-				if y32[r][j] != want || y16[r][j] != want {
-					t.Fatalf("in %d, row %d, column %d: float32 %v, bfloat16 %v, want %v", in, r, j, y32[r][j], y16[r][j], want)
+				y32[r], y16[r] = make([]float32, kernelWidth), make([]float32, kernelWidth)
+				for j := range kernelWidth { // stale values the kernels must overwrite
+					y32[r][j], y16[r][j] = 99, 99
+				}
+			}
+			ran32 := kernel.f32(w, xs, y32, in, kernelWidth)
+			ran16 := kernel.bf16(half, xs, y16, in, kernelWidth)
+			if ran32 != ran16 {
+				t.Fatalf("%d rows, in %d: the float32 kernel ran %v, the bfloat16 one %v", kernel.rows, in, ran32, ran16)
+			}
+			if !ran32 {
+				t.Skip("no row-group kernels on this CPU or build")
+			}
+			if kernel.f32(w, xs, y32, in, 16) || kernel.bf16(half, xs, y16, in, 16) {
+				t.Fatalf("the %d-row kernels ran at width 16", kernel.rows)
+			}
+			for r := range kernel.rows {
+				for j := range kernelWidth {
+					want := float32(0)
+					for k := range in {
+						want += w[k*kernelWidth+j] * xs[r][k]
+					}
+					if y32[r][j] != want || y16[r][j] != want {
+						t.Fatalf("%d rows, in %d, row %d, column %d: float32 %v, bfloat16 %v, want %v",
+							kernel.rows, in, r, j, y32[r][j], y16[r][j], want)
+					}
 				}
 			}
 		}
@@ -224,8 +254,10 @@ func TestFourRowKernels(t *testing.T) {
 // BenchmarkRowKernels multiplies eight rows by weights of Qwen3-0.6B's gate-and-up (1024 →
 // 6144) and down (3072 → 1024) shapes, 1 GiB in all (more than a server's L3), as panels on huge
 // pages shared over GOMAXPROCS goroutines, panel by panel as productRun.panels goes: every row
-// by the one-row kernel ("one") and four rows at a time by the four-row kernels ("four"),
-// alternated call by call, and reports each one's weight GB/s and x_four/one, the speed-up.
+// by the one-row kernel ("one"), the rows four at a time by the four-row kernels ("four", the
+// second four reading the panel from the level-2 cache) and all eight by the eight-row kernels
+// as productRun.panels multiplies them ("eight"), alternated call by call, and reports each
+// one's weight GB/s and the speed-ups x_four/one and x_eight/four.
 //
 //	GOEXPERIMENT=simd go test ./internal/hostproduct -run '^$' -bench RowKernels -benchtime 4x
 func BenchmarkRowKernels(b *testing.B) {
@@ -258,49 +290,73 @@ func BenchmarkRowKernels(b *testing.B) {
 					}
 				}
 				y := make([]float32, rows*sh.out)
-				// pass multiplies every copy of the weight, each by one-row kernels only (one) or
-				// by the four-row ones where they run.
-				pass := func(one bool) time.Duration {
-					begin := time.Now()
-					per := sh.in * sh.out
-					for c := range copies {
+				row := func(i, q int) ([]float32, []float32) {
+					return x[i*sh.in : (i+1)*sh.in], y[i*sh.out+q*kernelWidth : i*sh.out+(q+1)*kernelWidth]
+				}
+				// byPanel multiplies panel q of copy c by the rows as mode says.
+				byPanel := func(mode string, c, q int) {
+					per, panel := sh.in*sh.out, sh.in*kernelWidth
+					off := c*per + q*panel
+					switch mode {
+					case "one":
+						for i := range rows {
+							xi, yi := row(i, q)
+							if w32 != nil {
+								panels32(w32[off:off+panel], xi, yi, sh.in, kernelWidth)
+							} else {
+								panels16(w16[off:off+panel], xi, yi, sh.in, kernelWidth)
+							}
+						}
+					case "four":
+						for first := 0; first < rows; first += 4 {
+							var xs, ys [4][]float32
+							for i := range 4 {
+								xs[i], ys[i] = row(first+i, q)
+							}
+							if w32 != nil {
+								panel4x32(w32[off:off+panel], &xs, &ys, sh.in, kernelWidth)
+							} else {
+								panel4x16(w16[off:off+panel], &xs, &ys, sh.in, kernelWidth)
+							}
+						}
+					default:
 						r := productRun{p: p, x: x, y: y}
 						if w32 != nil {
 							r.w32 = w32[c*per : (c+1)*per]
 						} else {
 							r.w16 = w16[c*per : (c+1)*per]
 						}
+						r.panels(q, q+1)
+					}
+				}
+				pass := func(mode string) time.Duration {
+					begin := time.Now()
+					for c := range copies {
 						var wg sync.WaitGroup
 						for g := range workers {
 							lo, hi := g*p.count/workers, (g+1)*p.count/workers
 							wg.Go(func() {
-								if one { // panel by panel, each row by the one-row kernel
-									p1 := &product{rows: 1, in: sh.in, count: p.count, width: kernelWidth}
-									for q := lo; q < hi; q++ {
-										for i := range rows {
-											r1 := r
-											r1.p, r1.x, r1.y = p1, x[i*sh.in:(i+1)*sh.in], y[i*sh.out:(i+1)*sh.out]
-											r1.panels(q, q+1)
-										}
-									}
-									return
+								for q := lo; q < hi; q++ {
+									byPanel(mode, c, q)
 								}
-								r.panels(lo, hi)
 							})
 						}
 						wg.Wait()
 					}
 					return time.Since(begin)
 				}
-				var one, four time.Duration
+				var one, four, eight time.Duration
 				for b.Loop() {
-					one += pass(true)
-					four += pass(false)
+					one += pass("one")
+					four += pass("four")
+					eight += pass("eight")
 				}
 				gb := float64(total*size) * float64(b.N) / 1e9
 				b.ReportMetric(gb/one.Seconds(), "GB/s_one")
 				b.ReportMetric(gb/four.Seconds(), "GB/s_four")
+				b.ReportMetric(gb/eight.Seconds(), "GB/s_eight")
 				b.ReportMetric(one.Seconds()/four.Seconds(), "x_four/one")
+				b.ReportMetric(four.Seconds()/eight.Seconds(), "x_eight/four")
 			})
 		}
 	}

@@ -128,6 +128,21 @@ func (r productRun) panels(q0, q1 int) {
 			w16 = r.w16[q*panel : end*panel]
 		}
 		first := 0 // the first row left to the one-row kernels
+		for ; step == 1 && p.rows < widenRows && first+8 <= p.rows; first += 8 {
+			var xs, ys [8][]float32
+			for i := range 8 {
+				xs[i], ys[i] = row(first+i, q, end)
+			}
+			var done bool
+			if w32 != nil {
+				done = panel8x32(w32, &xs, &ys, p.in, p.width)
+			} else {
+				done = panel8x16(w16, &xs, &ys, p.in, p.width)
+			}
+			if !done {
+				break
+			}
+		}
 		for ; step == 1 && first+4 <= p.rows; first += 4 {
 			var xs, ys [4][]float32
 			for i := range 4 {
