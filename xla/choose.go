@@ -39,7 +39,7 @@ type Job struct {
 	// choice passes over ONNX Runtime where the pure-Go backend decodes faster.
 	Workload
 	// CPUVendor is the processor's vendor_id ("GenuineIntel", "AuthenticAMD"), which decides
-	// which engine decodes more than 16 sequences faster (intelONNXSequences); "" reads it from
+	// which engine decodes many sequences at once faster (intelONNXFrom); "" reads it from
 	// /proc/cpuinfo.
 	CPUVendor string
 	// SmallGraphs marks a job of many small graphs (the notebooks' figures): ONNX Runtime
@@ -81,10 +81,13 @@ const (
 	// pure-Go backend 0.80–1.06×, 1.03–1.19× and 0.99–1.25×). Since the pure-Go backend
 	// multiplies a decode step's rows in Go, four at a time (GoHostRows, 2026-12-06), it decoded
 	// 16 float32 sequences at 76.0 tokens/s against ONNX Runtime's 62.4 and 8 at 56.0 against
-	// 46.1 (one run each, one after the other): more than 16 sequences on Intel, unmeasured
-	// since, stay on ONNX Runtime; where the pure-Go backend multiplies rows one at a time (no
-	// four-row kernels: intelONNXSequencesOneByOne), 16 or more, as measured before.
-	intelONNXSequences         = 17
+	// 46.1 (one run each, one after the other). Since it multiplies eight rows at once
+	// (2026-12-06, 15:20 UTC, two runs each, alternated) it decoded 16, 24 and 32 float32
+	// sequences at 78.6–81.4, 86.0–89.9 and 89.8–91.1 tokens/s against ONNX Runtime's 65.6–66.1,
+	// 62.4–62.7 and 81.8–85.9: more than 32 sequences on Intel, unmeasured, stay on ONNX
+	// Runtime; where the pure-Go backend multiplies rows one at a time (no four-row kernels:
+	// intelONNXSequencesOneByOne), 16 or more, as measured before.
+	intelONNXSequences         = 33
 	intelONNXSequencesOneByOne = 16
 	// longContext: after a 1,024-token prompt the pure-Go backend decoded 12.1 tokens/s against
 	// ONNX Runtime's 9.5, and prefilled that prompt at 231 against 251 tokens/s; at depth 1,024
