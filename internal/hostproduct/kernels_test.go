@@ -174,38 +174,12 @@ func BenchmarkStepProducts(b *testing.B) {
 	})
 }
 
-// rowGroupKernel is a kernel pair that multiplies a group of rows by one panel (four-row or
-// eight-row), over slices for the tests.
-type rowGroupKernel struct {
-	rows int
-	f32  func(w []float32, x, y [][]float32, in, width int) bool
-	bf16 func(w []uint16, x, y [][]float32, in, width int) bool
-}
-
-// rowGroupKernels are the four-row and eight-row kernels.
-var rowGroupKernels = []rowGroupKernel{
-	{4,
-		func(w []float32, x, y [][]float32, in, width int) bool {
-			return panel4x32(w, (*[4][]float32)(x), (*[4][]float32)(y), in, width)
-		},
-		func(w []uint16, x, y [][]float32, in, width int) bool {
-			return panel4x16(w, (*[4][]float32)(x), (*[4][]float32)(y), in, width)
-		}},
-	{8,
-		func(w []float32, x, y [][]float32, in, width int) bool {
-			return panel8x32(w, (*[8][]float32)(x), (*[8][]float32)(y), in, width)
-		},
-		func(w []uint16, x, y [][]float32, in, width int) bool {
-			return panel8x16(w, (*[8][]float32)(x), (*[8][]float32)(y), in, width)
-		}},
-}
-
 // TestRowGroupKernels checks the four-row and eight-row kernels against a plain sum on small
 // integers, exact in any order of summation, for a panel's depths around a prefetch distance,
 // around the eight-row kernels' blocks of k (32 float32 steps, 64 bfloat16) and none; where the
 // kernels do not run here, that they say so.
 func TestRowGroupKernels(t *testing.T) {
-	for _, kernel := range rowGroupKernels {
+	for _, kernel := range rowGroups {
 		for _, in := range []int{0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 130} {
 			w := make([]float32, in*kernelWidth)
 			half := make([]uint16, len(w))

@@ -40,6 +40,35 @@ const widenRows = 32
 // multiplying at a time.
 var widenedPanels = sync.Pool{New: func() any { return new([]float32) }}
 
+// rowGroup is a kernel pair that multiplies a group of rows by one panel at once, each weight
+// loaded once for the group; false where it does not run (another width, another processor).
+type rowGroup struct {
+	rows  int
+	below int // the products it takes have fewer rows than this (0: any)
+	f32   func(w []float32, x, y [][]float32, in, width int) bool
+	bf16  func(w []uint16, x, y [][]float32, in, width int) bool
+}
+
+// rowGroups are the row-group kernels productRun.panels tries, largest first: eight rows for
+// decode batches (a prompt's products, from widenRows rows, ran 0.94–0.95× as fast on them: their
+// panels are in the L2 for each four anyway), then four.
+var rowGroups = []rowGroup{
+	{8, widenRows,
+		func(w []float32, x, y [][]float32, in, width int) bool {
+			return panel8x32(w, (*[8][]float32)(x), (*[8][]float32)(y), in, width)
+		},
+		func(w []uint16, x, y [][]float32, in, width int) bool {
+			return panel8x16(w, (*[8][]float32)(x), (*[8][]float32)(y), in, width)
+		}},
+	{4, 0,
+		func(w []float32, x, y [][]float32, in, width int) bool {
+			return panel4x32(w, (*[4][]float32)(x), (*[4][]float32)(y), in, width)
+		},
+		func(w []uint16, x, y [][]float32, in, width int) bool {
+			return panel4x16(w, (*[4][]float32)(x), (*[4][]float32)(y), in, width)
+		}},
+}
+
 // chunkMACs is about how many multiply-adds a worker takes at a time: 1 MiB of float32 panels.
 const chunkMACs = 256 << 10
 
@@ -91,9 +120,10 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 
 // panels computes panels [q0, q1) of every row. With several rows it goes panel by panel, every
 // row's product by a panel before the next, so that the rows after the first read the panel from
-// the cache, not from memory; four rows at a time where the four-row kernels run (panel4x32),
-// each weight loaded once for the four: eight rows by a Qwen3-0.6B layer's weights ran
-// 1.30–1.35× (float32) and 1.84–2.01× (bfloat16) as fast as one row at a time on a 2-core Xeon
+// the cache, not from memory; in groups of rows where the row-group kernels run (rowGroups),
+// each weight loaded once for the group: eight rows by a Qwen3-0.6B layer's weights ran
+// 1.30–1.35× (float32) and 1.84–2.01× (bfloat16) as fast four at a time as one at a time on a
+// 2-core Xeon, and 1.21–1.35× (float32) and 1.07–1.17× (bfloat16) as fast eight at a time as four
 // (BenchmarkRowKernels, alternated). From widenRows rows on, a bfloat16 panel is widened to
 // float32 once and multiplied by the float32 kernels.
 func (r productRun) panels(q0, q1 int) {
@@ -128,34 +158,24 @@ func (r productRun) panels(q0, q1 int) {
 			w16 = r.w16[q*panel : end*panel]
 		}
 		first := 0 // the first row left to the one-row kernels
-		for ; step == 1 && p.rows < widenRows && first+8 <= p.rows; first += 8 {
+		for _, g := range rowGroups {
+			if step != 1 || (g.below > 0 && p.rows >= g.below) {
+				continue
+			}
 			var xs, ys [8][]float32
-			for i := range 8 {
-				xs[i], ys[i] = row(first+i, q, end)
-			}
-			var done bool
-			if w32 != nil {
-				done = panel8x32(w32, &xs, &ys, p.in, p.width)
-			} else {
-				done = panel8x16(w16, &xs, &ys, p.in, p.width)
-			}
-			if !done {
-				break
-			}
-		}
-		for ; step == 1 && first+4 <= p.rows; first += 4 {
-			var xs, ys [4][]float32
-			for i := range 4 {
-				xs[i], ys[i] = row(first+i, q, end)
-			}
-			var done bool
-			if w32 != nil {
-				done = panel4x32(w32, &xs, &ys, p.in, p.width)
-			} else {
-				done = panel4x16(w16, &xs, &ys, p.in, p.width)
-			}
-			if !done {
-				break
+			for ; first+g.rows <= p.rows; first += g.rows {
+				for i := range g.rows {
+					xs[i], ys[i] = row(first+i, q, end)
+				}
+				var done bool
+				if w32 != nil {
+					done = g.f32(w32, xs[:g.rows], ys[:g.rows], p.in, p.width)
+				} else {
+					done = g.bf16(w16, xs[:g.rows], ys[:g.rows], p.in, p.width)
+				}
+				if !done {
+					break
+				}
 			}
 		}
 		for i := first; i < p.rows; i++ {
