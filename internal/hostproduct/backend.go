@@ -60,10 +60,12 @@ type Backend struct {
 	opts        Options
 	productsRun atomic.Int64
 	attendedRun atomic.Int64
-	crewOnce    sync.Once
-	products    *crew // started by the first product run that shares its work
-	scratchMu   sync.Mutex
-	scratches   []*scratch // free, for runProducts
+	// attentionSteps is how many runs of attentions (runAttentions) ran, for the tests.
+	attentionSteps atomic.Int64
+	crewOnce       sync.Once
+	products       *crew // started by the first product run that shares its work
+	scratchMu      sync.Mutex
+	scratches      []*scratch // free, for runProducts
 }
 
 // Wrap returns inner wrapped. inner must share its buffers with Go (HasSharedBuffers): the

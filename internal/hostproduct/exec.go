@@ -3,6 +3,7 @@ package hostproduct
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -29,14 +30,14 @@ type executable struct {
 	gaps []atomic.Int64
 }
 
-// compiledStep is a compiled piece, a run of products that do not read each other, or an
-// attention.
+// compiledStep is a compiled piece, a run of products that do not read each other, or a run of
+// attentions that do not (a batch's sequences, one call each).
 type compiledStep struct {
-	exe       compute.Executable
-	inputs    []int
-	outputs   []int
-	products  []*product
-	attention *attention
+	exe        compute.Executable
+	inputs     []int
+	outputs    []int
+	products   []*product
+	attentions []*attention
 }
 
 // Compile implements compute.Builder: each piece is compiled on the wrapped backend.
@@ -71,8 +72,18 @@ func (b *builder) Compile() (compute.Executable, error) {
 			e.steps = append(e.steps, compiledStep{products: []*product{s.product}})
 			continue
 		}
-		if s.attention != nil {
-			e.steps = append(e.steps, compiledStep{attention: s.attention, inputs: s.attention.reads(), outputs: []int{s.attention.out}})
+		if a := s.attention; a != nil {
+			n := len(e.steps)
+			if n > 0 && e.steps[n-1].attentions != nil && !slices.ContainsFunc(a.reads(), func(slot int) bool {
+				return slices.Contains(e.steps[n-1].outputs, slot)
+			}) {
+				last := &e.steps[n-1]
+				last.attentions = append(last.attentions, a)
+				last.inputs = append(last.inputs, a.reads()...)
+				last.outputs = append(last.outputs, a.out)
+				continue
+			}
+			e.steps = append(e.steps, compiledStep{attentions: []*attention{a}, inputs: a.reads(), outputs: []int{a.out}})
 			continue
 		}
 		p := s.piece
@@ -176,8 +187,8 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 	}()
 	lastRun, lastEnd := -1, time.Time{} // the last run of products and when it ended
 	for i, s := range e.steps {
-		if s.attention != nil {
-			if err := e.runAttention(s.attention, slots, owned, device); err != nil {
+		if s.attentions != nil {
+			if err := e.runAttentions(s.attentions, slots, owned, device); err != nil {
 				return nil, err
 			}
 		} else if s.exe != nil {

@@ -232,8 +232,55 @@ type headScratch struct {
 	spareScores, spareCtx []float32
 }
 
-// runAttention runs a, its result put in its slot, its kv heads shared out among the workers.
-func (e *executable) runAttention(a *attention, slots []compute.Buffer, owned []bool, device compute.DeviceNum) error {
+// runAttentions runs as (calls that do not read each other's results: a batch's sequences), each
+// result put in its slot, their kv heads shared out among the workers at once: one call at a
+// time, with a piece of the wrapped backend's between calls, had cost a step of 8 sequences
+// 7–9% of its time (docs/performance.md, "Eight rows at once").
+func (e *executable) runAttentions(as []*attention, slots []compute.Buffer, owned []bool, device compute.DeviceNum) error {
+	e.backend.attentionSteps.Add(1)
+	runs := make([]attendRun, len(as))
+	heads, rows, width, hd := 0, 0, 0, 0 // the most any call needs: a worker's scratch
+	for i, a := range as {
+		r, err := e.prepareAttention(a, slots, owned, device)
+		if err != nil {
+			return err
+		}
+		runs[i] = r
+		heads += a.kvHeads
+		rows, width, hd = max(rows, a.rows), max(width, a.slots+a.seq), max(hd, a.hd)
+	}
+	workers := min(e.backend.opts.Workers, heads)
+	s := e.backend.takeScratch()
+	defer e.backend.putScratch(s)
+	scratch := make([]headScratch, workers)
+	for w := range scratch {
+		scratch[w] = headScratch{
+			qs: s.take(rows * hd), scores: s.take(rows * width),
+			ctx: s.take(rows * hd), spareScores: s.take(width), spareCtx: s.take(hd),
+		}
+	}
+	var next atomic.Int64 // the next (call, kv head) to take, counted across the calls
+	work := func(w int) {
+		call := 0
+		for first := 0; ; {
+			h := int(next.Add(1)) - 1
+			for call < len(runs) && h >= first+runs[call].a.kvHeads {
+				first += runs[call].a.kvHeads
+				call++
+			}
+			if call == len(runs) {
+				return
+			}
+			runs[call].head(h-first, scratch[w])
+		}
+	}
+	e.backend.shareOut(workers, work, crewSpin)
+	return nil
+}
+
+// prepareAttention reads a's operands and checks them against its shapes, and makes its output
+// buffer, put in its slot.
+func (e *executable) prepareAttention(a *attention, slots []compute.Buffer, owned []bool, device compute.DeviceNum) (attendRun, error) {
 	e.backend.attendedRun.Add(1)
 	r := attendRun{a: a, scale: float32(1 / math.Sqrt(float64(a.hd)))}
 	var err error
@@ -254,21 +301,21 @@ func (e *executable) runAttention(a *attention, slots []compute.Buffer, owned []
 		r.values = append(r.values, read("value block", a.values[i]))
 	}
 	if err != nil {
-		return err
+		return r, err
 	}
 	r.bias, r.half = bias.f32, r.q.b16 != nil
 	if r.q.len() != a.kvHeads*a.rows*a.hd || r.k.len() != a.kvHeads*a.seq*a.hd || r.v.len() != r.k.len() ||
 		len(r.bias) != a.seq*(a.slots+a.seq) {
-		return errors.New("hostproduct: attention's operands do not hold their shapes' values")
+		return r, errors.New("hostproduct: attention's operands do not hold their shapes' values")
 	}
 	for i, n := range a.sizes {
 		if r.keys[i].len() != a.kvHeads*a.hd*n || r.values[i].len() != a.kvHeads*a.hd*n {
-			return fmt.Errorf("hostproduct: attention's block %d does not hold its shape's values", i)
+			return r, fmt.Errorf("hostproduct: attention's block %d does not hold its shape's values", i)
 		}
 	}
 	buf, flat, err := e.backend.Backend.NewSharedBuffer(device, a.outShape)
 	if err != nil {
-		return fmt.Errorf("hostproduct: attention's output: %w", err)
+		return r, fmt.Errorf("hostproduct: attention's output: %w", err)
 	}
 	slots[a.out], owned[a.out] = buf, true
 	switch y := flat.(type) {
@@ -277,31 +324,10 @@ func (e *executable) runAttention(a *attention, slots []compute.Buffer, owned []
 	case []bfloat16.BFloat16:
 		r.out16 = y
 	default:
-		return fmt.Errorf("hostproduct: attention's output is %T", flat)
+		return r, fmt.Errorf("hostproduct: attention's output is %T", flat)
 	}
 	r.attended = attendedSlots(r.bias, a.seq, a.slots)
-	workers := min(e.backend.opts.Workers, a.kvHeads)
-	s := e.backend.takeScratch()
-	defer e.backend.putScratch(s)
-	scratch := make([]headScratch, workers)
-	for w := range scratch {
-		scratch[w] = headScratch{
-			qs: s.take(a.rows * a.hd), scores: s.take(a.rows * (a.slots + a.seq)),
-			ctx: s.take(a.rows * a.hd), spareScores: s.take(a.slots + a.seq), spareCtx: s.take(a.hd),
-		}
-	}
-	var next atomic.Int64
-	work := func(w int) {
-		for {
-			h := int(next.Add(1)) - 1
-			if h >= a.kvHeads {
-				return
-			}
-			r.head(h, scratch[w])
-		}
-	}
-	e.backend.shareOut(workers, work, crewSpin)
-	return nil
+	return r, nil
 }
 
 // attendedSlots is one past the last of the cache's slots that any of the chunk's seq positions

@@ -73,8 +73,10 @@ type attentionCase struct {
 	tol            float64
 }
 
-// attentionGraph calls one host attention function twice (two sequences of one shape, the
-// second's operands computed in the graph), and returns both results as float32.
+// attentionGraph calls one host attention function three times (three sequences of one shape,
+// the second's operands computed in the graph before the first call, so that the first two calls
+// follow one another and run as one step; the third's query is the first's result, so it runs
+// after them), and returns the results as float32.
 func attentionGraph(c attentionCase) func(g *Graph, ins []*Node) []*Node {
 	return func(g *Graph, ins []*Node) []*Node {
 		fn := NewFunction(g, AttentionFunction+"#0", func(g *Graph) []*Node {
@@ -85,12 +87,16 @@ func attentionGraph(c attentionCase) func(g *Graph, ins []*Node) []*Node {
 			n := len(c.blocks)
 			return []*Node{attentionBody(ps[0], ps[1], ps[2], ps[3], ps[4:4+n], ps[4+n:])}
 		})
-		first := fn.Call(ins...)[0]
 		second := append([]*Node(nil), ins...)
 		second[0] = Neg(ins[0])
 		second[2] = ConvertDType(MulScalar(ConvertDType(ins[2], dtypes.Float32), 0.5), c.dtype)
+		first := fn.Call(ins...)[0]
 		out := fn.Call(second...)[0]
-		return []*Node{ConvertDType(first, dtypes.Float32), ConvertDType(Tanh(ConvertDType(out, dtypes.Float32)), dtypes.Float32)}
+		third := append([]*Node(nil), ins...)
+		third[0] = first
+		last := fn.Call(third...)[0]
+		return []*Node{ConvertDType(first, dtypes.Float32), ConvertDType(Tanh(ConvertDType(out, dtypes.Float32)), dtypes.Float32),
+			ConvertDType(last, dtypes.Float32)}
 	}
 }
 
@@ -164,8 +170,11 @@ func TestAttentionMatchesTheBackend(t *testing.T) {
 			}
 			want := run(ref)
 			got := run(wrapped)
-			if n := wrapped.AttentionsRun(); n != 2 {
-				t.Errorf("%d attentions ran in Go, want 2", n)
+			if n := wrapped.AttentionsRun(); n != 3 {
+				t.Errorf("%d attentions ran in Go, want 3", n)
+			}
+			if n := wrapped.attentionSteps.Load(); n != 2 {
+				t.Errorf("the attentions ran in %d steps, want 2 (the first two at once)", n)
 			}
 			for i := range want {
 				w, g := flat32(t, want[i]), flat32(t, got[i])
