@@ -41,32 +41,32 @@ const widenRows = 32
 var widenedPanels = sync.Pool{New: func() any { return new([]float32) }}
 
 // rowGroup is a kernel pair that multiplies a group of rows by one panel at once, each weight
-// loaded once for the group; false where it does not run (another width, another processor).
+// loaded once for the group.
 type rowGroup struct {
 	rows  int
 	below int // the products it takes have fewer rows than this (0: any)
-	f32   func(w []float32, x, y [][]float32, in, width int) bool
-	bf16  func(w []uint16, x, y [][]float32, in, width int) bool
 }
 
 // rowGroups are the row-group kernels productRun.panels tries, largest first: eight rows for
 // decode batches (a prompt's products, from widenRows rows, ran 0.94–0.95× as fast on them: their
 // panels are in the L2 for each four anyway), then four.
-var rowGroups = []rowGroup{
-	{8, widenRows,
-		func(w []float32, x, y [][]float32, in, width int) bool {
-			return panel8x32(w, (*[8][]float32)(x), (*[8][]float32)(y), in, width)
-		},
-		func(w []uint16, x, y [][]float32, in, width int) bool {
-			return panel8x16(w, (*[8][]float32)(x), (*[8][]float32)(y), in, width)
-		}},
-	{4, 0,
-		func(w []float32, x, y [][]float32, in, width int) bool {
-			return panel4x32(w, (*[4][]float32)(x), (*[4][]float32)(y), in, width)
-		},
-		func(w []uint16, x, y [][]float32, in, width int) bool {
-			return panel4x16(w, (*[4][]float32)(x), (*[4][]float32)(y), in, width)
-		}},
+var rowGroups = []rowGroup{{8, widenRows}, {4, 0}}
+
+// multiply multiplies rows x[:g.rows] by the panel w32 (float32) or else w16 (bfloat16) into
+// y[:g.rows], and says whether its kernels ran (not at another width, nor on another processor).
+// The kernels are called directly, not through function values, so that x and y stay on the
+// caller's stack.
+func (g rowGroup) multiply(w32 []float32, w16 []uint16, x, y *[8][]float32, in, width int) bool {
+	switch {
+	case g.rows == 8 && w32 != nil:
+		return panel8x32(w32, x, y, in, width)
+	case g.rows == 8:
+		return panel8x16(w16, x, y, in, width)
+	case w32 != nil:
+		return panel4x32(w32, (*[4][]float32)(x[:4]), (*[4][]float32)(y[:4]), in, width)
+	default:
+		return panel4x16(w16, (*[4][]float32)(x[:4]), (*[4][]float32)(y[:4]), in, width)
+	}
 }
 
 // chunkMACs is about how many multiply-adds a worker takes at a time: 1 MiB of float32 panels.
@@ -167,13 +167,7 @@ func (r productRun) panels(q0, q1 int) {
 				for i := range g.rows {
 					xs[i], ys[i] = row(first+i, q, end)
 				}
-				var done bool
-				if w32 != nil {
-					done = g.f32(w32, xs[:g.rows], ys[:g.rows], p.in, p.width)
-				} else {
-					done = g.bf16(w16, xs[:g.rows], ys[:g.rows], p.in, p.width)
-				}
-				if !done {
+				if !g.multiply(w32, w16, &xs, &ys, p.in, p.width) {
 					break
 				}
 			}
