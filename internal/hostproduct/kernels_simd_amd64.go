@@ -348,7 +348,7 @@ func add4(out []float32, a0, a1, a2, a3 archsimd.Float32x16) {
 // [kernelWidth], each weight loaded once for the four rows; false, nothing done, where this CPU
 // lacks the kernel (AVX-512) or the width is not kernelWidth.
 func panel4x32(w []float32, x, y *[4][]float32, in, width int) bool {
-	if !fourRows(x, y, in, width) {
+	if !groupRuns(x[:], y[:], in, width) {
 		return false
 	}
 	if w = w[:in*kernelWidth]; in > 0 { // the slice checks the panel's length
@@ -361,7 +361,7 @@ func panel4x32(w []float32, x, y *[4][]float32, in, width int) bool {
 // panel4x16 is panel4x32 for a bfloat16 panel (its bits), widened in registers as
 // panels16Prefetched widens it.
 func panel4x16(w []uint16, x, y *[4][]float32, in, width int) bool {
-	if !fourRows(x, y, in, width) {
+	if !groupRuns(x[:], y[:], in, width) {
 		return false
 	}
 	if w = w[:in*kernelWidth]; in > 0 { // the slice checks the panel's length
@@ -375,13 +375,14 @@ func panel4x16(w []uint16, x, y *[4][]float32, in, width int) bool {
 	return true
 }
 
-// fourRows says whether the four-row kernels run for rows x and outputs y, checking their
-// lengths as slicing does (the kernels read and write through pointers); with in = 0 it zeroes y.
-func fourRows(x, y *[4][]float32, in, width int) bool {
+// groupRuns says whether the row-group kernels (four or eight rows) run for rows x and outputs
+// y, checking their lengths as slicing does (the kernels read and write through pointers); with
+// in = 0 it zeroes y.
+func groupRuns(x, y [][]float32, in, width int) bool {
 	if !haveAVX512 || width != kernelWidth {
 		return false
 	}
-	for r := range 4 {
+	for r := range x {
 		_, _ = x[r][:in], y[r][:kernelWidth]
 		if in == 0 {
 			clear(y[r][:kernelWidth])
@@ -563,32 +564,27 @@ func panel4x32Asm(w, x0, x1, x2, x3, y0, y1, y2, y3 unsafe.Pointer, in int)
 //go:noescape
 func panel4x16Asm(w, x0, x1, x2, x3 unsafe.Pointer, in int, acc *[16]archsimd.Float32x16)
 
-// eightRows says whether the eight-row kernels run for rows x and outputs y, checking their
-// lengths as slicing does (the kernels read and write through pointers), and points ptrs at the
-// rows.
-func eightRows(x, y *[8][]float32, in, width int, ptrs *[8]unsafe.Pointer) bool {
-	if !haveAVX512 || width != kernelWidth {
-		return false
-	}
-	for r := range 8 {
-		_, _ = x[r][:in], y[r][:kernelWidth]
+// rowPointers points at each of the rows x, for the eight-row kernels.
+func rowPointers(x *[8][]float32) (ptrs [8]unsafe.Pointer) {
+	for r := range x {
 		ptrs[r] = data(x[r])
 	}
-	return true
+	return ptrs
 }
 
 // panel8x32 is panel4x32 for eight rows, the panel read from memory once: in k's blocks of 8 KiB
 // each block multiplied by rows 0–3, then by rows 4–7 from the level-1 cache, the panel
 // prefetched to the level-2 cache 16 KiB ahead, half the lines by each four. Eight rows by a
-// Qwen3-0.6B layer's weights (BenchmarkEightRows, alternated on a 2-core Xeon) ran 1.15–1.33× as
+// Qwen3-0.6B layer's weights (BenchmarkRowKernels, alternated on a 2-core Xeon) ran 1.21–1.35× as
 // fast as two passes of four rows (the second from the level-2 cache); the prefetch's distance
-// and level made most of it (8 KiB or level 1 took back half or more).
+// and level made most of it (in a throwaway harness, 8 KiB ahead or to level 1 took back half or
+// more).
 func panel8x32(w []float32, x, y *[8][]float32, in, width int) bool {
-	var ptrs [8]unsafe.Pointer
-	if !eightRows(x, y, in, width, &ptrs) {
+	if !groupRuns(x[:], y[:], in, width) {
 		return false
 	}
 	w = w[:in*kernelWidth] // the slice checks the panel's length
+	ptrs := rowPointers(x)
 	var acc [8 * kernelWidth]float32
 	panel8x32Asm(unsafe.Pointer(unsafe.SliceData(w)), &ptrs, unsafe.Pointer(&acc[0]), in)
 	for r := range 8 {
@@ -600,11 +596,11 @@ func panel8x32(w []float32, x, y *[8][]float32, in, width int) bool {
 // panel8x16 is panel8x32 for a bfloat16 panel (its bits), widened in registers as panel4x16
 // widens it.
 func panel8x16(w []uint16, x, y *[8][]float32, in, width int) bool {
-	var ptrs [8]unsafe.Pointer
-	if !eightRows(x, y, in, width, &ptrs) {
+	if !groupRuns(x[:], y[:], in, width) {
 		return false
 	}
 	w = w[:in*kernelWidth]
+	ptrs := rowPointers(x)
 	var acc [32]archsimd.Float32x16
 	panel8x16Asm(unsafe.Pointer(unsafe.SliceData(w)), &ptrs, unsafe.Pointer(&acc[0]), in)
 	for r := range 8 {
