@@ -161,8 +161,8 @@ func (job Job) passOverONNX() string {
 	if job.SmallGraphs {
 		return ONNXPassedOver + ": the pure-Go backend runs small graphs sooner (" + EnvBackend + "=onnx to use it)"
 	}
-	// On Intel's processors ONNX Runtime decodes more than 16 sequences faster, long or not
-	// (intelONNXSequences; the long ones unmeasured).
+	// On Intel's processors ONNX Runtime decodes intelONNXFrom() sequences or more faster, long
+	// or not (the long ones unmeasured).
 	intelBatch := job.Sequences >= intelONNXFrom() && job.cpuVendor() == intelVendor
 	if job.Sequences >= batchedSequences && !intelBatch {
 		return fmt.Sprintf("%s: the pure-Go backend decodes %d sequences at once faster (%s=onnx to use it)", ONNXPassedOver, job.Sequences, EnvBackend)

@@ -187,7 +187,7 @@ func TestRowGroupKernels(t *testing.T) {
 				w[i] = float32(i%7) - 3
 				half[i] = uint16(bfloat16.FromFloat32(w[i]))
 			}
-			xs, y32, y16 := make([][]float32, kernel.rows), make([][]float32, kernel.rows), make([][]float32, kernel.rows)
+			var xs, y32, y16 [8][]float32 // the first kernel.rows used
 			for r := range kernel.rows {
 				xs[r] = make([]float32, in)
 				for k := range xs[r] {
@@ -198,19 +198,15 @@ func TestRowGroupKernels(t *testing.T) {
 					y32[r][j], y16[r][j] = 99, 99
 				}
 			}
-			var xa, y32a, y16a [8][]float32
-			copy(xa[:], xs)
-			copy(y32a[:], y32)
-			copy(y16a[:], y16)
-			ran32 := kernel.multiply(w, nil, &xa, &y32a, in, kernelWidth)
-			ran16 := kernel.multiply(nil, half, &xa, &y16a, in, kernelWidth)
+			ran32 := kernel.multiply(w, nil, &xs, &y32, in, kernelWidth)
+			ran16 := kernel.multiply(nil, half, &xs, &y16, in, kernelWidth)
 			if ran32 != ran16 {
 				t.Fatalf("%d rows, in %d: the float32 kernel ran %v, the bfloat16 one %v", kernel.rows, in, ran32, ran16)
 			}
 			if !ran32 {
 				t.Skip("no row-group kernels on this CPU or build")
 			}
-			if kernel.multiply(w, nil, &xa, &y32a, in, 16) || kernel.multiply(nil, half, &xa, &y16a, in, 16) {
+			if kernel.multiply(w, nil, &xs, &y32, in, 16) || kernel.multiply(nil, half, &xs, &y16, in, 16) {
 				t.Fatalf("the %d-row kernels ran at width 16", kernel.rows)
 			}
 			for r := range kernel.rows {
