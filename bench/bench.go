@@ -141,9 +141,35 @@ type Result struct {
 	WeightBytesPerToken          int64     `json:"weight_bytes_per_token"` // weight bytes one decode step reads
 	ReadBandwidthBytesPerSec     float64   `json:"read_bandwidth_bytes_per_second"`
 	RooflineRatio                float64   `json:"roofline_ratio"` // weight bytes per token × decode tok/s ÷ read bandwidth
+	// DecodeSteps is where a decode step's time went, on the pure-Go engine; absent on others.
+	DecodeSteps *StepTimes `json:"decode_steps,omitempty"`
 	// Batches is the batched-decode table (Options.Batches), by ascending batch size; absent
 	// when not asked for.
 	Batches []BatchRow `json:"batches,omitempty"`
+}
+
+// StepTimes is where the timed decode's steps spent their time on the pure-Go engine, per token
+// (wall-clock; the step's parts run one after another): its products of the weights (operands
+// prepared, panels shared out and multiplied, the slowest worker waited for), its attention, and
+// the graph's other parts (norms, RoPE, activations, on compute's kernels). The rest of a
+// token's time is outside the graph: the call, the cache and picking the token.
+type StepTimes struct {
+	ProductsMs  float64 `json:"products_ms_per_token"`
+	AttentionMs float64 `json:"attention_ms_per_token"`
+	PiecesMs    float64 `json:"other_parts_ms_per_token"`
+	// ProductReadBytesPerSecond is the weights the products read over the time they took: the
+	// products' own share of the read bandwidth.
+	ProductReadBytesPerSecond float64 `json:"product_read_bytes_per_second"`
+}
+
+// newStepTimes is t spread over tokens decode steps.
+func newStepTimes(t octlm.EngineTimes, tokens int) *StepTimes {
+	ms := func(d time.Duration) float64 { return 1000 * d.Seconds() / float64(tokens) }
+	st := &StepTimes{ProductsMs: ms(t.Products), AttentionMs: ms(t.Attention), PiecesMs: ms(t.Pieces)}
+	if t.Products > 0 {
+		st.ProductReadBytesPerSecond = float64(t.ProductWeightBytes) / t.Products.Seconds()
+	}
+	return st
 }
 
 // BatchRow is the aggregate decode speed of Batch sequences decoded together: NextBatch steps
@@ -155,6 +181,9 @@ type BatchRow struct {
 	DecodeTokensPerSecond float64 `json:"decode_tokens_per_second"` // Batch × DecodeTokens / DecodeSeconds
 	DecodeMsPerStep       float64 `json:"decode_ms_per_step"`
 	SpeedUp               float64 `json:"speed_up"` // DecodeTokensPerSecond over the Batch = 1 row's
+	// Steps is where a step (one token of each sequence) spent its time, on the pure-Go engine;
+	// absent on others.
+	Steps *StepTimes `json:"steps,omitempty"`
 }
 
 // Run loads the checkpoint and measures it. The steps run in this order so that none disturbs
@@ -329,7 +358,7 @@ func (r *Result) measureRuns(ctx context.Context, m *octlm.Model, opts Options, 
 			run.prefill, run.firstToken, run.prefillCPU = t.prefill, t.firstToken, t.prefillCPU
 		}
 		if t.decode < run.decode {
-			run.decode, run.decodeCPU = t.decode, t.decodeCPU
+			run.decode, run.decodeCPU, run.decodeEngine, run.engineTimed = t.decode, t.decodeCPU, t.decodeEngine, t.engineTimed
 		}
 	}
 	r.PeakRSSBytes = sysinfo.PeakRSS()
@@ -343,6 +372,9 @@ func (r *Result) measureRuns(ctx context.Context, m *octlm.Model, opts Options, 
 	r.DecodeSeconds = run.decode.Seconds()
 	r.DecodeTokensPerSecond = float64(opts.DecodeTokens) / run.decode.Seconds()
 	r.DecodeMsPerToken = 1000 * run.decode.Seconds() / float64(opts.DecodeTokens)
+	if run.engineTimed && opts.DecodeTokens > 0 {
+		r.DecodeSteps = newStepTimes(run.decodeEngine, opts.DecodeTokens)
+	}
 	r.KVCacheBytesPerPosition = run.kvBytesPerPosition
 	r.PrefillCores = run.prefillCPU.Seconds() / run.prefill.Seconds()
 	r.DecodeCores = run.decodeCPU.Seconds() / run.decode.Seconds()
@@ -392,13 +424,16 @@ func (r *Result) measureBatches(ctx context.Context, m *octlm.Model, opts Option
 			return fmt.Errorf("bench: batch size %d: %w", b, octlm.ErrBadInput)
 		}
 		logf("batch %d: prefill %d sequences of %d tokens, then decode %d tokens each", b, b, len(prompt), opts.DecodeTokens)
-		d, err := batchDecode(ctx, m, opts, fill, prompt, b)
+		d, engine, err := batchDecode(ctx, m, opts, fill, prompt, b)
 		if err != nil {
 			return fmt.Errorf("bench: batch %d: %w", b, err)
 		}
 		row := BatchRow{Batch: b, DecodeTokens: opts.DecodeTokens, DecodeSeconds: d.Seconds(),
 			DecodeTokensPerSecond: float64(b*opts.DecodeTokens) / d.Seconds(),
 			DecodeMsPerStep:       1000 * d.Seconds() / float64(opts.DecodeTokens)}
+		if engine != nil && opts.DecodeTokens > 0 {
+			row.Steps = newStepTimes(*engine, opts.DecodeTokens)
+		}
 		row.SpeedUp = row.DecodeTokensPerSecond / cmp.Or(r.batchBaseline(), row.DecodeTokensPerSecond)
 		r.Batches = append(r.Batches, row)
 	}
@@ -418,8 +453,9 @@ func (r *Result) batchBaseline() float64 {
 // batchDecode runs b sequences, each the prompt on top of opts.Depth positions (fill) on its
 // own cache, prefilled together, then one untimed decode step (it compiles the batch's decode
 // graph and runs it once), then opts.DecodeTokens greedy NextBatch steps, and returns the time
-// of those steps with graph compilation taken out.
-func batchDecode(ctx context.Context, m *octlm.Model, opts Options, fill, prompt []int, b int) (time.Duration, error) {
+// of those steps with graph compilation taken out, and where they spent it on the pure-Go engine
+// (nil on others).
+func batchDecode(ctx context.Context, m *octlm.Model, opts Options, fill, prompt []int, b int) (time.Duration, *octlm.EngineTimes, error) {
 	caches := make([]*octlm.Cache, 0, b)
 	defer func() {
 		for _, c := range caches {
@@ -430,19 +466,19 @@ func batchDecode(ctx context.Context, m *octlm.Model, opts Options, fill, prompt
 	for i := range b {
 		c, err := newCache(m, opts.Depth+len(prompt)+1+opts.DecodeTokens, opts.KVDType)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		caches = append(caches, c)
 		if len(fill) > 0 {
 			if _, err := fillCache(m, c, fill, opts.DepthFill); err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 		}
 		seqs[i] = prompt
 	}
 	logits, err := m.NextBatch(seqs, caches)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	step := func() error {
 		for i, l := range logits {
@@ -452,19 +488,25 @@ func batchDecode(ctx context.Context, m *octlm.Model, opts Options, fill, prompt
 		return err
 	}
 	if err := step(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	compiled := m.CompileStats().Time
+	engineBefore, timed := m.EngineTimes()
 	begin := time.Now()
 	for range opts.DecodeTokens {
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if err := step(); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
-	return time.Since(begin) - (m.CompileStats().Time - compiled), nil
+	took := time.Since(begin) - (m.CompileStats().Time - compiled)
+	if after, ok := m.EngineTimes(); ok && timed {
+		spent := after.Sub(engineBefore)
+		return took, &spent, nil
+	}
+	return took, nil, nil
 }
 
 // checkLengths refuses depth + prompt + decode positions (one more with Batches) past the
@@ -563,8 +605,10 @@ func promptIDs(n, vocab int) []int {
 // timing is one generation's wall times with graph compilation taken out.
 type timing struct {
 	prefill, firstToken, decode time.Duration
-	firstTokenWall              time.Duration // compile included
-	prefillCPU, decodeCPU       time.Duration // process CPU time over the same calls
+	decodeEngine                octlm.EngineTimes // where the decode calls' step graphs spent their time
+	engineTimed                 bool              // decodeEngine is known (the pure-Go engine)
+	firstTokenWall              time.Duration     // compile included
+	prefillCPU, decodeCPU       time.Duration     // process CPU time over the same calls
 	kvBytesPerPosition          int64
 }
 
@@ -596,6 +640,7 @@ func generate(ctx context.Context, m *octlm.Model, cache *octlm.Cache, prompt []
 		return t, err
 	}
 	t.prefill, t.firstToken, t.firstTokenWall, t.prefillCPU = took, took, wall, cpu
+	engineBefore, timed := m.EngineTimes()
 	lastLog := time.Now()
 	for i := 1; i < n; i++ {
 		if err := ctx.Err(); err != nil {
@@ -610,6 +655,9 @@ func generate(ctx context.Context, m *octlm.Model, cache *octlm.Cache, prompt []
 			fmt.Fprintf(log, "  decoded %d/%d tokens, %.1f ms/token\n", i, n-1, 1000*t.decode.Seconds()/float64(i))
 			lastLog = time.Now()
 		}
+	}
+	if after, ok := m.EngineTimes(); ok && timed {
+		t.decodeEngine, t.engineTimed = after.Sub(engineBefore), true
 	}
 	return t, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/octlm/octlm/octlm"
 	"github.com/octlm/octlm/octlm/lora"
 	"github.com/octlm/octlm/octlm/synth"
+	"github.com/octlm/octlm/xla"
 )
 
 func TestSumFloat32(t *testing.T) {
@@ -94,10 +95,69 @@ func TestRun(t *testing.T) {
 		{"cores busy measured", r.PrefillCores > 0 && r.DecodeCores > 0},
 		{"checkpoint size", r.CheckpointBytes > 0 && r.PlainReadSeconds > 0},
 		{"one run by default", r.Reps == 1 && len(r.DecodeTokensPerSecondRuns) == 1 && r.DecodeTokensPerSecondMedian == r.DecodeTokensPerSecond},
+		{"no step times from an engine that does not time its steps", r.DecodeSteps == nil},
 	}
 	for _, c := range checks {
 		if !c.ok {
 			t.Errorf("%s: not so in %+v", c.name, r)
+		}
+	}
+}
+
+// TestRunTimesSteps runs the benchmark on the pure-Go engine as octlm opens it (products and
+// attention in Go): the decode's steps and each batch's are split into products, attention and
+// the other parts, which add up to no more than the step, and the products' weight bytes per
+// second follow from the weights a step reads.
+func TestRunTimesSteps(t *testing.T) {
+	backend, _, err := xla.Open("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Finalize()
+	// The engine multiplies in Go the weights of at least 4 Mi multiply-adds (octlm's
+	// goSmallMACs): here the MLP's and the embedding table's (the tied head).
+	cfg := synth.Tiny()
+	cfg.HiddenSize, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim, cfg.NumLayers = 256, 4, 2, 64, 1
+	cfg.IntermediateSize, cfg.VocabSize = 16384, 16384
+	dir := t.TempDir()
+	if err := synth.Write(dir, cfg, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), Options{Dir: dir, Backend: backend,
+		BackendName: "go", PromptTokens: 12, DecodeTokens: 4, Batches: []int{2}, BandwidthBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, s *StepTimes, stepMs float64) {
+		t.Helper()
+		if s == nil {
+			t.Fatalf("%s: no step times", what)
+		}
+		parts := s.ProductsMs + s.AttentionMs + s.PiecesMs
+		if s.ProductsMs <= 0 || s.PiecesMs <= 0 || s.AttentionMs < 0 || parts > stepMs*(1+1e-9) {
+			t.Errorf("%s: %+v for a %.3f ms step", what, *s, stepMs)
+		}
+		// A step's products read the MLP's three float32 weights once, and no more than all
+		// the weights.
+		mlp := float64(3 * cfg.IntermediateSize * cfg.HiddenSize * 4)
+		if bytes := s.ProductReadBytesPerSecond * s.ProductsMs / 1000; bytes < mlp*(1-1e-9) || bytes > float64(r.WeightBytesPerToken) {
+			t.Errorf("%s: products read %.0f bytes a step: want from the MLP's %.0f to the weights' %d", what, bytes, mlp, r.WeightBytesPerToken)
+		}
+	}
+	check("decode", r.DecodeSteps, r.DecodeMsPerToken)
+	if len(r.Batches) != 2 {
+		t.Fatalf("batches %+v, want B = 1 and 2", r.Batches)
+	}
+	for _, row := range r.Batches {
+		check("batch "+strconv.Itoa(row.Batch), row.Steps, row.DecodeMsPerStep)
+	}
+	var text strings.Builder
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"decode step", "products ms"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, text.String())
 		}
 	}
 }

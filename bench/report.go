@@ -39,6 +39,11 @@ func (r Result) WriteText(w io.Writer) error {
 			units.Bytes(r.WeightBytesPerToken), r.DecodeTokensPerSecond,
 			gb(float64(r.WeightBytesPerToken)*r.DecodeTokensPerSecond), gb(r.ReadBandwidthBytesPerSec))},
 	}
+	if s := r.DecodeSteps; s != nil {
+		rows = slices.Insert(rows, slices.IndexFunc(rows, func(row [2]string) bool { return row[0] == "decode" })+1, [2]string{"decode step",
+			fmt.Sprintf("products %.1f ms (their weights read at %s), attention %.1f ms, other parts %.1f ms, outside the graph %.1f ms",
+				s.ProductsMs, gb(s.ProductReadBytesPerSecond), s.AttentionMs, s.PiecesMs, r.DecodeMsPerToken-s.ProductsMs-s.AttentionMs-s.PiecesMs)})
+	}
 	if r.Adapter != "" {
 		rows = slices.Insert(rows, 4, [2]string{"adapter", r.Adapter + " (LoRA, unmerged)"})
 	}
@@ -58,9 +63,18 @@ func (r Result) writeBatches(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nbatched decode: B sequences decoded together (NextBatch), %d tokens each after the prompt\n", r.Batches[0].DecodeTokens)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "batch\ttokens/s (all sequences)\tms/step\tspeed-up over B=1\t")
+	timed := r.Batches[0].Steps != nil
+	head := "batch\ttokens/s (all sequences)\tms/step\tspeed-up over B=1\t"
+	if timed {
+		head += "products ms\tweights GB/s\tattention ms\tother parts ms\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, row := range r.Batches {
-		fmt.Fprintf(tw, "%d\t%.2f\t%.1f\t%.2f×\t\n", row.Batch, row.DecodeTokensPerSecond, row.DecodeMsPerStep, row.SpeedUp)
+		fmt.Fprintf(tw, "%d\t%.2f\t%.1f\t%.2f×\t", row.Batch, row.DecodeTokensPerSecond, row.DecodeMsPerStep, row.SpeedUp)
+		if s := row.Steps; timed && s != nil {
+			fmt.Fprintf(tw, "%.1f\t%.2f\t%.1f\t%.1f\t", s.ProductsMs, s.ProductReadBytesPerSecond/1e9, s.AttentionMs, s.PiecesMs)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

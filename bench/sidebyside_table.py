@@ -8,7 +8,9 @@ the same dtype, depth and round; decode's roofline ratio (weight bytes read per 
 tokens/s ÷ the read bandwidth octlm bench measured: for a llama.cpp run, with the weight bytes and
 bandwidth of the octlm runs of its dtype, depth and round, so both engines are set against the same
 ceiling); peak RSS; for octlm runs with --batch, B=8's aggregate decode tokens/s and its speed-up
-over B=1.
+over B=1. Then, for the runs that timed their steps (the pure-Go engine, decode_steps), where a
+decode step went: its products (and the bytes of weights a second they read), attention, the
+graph's other parts and the rest, at B=1 and at B=8.
 """
 import json
 import re
@@ -63,6 +65,22 @@ def main(path):
         rss = r.get("peak_rss_bytes", 0) / 2**30
         print(f"| {r['run']} | {pre:.1f} | {dec:.2f} | {ratio(pre, 'prefill_tokens_per_second')} | "
               f"{ratio(dec, 'decode_tokens_per_second')} | {roofline} | {rss:.2f} GiB | {batch} |")
+
+    timed = [r for r in rows if "error" not in r and r.get("decode_steps")]
+    if not timed:
+        return
+    print()
+    print("| run | B | step ms | products ms | their weights GB/s | attention ms | other parts ms | outside the graph ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in timed:
+        steps = [(1, r["decode_ms_per_token"], r["decode_steps"])]
+        steps += [(b["batch"], b["decode_ms_per_step"], b["steps"]) for b in r.get("batches") or []
+                  if b["batch"] == 8 and b.get("steps")]
+        for batch, ms, s in steps:
+            parts = s["products_ms_per_token"] + s["attention_ms_per_token"] + s["other_parts_ms_per_token"]
+            print(f"| {r['run']} | {batch} | {ms:.1f} | {s['products_ms_per_token']:.1f} | "
+                  f"{s['product_read_bytes_per_second'] / 1e9:.1f} | {s['attention_ms_per_token']:.1f} | "
+                  f"{s['other_parts_ms_per_token']:.1f} | {ms - parts:.1f} |")
 
 
 if __name__ == "__main__":

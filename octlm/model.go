@@ -11,6 +11,8 @@ import (
 	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
+
+	"github.com/octlm/octlm/internal/hostproduct"
 )
 
 // DType is the dtype of resident weights and activations.
@@ -96,6 +98,21 @@ func (m *Model) CompileStats() CompileStats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.compile
+}
+
+// EngineTimes is where the pure-Go engine's step graphs spent their time: its products, its
+// attention and the rest (internal/hostproduct's Times).
+type EngineTimes = hostproduct.Times
+
+// EngineTimes reports where the step graphs have spent their time so far on the pure-Go engine
+// (a snapshot: subtract an earlier one with Sub); ok is false on any other engine, which does
+// not time its steps.
+func (m *Model) EngineTimes() (t EngineTimes, ok bool) {
+	hb, ok := m.Backend.(*hostproduct.Backend)
+	if !ok {
+		return t, false
+	}
+	return hb.Times(), true
 }
 
 // Close frees the model's resident weights and compiled graphs.

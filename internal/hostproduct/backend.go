@@ -34,6 +34,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/shapes"
@@ -62,6 +63,7 @@ type Backend struct {
 	attendedRun atomic.Int64
 	// attentionSteps is how many runs of attentions (runAttentions) ran, for the tests.
 	attentionSteps atomic.Int64
+	spent          spentTimes
 	crewOnce       sync.Once
 	products       *crew // started by the first product run that shares its work
 	scratchMu      sync.Mutex
@@ -106,6 +108,57 @@ func (b *Backend) Unwrap() compute.Backend { return b.Backend }
 
 // AttentionsRun is how many calls of AttentionFunction's functions have run in Go.
 func (b *Backend) AttentionsRun() int64 { return b.attendedRun.Load() }
+
+// Times is where b's graphs have spent their time so far, step by step: wall-clock time, each
+// step of a graph run after the one before it.
+type Times struct {
+	// Products is the time in runs of products in Go: preparing their operands, sharing the
+	// panels out, multiplying, waiting for the slowest worker.
+	Products time.Duration
+	// Attention is the time in runs of attention calls in Go.
+	Attention time.Duration
+	// Pieces is the time in the graphs' other parts, run by the wrapped backend.
+	Pieces time.Duration
+	// ProductWeightBytes is how many bytes of weights the runs of products read (each once a
+	// run, however many rows multiply it).
+	ProductWeightBytes int64
+}
+
+// Sub is t less an earlier snapshot: what was spent between the two.
+func (t Times) Sub(before Times) Times {
+	return Times{Products: t.Products - before.Products, Attention: t.Attention - before.Attention,
+		Pieces: t.Pieces - before.Pieces, ProductWeightBytes: t.ProductWeightBytes - before.ProductWeightBytes}
+}
+
+// Times reports where b's graphs have spent their time so far. Graphs run at once (several
+// goroutines calling b's executables) add up their times.
+func (b *Backend) Times() Times {
+	return Times{Products: time.Duration(b.spent.of[productStep].Load()), Attention: time.Duration(b.spent.of[attentionStep].Load()),
+		Pieces: time.Duration(b.spent.of[pieceStep].Load()), ProductWeightBytes: b.spent.weightBytes.Load()}
+}
+
+// stepKind is what a step of an executable runs.
+type stepKind int
+
+const (
+	productStep stepKind = iota
+	attentionStep
+	pieceStep
+	stepKinds
+)
+
+// spentTimes accumulates Times: nanoseconds by stepKind.
+type spentTimes struct {
+	of          [stepKinds]atomic.Int64
+	weightBytes atomic.Int64
+}
+
+// add adds one execution's times.
+func (s *spentTimes) add(spent [stepKinds]time.Duration) {
+	for k, d := range spent {
+		s.of[k].Add(int64(d))
+	}
+}
 
 // ProductsRun is how many products b's graphs have run in Go so far.
 func (b *Backend) ProductsRun() int64 { return b.productsRun.Load() }

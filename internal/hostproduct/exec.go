@@ -186,8 +186,13 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		}
 	}()
 	lastRun, lastEnd := -1, time.Time{} // the last run of products and when it ended
+	var spent [stepKinds]time.Duration
+	defer func() { e.backend.spent.add(spent) }()
 	for i, s := range e.steps {
+		begin := time.Now()
+		kind := pieceStep
 		if s.attentions != nil {
+			kind = attentionStep
 			if err := e.runAttentions(s.attentions, slots, owned, device); err != nil {
 				return nil, err
 			}
@@ -211,6 +216,7 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 				slots[slot], owned[slot] = outs[j], true
 			}
 		} else {
+			kind = productStep
 			if lastRun >= 0 {
 				e.gaps[lastRun].Store(int64(time.Since(lastEnd)))
 			}
@@ -223,6 +229,7 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			}
 			lastRun, lastEnd = i, time.Now()
 		}
+		spent[kind] += time.Since(begin)
 		for _, slot := range e.free[i] {
 			if owned[slot] && slots[slot] != nil {
 				_ = slots[slot].Finalize()

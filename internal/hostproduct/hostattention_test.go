@@ -176,6 +176,9 @@ func TestAttentionMatchesTheBackend(t *testing.T) {
 			if n := wrapped.attentionSteps.Load(); n != 2 {
 				t.Errorf("the attentions ran in %d steps, want 2 (the first two at once)", n)
 			}
+			if spent := wrapped.Times(); spent.Attention <= 0 || spent.Products != 0 || spent.ProductWeightBytes != 0 {
+				t.Errorf("times %+v: want attention timed, no products", spent)
+			}
 			for i := range want {
 				w, g := flat32(t, want[i]), flat32(t, got[i])
 				for j := range w {

@@ -293,13 +293,18 @@ func TestOneRunOfSeveralProducts(t *testing.T) {
 	}
 	exec := MustNewExec(wrapped, graph)
 	for call := range 2 {
-		before := wrapped.ProductsRun()
+		before, spentBefore := wrapped.ProductsRun(), wrapped.Times()
 		got, err := exec.Call(args()...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n := wrapped.ProductsRun() - before; n != 3 {
 			t.Errorf("call %d: %d products ran in Go, want 3", call, n)
+		}
+		// The products read each bfloat16 weight once; Neg and the conversions are pieces.
+		spent := wrapped.Times().Sub(spentBefore)
+		if spent.ProductWeightBytes != 3*count*in*width*2 || spent.Products <= 0 || spent.Pieces <= 0 || spent.Attention != 0 {
+			t.Errorf("call %d: times %+v: want products reading %d weight bytes, pieces, no attention", call, spent, 3*count*in*width*2)
 		}
 		for i := range want {
 			w, g := flat32(t, want[i]), flat32(t, got[i])

@@ -83,7 +83,7 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 	runs := make([]productRun, len(ps))
 	s := e.backend.takeScratch()
 	defer e.backend.putScratch(s)
-	total := 0
+	total, weightBytes := 0, 0
 	for i, p := range ps {
 		r, err := e.prepare(p, slots, device, owned, s)
 		if err != nil {
@@ -91,7 +91,9 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 		}
 		runs[i] = r
 		total += p.rows * p.count * p.in * p.width // multiply-adds
+		weightBytes += 4*len(r.w32) + 2*len(r.w16)
 	}
+	e.backend.spent.weightBytes.Add(int64(weightBytes))
 	workers := min(e.backend.opts.Workers, total/(64<<10)+1) // at least 64 Ki multiply-adds each
 	// The workers (the caller and the crew) take chunks of about chunkMACs multiply-adds in
 	// turn, so that one that starts late or runs slow takes fewer.
