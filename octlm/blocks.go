@@ -151,21 +151,11 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 		// that no step slices a sequence's scores or probabilities out of the batch's, nor adds
 		// the bias broadcast over heads and sequences at once (the pure-Go backend's general
 		// broadcast walks every index).
-		perSeq := func(t *Node, b int) *Node {
-			if batch == 1 {
-				return t
-			}
-			return SliceAxis(t, 0, AxisElem(b))
-		}
-		seqs := make([]*Node, batch)
 		if host {
-			seqs = s.hostAttend(attend, batch, perSeq, q, keys, values, bias, kCache, vCache)
+			ctx = s.hostAttend(attend, batch, q, keys, values, bias, kCache, vCache)
 		} else {
-			for b := range batch {
-				seqs[b] = attend(perSeq(q, b), perSeq(keys, b), perSeq(values, b), perSeq(bias, b), kCache[b], vCache[b])
-			}
+			ctx = concatenate(eachSequence(attend, batch, q, keys, values, bias, kCache, vCache), 0) // [B, kvHeads, groups·S, hd]
 		}
-		ctx = concatenate(seqs, 0) // [B, kvHeads, groups·S, hd]
 	}
 	ctx = permuted(cutTo(Reshape(ctx, batch, kvHeads, groups, seqLen, hd), 2, group), 0, 3, 1, 2, 4)
 	if newV != nil && o.layout.CacheLeft {
@@ -180,36 +170,49 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 // hostDType says whether Go's attention (hostproduct.AttentionFunction) takes operands of dtype.
 func hostDType(dtype dtypes.DType) bool { return dtype == dtypes.Float32 || dtype == dtypes.BFloat16 }
 
-// hostAttend is attend for each of batch sequences (perSeq(t, b) is sequence b's part of q, keys,
-// values and bias, each with a leading axis of 1; kCache[b] and vCache[b] its cache blocks) as
-// calls of graph functions named for hostproduct.AttentionFunction, which the wrapped pure-Go
-// backend runs in Go (Layout.HostAttention): their arguments in the function's form, q [kvHeads,
-// rows, hd], keys and values [kvHeads, S, hd], bias [S, T+S], the key blocks [kvHeads, hd, n]
-// then the value blocks [kvHeads, n, hd], and attend itself the body, the definition. One
-// function serves every call of the graph with arguments of its shapes. Every call's arguments
-// are made first and every result's axis inserted last, so that the calls follow one another
-// with no operation between them: the backend runs such a run of calls as one step (an
-// 8-sequence step ran 1.03–1.07× as fast as with a piece of compute's between two calls and the
-// calls run one at a time).
-func (s *step) hostAttend(attend func(q, keys, values, bias *Node, kBlocks, vBlocks []*Node) *Node, batch int, perSeq func(*Node, int) *Node, q, keys, values, bias *Node, kCache, vCache kvBlocks) []*Node {
-	args := make([][]*Node, batch)
+// eachSequence is attend for each of batch sequences apart: sequence b's part of q, keys, values
+// and bias (a leading axis of 1), its cache blocks kCache[b] and vCache[b].
+func eachSequence(attend attendFunc, batch int, q, keys, values, bias *Node, kCache, vCache kvBlocks) []*Node {
+	perSeq := func(t *Node, b int) *Node {
+		if batch == 1 {
+			return t
+		}
+		return SliceAxis(t, 0, AxisElem(b))
+	}
+	seqs := make([]*Node, batch)
 	for b := range batch {
-		a := []*Node{Squeeze(perSeq(q, b), 0), Squeeze(perSeq(keys, b), 0), Squeeze(perSeq(values, b), 0), Squeeze(perSeq(bias, b), 0)}
-		args[b] = append(append(a, kCache[b]...), vCache[b]...)
+		seqs[b] = attend(perSeq(q, b), perSeq(keys, b), perSeq(values, b), perSeq(bias, b), kCache[b], vCache[b])
 	}
-	outs := make([]*Node, batch)
-	for b, a := range args {
-		outs[b] = s.hostFunction(attend, a, len(kCache[b])).Call(a...)[0]
-	}
-	for b, out := range outs {
-		outs[b] = InsertAxes(out, 0)
-	}
-	return outs
+	return seqs
 }
 
-// hostFunction is the graph function hostAttend calls with args, n key blocks and n value blocks
-// after the first four: made at its arguments' shapes' first call.
-func (s *step) hostFunction(attend func(q, keys, values, bias *Node, kBlocks, vBlocks []*Node) *Node, args []*Node, n int) *Function {
+// attendFunc is the attention of n sequences (q, keys, values and bias with a leading axis of
+// n) over their chunks and, given one sequence's cache blocks, over that cache's slots first.
+type attendFunc func(q, keys, values, bias *Node, kBlocks, vBlocks []*Node) *Node
+
+// hostAttend is attend for batch sequences, each on its own cache blocks (kCache[b], vCache[b]),
+// as one call of a graph function named for hostproduct.AttentionFunction in its form with a
+// batch axis, which the wrapped pure-Go backend runs in Go (Layout.HostAttention): q [B,
+// kvHeads, rows, hd], keys and values [B, kvHeads, S, hd] and bias [B, S, T+S] as they are, then
+// every sequence's key blocks [kvHeads, hd, n], then every sequence's value blocks [kvHeads, n,
+// hd]; the result [B, kvHeads, rows, hd]. The definition, the function's body, is eachSequence.
+// One call for the batch, not one per sequence with each operand sliced for it and the results
+// concatenated: those slices were 32 of compute's operations a layer for 8 sequences.
+func (s *step) hostAttend(attend attendFunc, batch int, q, keys, values, bias *Node, kCache, vCache kvBlocks) *Node {
+	args := []*Node{q, keys, values, bias}
+	for b := range batch {
+		args = append(args, kCache[b]...)
+	}
+	for b := range batch {
+		args = append(args, vCache[b]...)
+	}
+	return s.hostFunction(attend, args, batch, len(kCache[0])).Call(args...)[0]
+}
+
+// hostFunction is the graph function hostAttend calls with args: q, keys, values and bias of
+// batch sequences, then n key blocks of each sequence and n value blocks of each. It is made at
+// its arguments' shapes' first call.
+func (s *step) hostFunction(attend attendFunc, args []*Node, batch, n int) *Function {
 	var key strings.Builder
 	for _, a := range args {
 		key.WriteString(a.Shape().String())
@@ -226,8 +229,12 @@ func (s *step) hostFunction(attend func(q, keys, values, bias *Node, kBlocks, vB
 		for i, a := range args {
 			ps[i] = Parameter(g, fmt.Sprintf("arg%d", i), a.Shape())
 		}
-		one := func(x *Node) *Node { return InsertAxes(x, 0) }
-		return []*Node{Squeeze(attend(one(ps[0]), one(ps[1]), one(ps[2]), one(ps[3]), ps[4:4+n], ps[4+n:]), 0)}
+		kCache, vCache := make(kvBlocks, batch), make(kvBlocks, batch)
+		for b := range batch {
+			kCache[b] = ps[4+b*n : 4+(b+1)*n]
+			vCache[b] = ps[4+(batch+b)*n : 4+(batch+b+1)*n]
+		}
+		return []*Node{concatenate(eachSequence(attend, batch, ps[0], ps[1], ps[2], ps[3], kCache, vCache), 0)}
 	})
 	s.hostFns[key.String()] = fn
 	return fn

@@ -34,6 +34,11 @@ import (
 // K and V the blocks' slots followed by k and v, accumulated in float32 (the probabilities
 // rounded to q's dtype first). Slots that no row attends past the last one any row does are not
 // read.
+//
+// A batch of B sequences, each on its own cache, is one call of the same form with a leading
+// axis of B on q, k, v, bias and the result, and the key blocks of sequence 0, 1, … B−1 (the
+// same sizes for every sequence) followed by their value blocks in the same order: sequence b
+// is computed as a call of its own would compute it.
 const AttentionFunction = "hostproduct.attention"
 
 // AttentionKernels reports whether this build and processor run attention's vector kernels
@@ -56,14 +61,16 @@ type hostFunction struct {
 	result []shapes.Shape
 }
 
-// attention is one call of a host function, run in Go.
+// attention is one call of a host function, run in Go: batch sequences' attention (1 for the
+// form without a batch axis).
 type attention struct {
 	q, k, v, bias int   // slots
-	keys, values  []int // the blocks' slots
+	keys, values  []int // the blocks' slots, sequence by sequence
 	out           int
+	batch         int
 	kvHeads       int
-	rows, seq, hd int
-	sizes         []int // the blocks' slots n
+	rows, seq, hd int   // a sequence's
+	sizes         []int // a sequence's blocks' slots n
 	slots         int   // T = Σ sizes
 	outShape      shapes.Shape
 }
@@ -104,7 +111,7 @@ func (f *function) callHost(h *function, inputs []compute.Value) ([]compute.Valu
 			return nil, err
 		}
 	}
-	blocks := len(a.sizes)
+	blocks := a.batch * len(a.sizes)
 	a.q, a.k, a.v, a.bias = all[0], all[1], all[2], all[3]
 	a.keys, a.values = all[4:4+blocks], all[4+blocks:]
 	a.out = f.b.newSlot()
@@ -138,18 +145,28 @@ func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attent
 		return nil, bad("%d parameters, want q, k, v, bias and pairs of blocks", len(shape))
 	}
 	q, k, v, bias := shape[0], shape[1], shape[2], shape[3]
-	if q.Rank() != 3 || (q.DType != dtypes.Float32 && q.DType != dtypes.BFloat16) {
-		return nil, bad("q is %s, want [kvHeads, rows, hd] of float32 or bfloat16", q)
+	a := &attention{batch: 1}
+	lead := 0 // 1 with a batch axis
+	if q.Rank() == 4 {
+		a.batch, lead = q.Dimensions[0], 1
 	}
-	a := &attention{kvHeads: q.Dimensions[0], rows: q.Dimensions[1], hd: q.Dimensions[2]}
-	if k.Rank() != 3 || k.DType != q.DType || k.Dimensions[0] != a.kvHeads || k.Dimensions[2] != a.hd || !k.Equal(v) {
-		return nil, bad("k %s and v %s, want [%d, S, %d] of %s", k, v, a.kvHeads, a.hd, q.DType)
+	if (q.Rank() != 3 && q.Rank() != 4) || a.batch < 1 || (q.DType != dtypes.Float32 && q.DType != dtypes.BFloat16) {
+		return nil, bad("q is %s, want [kvHeads, rows, hd] or [B, kvHeads, rows, hd] of float32 or bfloat16", q)
 	}
-	a.seq = k.Dimensions[1]
+	a.kvHeads, a.rows, a.hd = q.Dimensions[lead], q.Dimensions[lead+1], q.Dimensions[lead+2]
+	if k.Rank() != q.Rank() || k.DType != q.DType || (lead == 1 && k.Dimensions[0] != a.batch) ||
+		k.Dimensions[lead] != a.kvHeads || k.Dimensions[lead+2] != a.hd || !k.Equal(v) {
+		return nil, bad("k %s and v %s, want %s[%d, S, %d] of %s", k, v, batchDims(lead, a.batch), a.kvHeads, a.hd, q.DType)
+	}
+	a.seq = k.Dimensions[lead+1]
 	if a.seq < 1 || a.rows%a.seq != 0 {
 		return nil, bad("%d query rows for a chunk of %d", a.rows, a.seq)
 	}
-	blocks := (len(shape) - 4) / 2
+	if (len(shape)-4)%(2*a.batch) != 0 {
+		return nil, bad("%d blocks for %d sequences: want as many key and value blocks for each", len(shape)-4, a.batch)
+	}
+	blocks := (len(shape) - 4) / 2 // of all the sequences
+	perSeq := blocks / a.batch
 	var blockDType dtypes.DType
 	for i := range blocks {
 		kb, vb := shape[4+i], shape[4+blocks+i]
@@ -163,17 +180,33 @@ func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attent
 			return nil, bad("block %d: keys %s and values %s, want [%d, %d, n] and [%d, n, %d] of float32 or bfloat16, one dtype",
 				i, kb, vb, a.kvHeads, a.hd, a.kvHeads, a.hd)
 		}
-		a.sizes = append(a.sizes, kb.Dimensions[2])
-		a.slots += kb.Dimensions[2]
+		if i < perSeq {
+			a.sizes = append(a.sizes, kb.Dimensions[2])
+			a.slots += kb.Dimensions[2]
+		} else if n := a.sizes[i%perSeq]; kb.Dimensions[2] != n {
+			return nil, bad("block %d of sequence %d holds %d slots, sequence 0's %d", i%perSeq, i/perSeq, kb.Dimensions[2], n)
+		}
 	}
-	if bias.DType != dtypes.Float32 || bias.Rank() != 2 || bias.Dimensions[0] != a.seq || bias.Dimensions[1] != a.slots+a.seq {
-		return nil, bad("bias is %s, want [%d, %d] of float32", bias, a.seq, a.slots+a.seq)
+	if bias.DType != dtypes.Float32 || bias.Rank() != 2+lead || (lead == 1 && bias.Dimensions[0] != a.batch) ||
+		bias.Dimensions[lead] != a.seq || bias.Dimensions[lead+1] != a.slots+a.seq {
+		return nil, bad("bias is %s, want %s[%d, %d] of float32", bias, batchDims(lead, a.batch), a.seq, a.slots+a.seq)
 	}
 	a.outShape = shapes.Make(q.DType, a.kvHeads, a.rows, a.hd)
+	if lead == 1 {
+		a.outShape = shapes.Make(q.DType, a.batch, a.kvHeads, a.rows, a.hd)
+	}
 	if !h.result[0].Equal(a.outShape) {
 		return nil, bad("result %s, want %s", h.result[0], a.outShape)
 	}
 	return a, nil
+}
+
+// batchDims is how an error names the leading batch axis of a call's operands: "" without one.
+func batchDims(lead, batch int) string {
+	if lead == 0 {
+		return ""
+	}
+	return fmt.Sprintf("[%d] + ", batch)
 }
 
 // reads are the slots a reads.
@@ -188,6 +221,14 @@ type floats struct {
 }
 
 func (x floats) len() int { return len(x.f32) + len(x.b16) }
+
+// part is the n values of x from i.
+func (x floats) part(i, n int) floats {
+	if x.f32 != nil {
+		return floats{f32: x.f32[i : i+n : i+n]}
+	}
+	return floats{b16: x.b16[i : i+n : i+n]}
+}
 
 // at is value i widened.
 func (x floats) at(i int) float32 {
@@ -232,21 +273,21 @@ type headScratch struct {
 	spareScores, spareCtx []float32
 }
 
-// runAttentions runs as (calls that do not read each other's results: a batch's sequences), each
-// result put in its slot, their kv heads shared out among the workers at once: a step of 8
+// runAttentions runs as (calls that do not read each other's results: a batch's sequences, or
+// one call for them all), each result put in its slot, the kv heads of every sequence shared out
+// among the workers at once: a step of 8
 // sequences ran 1.03–1.07× as fast as with one call at a time and a piece of the wrapped
 // backend's between calls (docs/performance.md, "A batch's attention in one step").
 func (e *executable) runAttentions(as []*attention, slots []compute.Buffer, owned []bool, device compute.DeviceNum) error {
 	e.backend.attentionSteps.Add(1)
-	runs := make([]attendRun, len(as))
+	var runs []attendRun                 // one per sequence of every call
 	heads, rows, width, hd := 0, 0, 0, 0 // the most any call needs: a worker's scratch
-	for i, a := range as {
-		r, err := e.prepareAttention(a, slots, owned, device)
-		if err != nil {
+	for _, a := range as {
+		var err error
+		if runs, err = e.prepareAttention(a, slots, owned, device, runs); err != nil {
 			return err
 		}
-		runs[i] = r
-		heads += a.kvHeads
+		heads += a.batch * a.kvHeads
 		rows, width, hd = max(rows, a.rows), max(width, a.slots+a.seq), max(hd, a.hd)
 	}
 	workers := min(e.backend.opts.Workers, heads)
@@ -259,30 +300,30 @@ func (e *executable) runAttentions(as []*attention, slots []compute.Buffer, owne
 			ctx: s.take(rows * hd), spareScores: s.take(width), spareCtx: s.take(hd),
 		}
 	}
-	var next atomic.Int64 // the next (call, kv head) to take, counted across the calls
+	var next atomic.Int64 // the next (sequence, kv head) to take, counted across the sequences
 	work := func(w int) {
-		call := 0
+		run := 0
 		for first := 0; ; {
 			h := int(next.Add(1)) - 1
-			for call < len(runs) && h >= first+runs[call].a.kvHeads {
-				first += runs[call].a.kvHeads
-				call++
+			for run < len(runs) && h >= first+runs[run].a.kvHeads {
+				first += runs[run].a.kvHeads
+				run++
 			}
-			if call == len(runs) {
+			if run == len(runs) {
 				return
 			}
-			runs[call].head(h-first, scratch[w])
+			runs[run].head(h-first, scratch[w])
 		}
 	}
 	e.backend.shareOut(workers, work, crewSpin)
 	return nil
 }
 
-// prepareAttention reads a's operands and checks them against its shapes, and makes its output
-// buffer, put in its slot.
-func (e *executable) prepareAttention(a *attention, slots []compute.Buffer, owned []bool, device compute.DeviceNum) (attendRun, error) {
+// prepareAttention reads a's operands and checks them against its shapes, makes its output
+// buffer, put in its slot, and appends to runs a run for each of a's sequences: its parts of the
+// operands and of the output.
+func (e *executable) prepareAttention(a *attention, slots []compute.Buffer, owned []bool, device compute.DeviceNum, runs []attendRun) ([]attendRun, error) {
 	e.backend.attendedRun.Add(1)
-	r := attendRun{a: a, scale: float32(1 / math.Sqrt(float64(a.hd)))}
 	var err error
 	read := func(what string, slot int) floats {
 		if err != nil {
@@ -294,40 +335,51 @@ func (e *executable) prepareAttention(a *attention, slots []compute.Buffer, owne
 		}
 		return x
 	}
-	r.q, r.k, r.v = read("q", a.q), read("k", a.k), read("v", a.v)
+	q, k, v := read("q", a.q), read("k", a.k), read("v", a.v)
 	bias := read("bias", a.bias)
+	var keys, values []floats
 	for i := range a.keys {
-		r.keys = append(r.keys, read("key block", a.keys[i]))
-		r.values = append(r.values, read("value block", a.values[i]))
+		keys = append(keys, read("key block", a.keys[i]))
+		values = append(values, read("value block", a.values[i]))
 	}
 	if err != nil {
-		return r, err
+		return runs, err
 	}
-	r.bias, r.half = bias.f32, r.q.b16 != nil
-	if r.q.len() != a.kvHeads*a.rows*a.hd || r.k.len() != a.kvHeads*a.seq*a.hd || r.v.len() != r.k.len() ||
-		len(r.bias) != a.seq*(a.slots+a.seq) {
-		return r, errors.New("hostproduct: attention's operands do not hold their shapes' values")
+	qLen, kLen, biasLen := a.kvHeads*a.rows*a.hd, a.kvHeads*a.seq*a.hd, a.seq*(a.slots+a.seq) // a sequence's
+	if q.len() != a.batch*qLen || k.len() != a.batch*kLen || v.len() != k.len() || len(bias.f32) != a.batch*biasLen {
+		return runs, errors.New("hostproduct: attention's operands do not hold their shapes' values")
 	}
-	for i, n := range a.sizes {
-		if r.keys[i].len() != a.kvHeads*a.hd*n || r.values[i].len() != a.kvHeads*a.hd*n {
-			return r, fmt.Errorf("hostproduct: attention's block %d does not hold its shape's values", i)
+	for i := range keys {
+		n := a.sizes[i%len(a.sizes)]
+		if keys[i].len() != a.kvHeads*a.hd*n || values[i].len() != a.kvHeads*a.hd*n {
+			return runs, fmt.Errorf("hostproduct: attention's block %d does not hold its shape's values", i)
 		}
 	}
 	buf, flat, err := e.backend.Backend.NewSharedBuffer(device, a.outShape)
 	if err != nil {
-		return r, fmt.Errorf("hostproduct: attention's output: %w", err)
+		return runs, fmt.Errorf("hostproduct: attention's output: %w", err)
 	}
 	slots[a.out], owned[a.out] = buf, true
-	switch y := flat.(type) {
-	case []float32:
-		r.out32 = y
-	case []bfloat16.BFloat16:
-		r.out16 = y
-	default:
-		return r, fmt.Errorf("hostproduct: attention's output is %T", flat)
+	out32, _ := flat.([]float32)
+	out16, _ := flat.([]bfloat16.BFloat16)
+	if out32 == nil && out16 == nil {
+		return runs, fmt.Errorf("hostproduct: attention's output is %T", flat)
 	}
-	r.attended = attendedSlots(r.bias, a.seq, a.slots)
-	return r, nil
+	blocks := len(a.sizes)
+	for b := range a.batch {
+		r := attendRun{a: a, scale: float32(1 / math.Sqrt(float64(a.hd))), half: q.b16 != nil,
+			q: q.part(b*qLen, qLen), k: k.part(b*kLen, kLen), v: v.part(b*kLen, kLen),
+			bias: bias.f32[b*biasLen : (b+1)*biasLen],
+			keys: keys[b*blocks : (b+1)*blocks], values: values[b*blocks : (b+1)*blocks]}
+		if out32 != nil {
+			r.out32 = out32[b*qLen : (b+1)*qLen]
+		} else {
+			r.out16 = out16[b*qLen : (b+1)*qLen]
+		}
+		r.attended = attendedSlots(r.bias, a.seq, a.slots)
+		runs = append(runs, r)
+	}
+	return runs, nil
 }
 
 // attendedSlots is one past the last of the cache's slots that any of the chunk's seq positions

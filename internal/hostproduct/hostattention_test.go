@@ -191,34 +191,150 @@ func TestAttentionMatchesTheBackend(t *testing.T) {
 	}
 }
 
+// batchedAttentionArgs are a batch of sequences' operands in the form with a batch axis: q, k,
+// v and bias [B, …] (sequence b attends the cache's slots up to its own start, c.start − 13·b,
+// at least 1), then every sequence's key blocks, then every sequence's value blocks, each
+// sequence's values its own.
+func batchedAttentionArgs(c attentionCase, batch int) []*tensors.Tensor {
+	rows, slots := c.group*c.seq, 0
+	for _, n := range c.blocks {
+		slots += n
+	}
+	args := []*tensors.Tensor{
+		asDType(pattern(batch*c.kvHeads*rows*c.hd, 1), c.dtype, batch, c.kvHeads, rows, c.hd),
+		asDType(pattern(batch*c.kvHeads*c.seq*c.hd, 2), c.dtype, batch, c.kvHeads, c.seq, c.hd),
+		asDType(pattern(batch*c.kvHeads*c.seq*c.hd, 3), c.dtype, batch, c.kvHeads, c.seq, c.hd),
+	}
+	stride := slots + c.seq
+	bias := make([]float32, batch*c.seq*stride)
+	for b := range batch {
+		start := max(1, c.start-13*b)
+		for s := range c.seq {
+			for t := range stride {
+				if (t < slots && t >= start) || (t >= slots && t-slots > s) {
+					bias[(b*c.seq+s)*stride+t] = float32(math.Inf(-1))
+				}
+			}
+		}
+	}
+	args = append(args, tensors.FromFlatDataAndDimensions(bias, batch, c.seq, stride))
+	for b := range batch {
+		for i, n := range c.blocks {
+			args = append(args, asDType(pattern(c.kvHeads*c.hd*n, 10+i+100*b), c.blockDT, c.kvHeads, c.hd, n))
+		}
+	}
+	for b := range batch {
+		for i, n := range c.blocks {
+			args = append(args, asDType(pattern(c.kvHeads*n*c.hd, 20+i+100*b), c.blockDT, c.kvHeads, n, c.hd))
+		}
+	}
+	return args
+}
+
+// TestBatchedAttentionMatchesTheBackend runs one call of the form with a batch axis (three
+// sequences, each with its own operands, cache blocks and attended slots) in Go and its
+// definition, each sequence's attention apart, on the backend itself: one run of attention, one
+// step, whose sequences match the definition's.
+func TestBatchedAttentionMatchesTheBackend(t *testing.T) {
+	f32, bf16 := dtypes.Float32, dtypes.BFloat16
+	const batch = 3
+	for _, c := range []attentionCase{
+		{"f32/decode", f32, f32, 4, 2, 1, 32, []int{64, 64, 128}, 150, 1e-5},
+		{"f32/bf16-cache-hd128", f32, bf16, 2, 2, 2, 128, []int{64, 128}, 170, 1e-5},
+		{"bf16/chunk", bf16, bf16, 2, 2, 2, 48, []int{64}, 60, 1e-2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ref, wrapped := attentionBackends(t)
+			blocks := len(c.blocks)
+			graph := func(g *Graph, ins []*Node) []*Node {
+				fn := NewFunction(g, AttentionFunction+"#0", func(g *Graph) []*Node {
+					ps := make([]*Node, len(ins))
+					for i, x := range ins {
+						ps[i] = Parameter(g, fmt.Sprintf("p%d", i), x.Shape())
+					}
+					seqs := make([]*Node, batch)
+					for b := range batch {
+						one := func(x *Node) *Node { return Squeeze(SliceAxis(x, 0, AxisElem(b)), 0) }
+						keys := ps[4+b*blocks : 4+(b+1)*blocks]
+						values := ps[4+(batch+b)*blocks : 4+(batch+b+1)*blocks]
+						seqs[b] = InsertAxes(attentionBody(one(ps[0]), one(ps[1]), one(ps[2]), one(ps[3]), keys, values), 0)
+					}
+					return []*Node{Concatenate(seqs, 0)}
+				})
+				return []*Node{ConvertDType(fn.Call(ins...)[0], dtypes.Float32)}
+			}
+			run := func(b compute.Backend) []float32 {
+				exec, err := NewExec(b, graph)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer exec.Finalize()
+				var ins []any
+				for _, a := range batchedAttentionArgs(c, batch) {
+					ins = append(ins, a)
+				}
+				out, err := exec.Call(ins...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return flat32(t, out[0])
+			}
+			want, got := run(ref), run(wrapped)
+			if n, steps := wrapped.AttentionsRun(), wrapped.attentionSteps.Load(); n != 1 || steps != 1 {
+				t.Errorf("%d attentions ran in Go in %d steps, want 1 in 1", n, steps)
+			}
+			for j := range want {
+				if d := math.Abs(float64(want[j] - got[j])); !(d <= c.tol*(1+math.Abs(float64(want[j])))) {
+					t.Fatalf("output[%d] (sequence %d) = %v, the backend's %v", j, j/(len(want)/batch), got[j], want[j])
+				}
+			}
+		})
+	}
+}
+
 // TestAttentionRefusesOtherShapes checks that a call whose operands are not of
 // AttentionFunction's form fails to build, naming what is wrong, rather than running anything.
 func TestAttentionRefusesOtherShapes(t *testing.T) {
 	f32 := dtypes.Float32
 	good := attentionCase{"", f32, f32, 2, 2, 1, 16, []int{16}, 10, 0}
 	for _, tc := range []struct {
-		name string
-		bend func(s []shapes.Shape)
-		want string
+		name  string
+		batch int // 0: the form without a batch axis; else two sequences, a block each
+		bend  func(s []shapes.Shape) []shapes.Shape
+		want  string
 	}{
-		{"keys not transposed", func(s []shapes.Shape) { s[4] = shapes.Make(f32, 2, 16, 8) }, "block 0"},
-		{"bias of bfloat16", func(s []shapes.Shape) { s[3] = shapes.Make(dtypes.BFloat16, 1, 17) }, "bias"},
-		{"rows not a multiple of the chunk", func(s []shapes.Shape) {
+		{"keys not transposed", 0, func(s []shapes.Shape) []shapes.Shape { s[4] = shapes.Make(f32, 2, 16, 8); return s }, "block 0"},
+		{"bias of bfloat16", 0, func(s []shapes.Shape) []shapes.Shape { s[3] = shapes.Make(dtypes.BFloat16, 1, 17); return s }, "bias"},
+		{"rows not a multiple of the chunk", 0, func(s []shapes.Shape) []shapes.Shape {
 			s[1], s[2] = shapes.Make(f32, 2, 3, 16), shapes.Make(f32, 2, 3, 16)
 			s[3] = shapes.Make(f32, 3, 19)
+			return s
 		}, "query rows"},
-		{"no blocks", func(s []shapes.Shape) {}, "parameters"},
+		{"no blocks", 0, func(s []shapes.Shape) []shapes.Shape { return s[:4] }, "parameters"},
+		{"batch: one sequence's blocks missing", 2, func(s []shapes.Shape) []shapes.Shape {
+			return append(s[:5:5], s[6])
+		}, "blocks for 2 sequences"},
+		{"batch: a sequence's block of another size", 2, func(s []shapes.Shape) []shapes.Shape {
+			s[5], s[7] = shapes.Make(f32, 2, 16, 32), shapes.Make(f32, 2, 32, 16)
+			return s
+		}, "sequence 1"},
+		{"batch: bias of another batch", 2, func(s []shapes.Shape) []shapes.Shape { s[3] = shapes.Make(f32, 3, 1, 17); return s }, "bias"},
+		{"batch: keys of another batch", 2, func(s []shapes.Shape) []shapes.Shape {
+			s[1], s[2] = shapes.Make(f32, 3, 2, 1, 16), shapes.Make(f32, 3, 2, 1, 16)
+			return s
+		}, "k "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, wrapped := attentionBackends(t)
+			args := attentionArgs(good)
+			if tc.batch > 0 {
+				args = batchedAttentionArgs(good, tc.batch)
+			}
 			var ss []shapes.Shape
-			for _, a := range attentionArgs(good) {
+			for _, a := range args {
 				ss = append(ss, a.Shape())
 			}
-			tc.bend(ss)
-			if tc.name == "no blocks" {
-				ss = ss[:4]
-			}
+			ss = tc.bend(ss)
 			exec, err := NewExec(wrapped, func(g *Graph, ins []*Node) []*Node {
 				fn := NewFunction(g, AttentionFunction+"#0", func(g *Graph) []*Node {
 					ps := make([]*Node, len(ss))
