@@ -33,7 +33,7 @@ import (
 // Its one result, [kvHeads, rows, hd] in q's dtype, is softmax(q·Kᵀ/√hd + bias)·V per kv head,
 // K and V the blocks' slots followed by k and v, accumulated in float32 (the probabilities
 // rounded to q's dtype first). Slots that no row attends past the last one any row does are not
-// read.
+// read, but for the rest of the vector kernels' strip (up to 63 slots) in the same block.
 //
 // A batch of B sequences, each on its own cache, is one call of the same form with a leading
 // axis of B on q, k, v, bias and the result, and the key blocks of sequence 0, 1, … B−1 (the

@@ -146,6 +146,7 @@ func TestAttentionMatchesTheBackend(t *testing.T) {
 		{"f32/hd128-odd-rows", f32, f32, 2, 3, 1, 128, []int{64, 64, 128}, 200, 1e-5},
 		{"f32/bf16-cache-hd128", f32, bf16, 2, 2, 2, 128, []int{64, 128}, 170, 1e-5},
 		{"f32/hd64-tail-block", f32, f32, 2, 2, 1, 64, []int{16, 40}, 54, 1e-5},
+		{"f32/hd192", f32, f32, 2, 2, 1, 192, []int{64, 128}, 101, 1e-5}, // 128 columns in one pass, then 64
 		{"bf16/decode", bf16, bf16, 4, 2, 1, 32, []int{64, 64, 128}, 150, 1e-2},
 		{"bf16/hd64", bf16, bf16, 2, 2, 1, 64, []int{64, 64}, 100, 1e-2},
 		{"bf16/chunk", bf16, bf16, 2, 2, 2, 48, []int{64}, 60, 1e-2},
