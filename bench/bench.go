@@ -151,12 +151,15 @@ type Result struct {
 // StepTimes is where the timed decode's steps spent their time on the pure-Go engine, per token
 // (wall-clock; the step's parts run one after another): its products of the weights (operands
 // prepared, panels shared out and multiplied, the slowest worker waited for), its attention, and
-// the graph's other parts (norms, RoPE, activations, on compute's kernels). The rest of a
-// token's time is outside the graph: the call, the cache and picking the token.
+// the graph's other parts (norms, RoPE, activations, on compute's kernels), and the graph's whole
+// run. The rest of a token's time is outside the graph: the call, the cache and picking the
+// token.
 type StepTimes struct {
 	ProductsMs  float64 `json:"products_ms_per_token"`
 	AttentionMs float64 `json:"attention_ms_per_token"`
 	PiecesMs    float64 `json:"other_parts_ms_per_token"`
+	// GraphMs is the graph's whole run: the parts above and what the run does between them.
+	GraphMs float64 `json:"graph_ms_per_token"`
 	// ProductReadBytesPerSecond is the weights the products read over the time they took: the
 	// products' own share of the read bandwidth.
 	ProductReadBytesPerSecond float64 `json:"product_read_bytes_per_second"`
@@ -165,7 +168,7 @@ type StepTimes struct {
 // newStepTimes is t spread over tokens decode steps.
 func newStepTimes(t octlm.EngineTimes, tokens int) *StepTimes {
 	ms := func(d time.Duration) float64 { return 1000 * d.Seconds() / float64(tokens) }
-	st := &StepTimes{ProductsMs: ms(t.Products), AttentionMs: ms(t.Attention), PiecesMs: ms(t.Pieces)}
+	st := &StepTimes{ProductsMs: ms(t.Products), AttentionMs: ms(t.Attention), PiecesMs: ms(t.Pieces), GraphMs: ms(t.Graphs)}
 	if t.Products > 0 {
 		st.ProductReadBytesPerSecond = float64(t.ProductWeightBytes) / t.Products.Seconds()
 	}

@@ -41,8 +41,8 @@ func (r Result) WriteText(w io.Writer) error {
 	}
 	if s := r.DecodeSteps; s != nil {
 		rows = slices.Insert(rows, slices.IndexFunc(rows, func(row [2]string) bool { return row[0] == "decode" })+1, [2]string{"decode step",
-			fmt.Sprintf("products %.1f ms (their weights read at %s), attention %.1f ms, other parts %.1f ms, outside the graph %.1f ms",
-				s.ProductsMs, gb(s.ProductReadBytesPerSecond), s.AttentionMs, s.PiecesMs, r.DecodeMsPerToken-s.ProductsMs-s.AttentionMs-s.PiecesMs)})
+			fmt.Sprintf("products %.1f ms (their weights read at %s), attention %.1f ms, other parts %.1f ms, between them %.1f ms, outside the graph %.1f ms",
+				s.ProductsMs, gb(s.ProductReadBytesPerSecond), s.AttentionMs, s.PiecesMs, s.GraphMs-s.ProductsMs-s.AttentionMs-s.PiecesMs, r.DecodeMsPerToken-s.GraphMs)})
 	}
 	if r.Adapter != "" {
 		rows = slices.Insert(rows, 4, [2]string{"adapter", r.Adapter + " (LoRA, unmerged)"})

@@ -10,7 +10,8 @@ bandwidth of the octlm runs of its dtype, depth and round, so both engines are s
 ceiling); peak RSS; for octlm runs with --batch, B=8's aggregate decode tokens/s and its speed-up
 over B=1. Then, for the runs that timed their steps (the pure-Go engine, decode_steps), where a
 decode step went: its products (and the bytes of weights a second they read), attention, the
-graph's other parts and the rest, at B=1 and at B=8.
+graph's other parts, the graph's run between them, and the rest outside the graph, at B=1 and at
+B=8.
 """
 import json
 import re
@@ -70,17 +71,19 @@ def main(path):
     if not timed:
         return
     print()
-    print("| run | B | step ms | products ms | their weights GB/s | attention ms | other parts ms | outside the graph ms |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| run | B | step ms | products ms | their weights GB/s | attention ms | other parts ms | between the parts ms | outside the graph ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in timed:
         steps = [(1, r["decode_ms_per_token"], r["decode_steps"])]
         steps += [(b["batch"], b["decode_ms_per_step"], b["steps"]) for b in r.get("batches") or []
                   if b["batch"] == 8 and b.get("steps")]
         for batch, ms, s in steps:
             parts = s["products_ms_per_token"] + s["attention_ms_per_token"] + s["other_parts_ms_per_token"]
+            graph = s.get("graph_ms_per_token", parts)  # absent before the graph's whole run was timed
+            between = f"{graph - parts:.1f}" if "graph_ms_per_token" in s else ""
             print(f"| {r['run']} | {batch} | {ms:.1f} | {s['products_ms_per_token']:.1f} | "
                   f"{s['product_read_bytes_per_second'] / 1e9:.1f} | {s['attention_ms_per_token']:.1f} | "
-                  f"{s['other_parts_ms_per_token']:.1f} | {ms - parts:.1f} |")
+                  f"{s['other_parts_ms_per_token']:.1f} | {between} | {ms - graph:.1f} |")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 package octlm
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
@@ -344,6 +346,19 @@ func (c *Cache) covering(n int) int {
 	return k
 }
 
+// touched keeps touchRows' loads from being left out.
+var touched atomic.Uint32
+
+// touchRows loads the byte at of each of rows rows stride bytes apart, so that their lines are
+// in the cache before they are written.
+func touchRows(buf []byte, at, stride, rows int) {
+	var x byte
+	for h := range rows {
+		x ^= buf[at+h*stride]
+	}
+	touched.Add(uint32(x))
+}
+
 // writeRows copies the new state rows of one sequence into its blocks in place: rows holds a
 // chunk of a batch of sequences, [B, outer…, S, row…] for spec (the position axis after the
 // batch axis at spec.PosAxis+1), and the first valid rows of sequence b go to slots start…
@@ -360,9 +375,31 @@ func (c *Cache) writeRows(specIndex int, rows []byte, b, seqLen, start, valid in
 			continue
 		}
 		err := t.MutableBytes(func(dst []byte) {
-			for h := range outer {
-				src := ((b*outer+h)*seqLen + from - start) * rowBytes
-				copy(dst[(h*size+from-first)*rowBytes:(h*size+to-first)*rowBytes], rows[src:src+(to-from)*rowBytes])
+			n, stride := (to-from)*rowBytes, size*rowBytes // bytes written a row, and between rows
+			at, src := (from-first)*rowBytes, (b*outer*seqLen+from-start)*rowBytes
+			switch n {
+			// A slot or two of a transposed key block ([kvHeads, hd, n]: a row is one value) per
+			// h, each in a line of its own: every line loaded first, the loads all under way at
+			// once, then the values stored as words, not by copy's calls. An 8-sequence decode
+			// step spent 5.7–5.8 ms writing its keys and values one store at a time on one core,
+			// 3.1–3.2 ms so and with the sequences shared over two (keepState).
+			case 4:
+				touchRows(dst, at, stride, outer)
+				for h := range outer {
+					d, r := at+h*stride, src+h*seqLen*rowBytes
+					binary.LittleEndian.PutUint32(dst[d:d+4], binary.LittleEndian.Uint32(rows[r:r+4]))
+				}
+			case 2:
+				touchRows(dst, at, stride, outer)
+				for h := range outer {
+					d, r := at+h*stride, src+h*seqLen*rowBytes
+					binary.LittleEndian.PutUint16(dst[d:d+2], binary.LittleEndian.Uint16(rows[r:r+2]))
+				}
+			default:
+				for h := range outer {
+					d, r := at+h*stride, src+h*seqLen*rowBytes
+					copy(dst[d:d+n], rows[r:r+n])
+				}
 			}
 		})
 		if err != nil {

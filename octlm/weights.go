@@ -714,7 +714,15 @@ func convertAll[T any](dst []T, values []float32, convert func(float32) T) {
 func parallelTiles(rows, cols int, tile func(i0, i1, j0, j1 int)) {
 	const size = 64
 	rowTiles, colTiles := ceilDiv(rows, size), ceilDiv(cols, size)
-	count := rowTiles * colTiles
+	parallelEach(rowTiles*colTiles, func(k int) {
+		i0, j0 := (k/colTiles)*size, (k%colTiles)*size
+		tile(i0, min(i0+size, rows), j0, min(j0+size, cols))
+	})
+}
+
+// parallelEach calls f(0) … f(count−1) spread over GOMAXPROCS goroutines, the caller's one of
+// them, each taking the next index in turn.
+func parallelEach(count int, f func(i int)) {
 	var next atomic.Int64
 	work := func() {
 		for {
@@ -722,8 +730,7 @@ func parallelTiles(rows, cols int, tile func(i0, i1, j0, j1 int)) {
 			if k >= count {
 				return
 			}
-			i0, j0 := (k/colTiles)*size, (k%colTiles)*size
-			tile(i0, min(i0+size, rows), j0, min(j0+size, cols))
+			f(k)
 		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), count)

@@ -119,6 +119,9 @@ type Times struct {
 	Attention time.Duration
 	// Pieces is the time in the graphs' other parts, run by the wrapped backend.
 	Pieces time.Duration
+	// Graphs is the time in the graphs' runs, whole: their steps and what each run does
+	// around them (its inputs taken, buffers finalized between steps, outputs handed back).
+	Graphs time.Duration
 	// ProductWeightBytes is how many bytes of weights the runs of products read (each once a
 	// run, however many rows multiply it).
 	ProductWeightBytes int64
@@ -127,14 +130,15 @@ type Times struct {
 // Sub is t less an earlier snapshot: what was spent between the two.
 func (t Times) Sub(before Times) Times {
 	return Times{Products: t.Products - before.Products, Attention: t.Attention - before.Attention,
-		Pieces: t.Pieces - before.Pieces, ProductWeightBytes: t.ProductWeightBytes - before.ProductWeightBytes}
+		Pieces: t.Pieces - before.Pieces, Graphs: t.Graphs - before.Graphs, ProductWeightBytes: t.ProductWeightBytes - before.ProductWeightBytes}
 }
 
 // Times reports where b's graphs have spent their time so far. Graphs run at once (several
 // goroutines calling b's executables) add up their times.
 func (b *Backend) Times() Times {
 	return Times{Products: time.Duration(b.spent.of[productStep].Load()), Attention: time.Duration(b.spent.of[attentionStep].Load()),
-		Pieces: time.Duration(b.spent.of[pieceStep].Load()), ProductWeightBytes: b.spent.weightBytes.Load()}
+		Pieces: time.Duration(b.spent.of[pieceStep].Load()), Graphs: time.Duration(b.spent.graphs.Load()),
+		ProductWeightBytes: b.spent.weightBytes.Load()}
 }
 
 // stepKind is what a step of an executable runs.
@@ -150,14 +154,16 @@ const (
 // spentTimes accumulates Times: nanoseconds by stepKind.
 type spentTimes struct {
 	of          [stepKinds]atomic.Int64
+	graphs      atomic.Int64
 	weightBytes atomic.Int64
 }
 
-// add adds one execution's times.
-func (s *spentTimes) add(spent [stepKinds]time.Duration) {
+// add adds one execution's times: its steps', and its whole.
+func (s *spentTimes) add(spent [stepKinds]time.Duration, whole time.Duration) {
 	for k, d := range spent {
 		s.of[k].Add(int64(d))
 	}
+	s.graphs.Add(int64(whole))
 }
 
 // ProductsRun is how many products b's graphs have run in Go so far.

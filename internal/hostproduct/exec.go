@@ -168,6 +168,8 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 	if len(inputs) != len(e.names) {
 		return nil, fmt.Errorf("hostproduct: %d inputs for %d parameters", len(inputs), len(e.names))
 	}
+	var spent [stepKinds]time.Duration // by the kind of step
+	defer func(begin time.Time) { e.backend.spent.add(spent, time.Since(begin)) }(time.Now())
 	slots := make([]compute.Buffer, e.slots)
 	owned := make([]bool, e.slots) // this call must finalize the buffer (or hand it on)
 	for i, in := range inputs {
@@ -186,8 +188,6 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		}
 	}()
 	lastRun, lastEnd := -1, time.Time{} // the last run of products and when it ended
-	var spent [stepKinds]time.Duration
-	defer func() { e.backend.spent.add(spent) }()
 	for i, s := range e.steps {
 		begin := time.Now()
 		kind := pieceStep
