@@ -354,7 +354,7 @@ func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*graph.Exec, error
 	exec = exec.WithName("octlm_step")
 	if _, err := exec.Compile(argShapes...); err != nil {
 		exec.Finalize()
-		return nil, fmt.Errorf("octlm: compiling the step graph for inputs %v and %d cache blocks: %w", argShapes[:numStepInputs], len(args)-numStepInputs-len(m.weights), err)
+		return nil, fmt.Errorf("octlm: compiling the step graph for inputs %v and %d cache tensors: %w", argShapes[:numStepInputs], len(args)-numStepInputs-len(m.weights), err)
 	}
 	m.steps[key] = &stepExec{exec: exec, lastUse: m.used}
 	m.compile.Graphs++
@@ -363,11 +363,11 @@ func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*graph.Exec, error
 }
 
 // stepKey is the compiled step graphs' key for a step's dtype of the cache and the shapes of its
-// inputs and cache blocks: each dtype and dimension as bytes, not as text (fmt over the 1,344
-// blocks of an 8-sequence step took about 0.5 ms a step).
-func stepKey(kvDType dtypes.DType, inputs, blocks []shapes.Shape) string {
+// inputs and of the caches' tensors: each dtype and dimension as bytes, not as text (fmt over the
+// 1,344 cache blocks of an 8-sequence step took about 0.5 ms a step).
+func stepKey(kvDType dtypes.DType, inputs, caches []shapes.Shape) string {
 	key := binary.AppendUvarint(nil, uint64(kvDType))
-	for _, part := range [][]shapes.Shape{inputs, blocks} {
+	for _, part := range [][]shapes.Shape{inputs, caches} {
 		key = binary.AppendUvarint(key, uint64(len(part)))
 		for _, s := range part {
 			key = binary.AppendUvarint(binary.AppendUvarint(key, uint64(s.DType)), uint64(len(s.Dimensions)))
