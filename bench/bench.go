@@ -165,14 +165,31 @@ type StepTimes struct {
 	ProductReadBytesPerSecond float64 `json:"product_read_bytes_per_second"`
 }
 
-// newStepTimes is t spread over tokens decode steps.
-func newStepTimes(t octlm.EngineTimes, tokens int) *StepTimes {
+// newStepTimes is t spread over tokens decode steps; nil where t is unknown or there were none.
+func newStepTimes(t *octlm.EngineTimes, tokens int) *StepTimes {
+	if t == nil || tokens <= 0 {
+		return nil
+	}
 	ms := func(d time.Duration) float64 { return 1000 * d.Seconds() / float64(tokens) }
 	st := &StepTimes{ProductsMs: ms(t.Products), AttentionMs: ms(t.Attention), PiecesMs: ms(t.Pieces), GraphMs: ms(t.Graphs)}
 	if t.Products > 0 {
 		st.ProductReadBytesPerSecond = float64(t.ProductWeightBytes) / t.Products.Seconds()
 	}
 	return st
+}
+
+// engineWatch starts watching m's engine: the function it returns reports what the engine's step
+// graphs spent since, or nil on an engine that does not time its steps.
+func engineWatch(m *octlm.Model) func() *octlm.EngineTimes {
+	before, ok := m.EngineTimes()
+	return func() *octlm.EngineTimes {
+		after, still := m.EngineTimes()
+		if !ok || !still {
+			return nil
+		}
+		spent := after.Sub(before)
+		return &spent
+	}
 }
 
 // BatchRow is the aggregate decode speed of Batch sequences decoded together: NextBatch steps
@@ -361,7 +378,7 @@ func (r *Result) measureRuns(ctx context.Context, m *octlm.Model, opts Options, 
 			run.prefill, run.firstToken, run.prefillCPU = t.prefill, t.firstToken, t.prefillCPU
 		}
 		if t.decode < run.decode {
-			run.decode, run.decodeCPU, run.decodeEngine, run.engineTimed = t.decode, t.decodeCPU, t.decodeEngine, t.engineTimed
+			run.decode, run.decodeCPU, run.decodeEngine = t.decode, t.decodeCPU, t.decodeEngine
 		}
 	}
 	r.PeakRSSBytes = sysinfo.PeakRSS()
@@ -375,9 +392,7 @@ func (r *Result) measureRuns(ctx context.Context, m *octlm.Model, opts Options, 
 	r.DecodeSeconds = run.decode.Seconds()
 	r.DecodeTokensPerSecond = float64(opts.DecodeTokens) / run.decode.Seconds()
 	r.DecodeMsPerToken = 1000 * run.decode.Seconds() / float64(opts.DecodeTokens)
-	if run.engineTimed && opts.DecodeTokens > 0 {
-		r.DecodeSteps = newStepTimes(run.decodeEngine, opts.DecodeTokens)
-	}
+	r.DecodeSteps = newStepTimes(run.decodeEngine, opts.DecodeTokens)
 	r.KVCacheBytesPerPosition = run.kvBytesPerPosition
 	r.PrefillCores = run.prefillCPU.Seconds() / run.prefill.Seconds()
 	r.DecodeCores = run.decodeCPU.Seconds() / run.decode.Seconds()
@@ -434,9 +449,7 @@ func (r *Result) measureBatches(ctx context.Context, m *octlm.Model, opts Option
 		row := BatchRow{Batch: b, DecodeTokens: opts.DecodeTokens, DecodeSeconds: d.Seconds(),
 			DecodeTokensPerSecond: float64(b*opts.DecodeTokens) / d.Seconds(),
 			DecodeMsPerStep:       1000 * d.Seconds() / float64(opts.DecodeTokens)}
-		if engine != nil && opts.DecodeTokens > 0 {
-			row.Steps = newStepTimes(*engine, opts.DecodeTokens)
-		}
+		row.Steps = newStepTimes(engine, opts.DecodeTokens)
 		row.SpeedUp = row.DecodeTokensPerSecond / cmp.Or(r.batchBaseline(), row.DecodeTokensPerSecond)
 		r.Batches = append(r.Batches, row)
 	}
@@ -494,7 +507,7 @@ func batchDecode(ctx context.Context, m *octlm.Model, opts Options, fill, prompt
 		return 0, nil, err
 	}
 	compiled := m.CompileStats().Time
-	engineBefore, timed := m.EngineTimes()
+	spent := engineWatch(m)
 	begin := time.Now()
 	for range opts.DecodeTokens {
 		if err := ctx.Err(); err != nil {
@@ -504,12 +517,7 @@ func batchDecode(ctx context.Context, m *octlm.Model, opts Options, fill, prompt
 			return 0, nil, err
 		}
 	}
-	took := time.Since(begin) - (m.CompileStats().Time - compiled)
-	if after, ok := m.EngineTimes(); ok && timed {
-		spent := after.Sub(engineBefore)
-		return took, &spent, nil
-	}
-	return took, nil, nil
+	return time.Since(begin) - (m.CompileStats().Time - compiled), spent(), nil
 }
 
 // checkLengths refuses depth + prompt + decode positions (one more with Batches) past the
@@ -608,10 +616,9 @@ func promptIDs(n, vocab int) []int {
 // timing is one generation's wall times with graph compilation taken out.
 type timing struct {
 	prefill, firstToken, decode time.Duration
-	decodeEngine                octlm.EngineTimes // where the decode calls' step graphs spent their time
-	engineTimed                 bool              // decodeEngine is known (the pure-Go engine)
-	firstTokenWall              time.Duration     // compile included
-	prefillCPU, decodeCPU       time.Duration     // process CPU time over the same calls
+	decodeEngine                *octlm.EngineTimes // where the decode calls' step graphs spent their time; nil unknown
+	firstTokenWall              time.Duration      // compile included
+	prefillCPU, decodeCPU       time.Duration      // process CPU time over the same calls
 	kvBytesPerPosition          int64
 }
 
@@ -643,7 +650,7 @@ func generate(ctx context.Context, m *octlm.Model, cache *octlm.Cache, prompt []
 		return t, err
 	}
 	t.prefill, t.firstToken, t.firstTokenWall, t.prefillCPU = took, took, wall, cpu
-	engineBefore, timed := m.EngineTimes()
+	spent := engineWatch(m)
 	lastLog := time.Now()
 	for i := 1; i < n; i++ {
 		if err := ctx.Err(); err != nil {
@@ -659,9 +666,7 @@ func generate(ctx context.Context, m *octlm.Model, cache *octlm.Cache, prompt []
 			lastLog = time.Now()
 		}
 	}
-	if after, ok := m.EngineTimes(); ok && timed {
-		t.decodeEngine, t.engineTimed = after.Sub(engineBefore), true
-	}
+	t.decodeEngine = spent()
 	return t, nil
 }
 

@@ -377,27 +377,22 @@ func (c *Cache) writeRows(specIndex int, rows []byte, b, seqLen, start, valid in
 		err := t.MutableBytes(func(dst []byte) {
 			n, stride := (to-from)*rowBytes, size*rowBytes // bytes written a row, and between rows
 			at, src := (from-first)*rowBytes, (b*outer*seqLen+from-start)*rowBytes
-			switch n {
 			// A slot or two of a transposed key block ([kvHeads, hd, n]: a row is one value) per
 			// h, each in a line of its own: every line loaded first, the loads all under way at
 			// once, then the values stored as words, not by copy's calls. An 8-sequence decode
 			// step spent 5.7–5.8 ms writing its keys and values one store at a time on one core,
 			// 3.1–3.2 ms so and with the sequences shared over two (keepState).
-			case 4:
+			if n == 2 || n == 4 {
 				touchRows(dst, at, stride, outer)
-				for h := range outer {
-					d, r := at+h*stride, src+h*seqLen*rowBytes
+			}
+			for h := range outer {
+				d, r := at+h*stride, src+h*seqLen*rowBytes
+				switch n {
+				case 4:
 					binary.LittleEndian.PutUint32(dst[d:d+4], binary.LittleEndian.Uint32(rows[r:r+4]))
-				}
-			case 2:
-				touchRows(dst, at, stride, outer)
-				for h := range outer {
-					d, r := at+h*stride, src+h*seqLen*rowBytes
+				case 2:
 					binary.LittleEndian.PutUint16(dst[d:d+2], binary.LittleEndian.Uint16(rows[r:r+2]))
-				}
-			default:
-				for h := range outer {
-					d, r := at+h*stride, src+h*seqLen*rowBytes
+				default:
 					copy(dst[d:d+n], rows[r:r+n])
 				}
 			}

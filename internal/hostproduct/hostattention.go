@@ -275,9 +275,9 @@ type headScratch struct {
 
 // runAttentions runs as (calls that do not read each other's results: a batch's sequences, or
 // one call for them all), each result put in its slot, the kv heads of every sequence shared out
-// among the workers at once: a step of 8
-// sequences ran 1.03–1.07× as fast as with one call at a time and a piece of the wrapped
-// backend's between calls (docs/performance.md, "A batch's attention in one step").
+// among the workers at once: a step of 8 sequences ran 1.03–1.07× as fast as with one call at a
+// time and a piece of the wrapped backend's between calls (docs/performance.md, "A batch's
+// attention in one step").
 func (e *executable) runAttentions(as []*attention, slots []compute.Buffer, owned []bool, device compute.DeviceNum) error {
 	e.backend.attentionSteps.Add(1)
 	var runs []attendRun                 // one per sequence of every call
