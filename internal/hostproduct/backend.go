@@ -19,6 +19,11 @@
 // backend as it is. A run's panels are shared out among the caller and a crew of goroutines
 // kept between runs (crew.go).
 //
+// Between the pieces, a Reshape of a value that lives in a slot is a view of its buffer, and a
+// Concatenate of such values runs in Go, written in place by the products that make its
+// operands where it can (join.go): a weight multiplied in pieces reaches the next piece as one
+// buffer, with no piece for the reshapes and the concatenation.
+//
 // With Options.Attention, a call of a graph function named for AttentionFunction (attention
 // over a KV cache's blocks, in the form its comment gives) also ends the piece and runs in Go,
 // its kv heads shared out the same way, reading only the slots any row attends
@@ -63,6 +68,9 @@ type Backend struct {
 	attendedRun atomic.Int64
 	// attentionSteps is how many runs of attentions (runAttentions) ran, for the tests.
 	attentionSteps atomic.Int64
+	joinsRun       atomic.Int64
+	joinedInPlace  atomic.Int64 // joins written by their products, for the tests
+	piecesRun      atomic.Int64 // compiled pieces run, for the tests
 	spent          spentTimes
 	crewOnce       sync.Once
 	products       *crew // started by the first product run that shares its work
@@ -106,6 +114,9 @@ func (b *Backend) Finalize() {
 // Unwrap returns the backend b wraps.
 func (b *Backend) Unwrap() compute.Backend { return b.Backend }
 
+// JoinsRun is how many Concatenate operations have run in Go (join.go).
+func (b *Backend) JoinsRun() int64 { return b.joinsRun.Load() }
+
 // AttentionsRun is how many calls of AttentionFunction's functions have run in Go.
 func (b *Backend) AttentionsRun() int64 { return b.attendedRun.Load() }
 
@@ -117,7 +128,8 @@ type Times struct {
 	Products time.Duration
 	// Attention is the time in runs of attention calls in Go.
 	Attention time.Duration
-	// Pieces is the time in the graphs' other parts, run by the wrapped backend.
+	// Pieces is the time in the graphs' other parts: run by the wrapped backend, and the
+	// concatenations between them, run in Go (join.go).
 	Pieces time.Duration
 	// Graphs is the time in the graphs' runs, whole: their steps and what each run does
 	// around them (its inputs taken, buffers finalized between steps, outputs handed back).

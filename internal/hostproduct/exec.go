@@ -30,14 +30,15 @@ type executable struct {
 	gaps []atomic.Int64
 }
 
-// compiledStep is a compiled piece, a run of products that do not read each other, or a run of
-// attentions that do not (a batch's sequences, one call each).
+// compiledStep is a compiled piece, a run of products that do not read each other, a run of
+// attentions that do not (a batch's sequences, one call each), or a join.
 type compiledStep struct {
 	exe        compute.Executable
 	inputs     []int
 	outputs    []int
 	products   []*product
 	attentions []*attention
+	join       *join
 }
 
 // Compile implements compute.Builder: each piece is compiled on the wrapped backend.
@@ -86,6 +87,10 @@ func (b *builder) Compile() (compute.Executable, error) {
 			e.steps = append(e.steps, compiledStep{attentions: []*attention{a}, inputs: a.reads(), outputs: []int{a.out}})
 			continue
 		}
+		if j := s.join; j != nil {
+			e.steps = append(e.steps, compiledStep{join: j, inputs: j.inputs, outputs: []int{j.out}})
+			continue
+		}
 		p := s.piece
 		if len(p.outputs) == 0 {
 			continue // nothing of it is used
@@ -108,6 +113,7 @@ func (b *builder) Compile() (compute.Executable, error) {
 	for _, s := range e.outputs {
 		e.isOutput[s] = true
 	}
+	e.joinDirectly()
 	e.free = make([][]int, len(e.steps))
 	e.gaps = make([]atomic.Int64, len(e.steps))
 	made := make([]int, e.slots) // the step that makes each slot (0 for the parameters)
@@ -196,6 +202,10 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			if err := e.runAttentions(s.attentions, slots, owned, device); err != nil {
 				return nil, err
 			}
+		} else if s.join != nil {
+			if err := e.runJoin(s.join, slots, owned, device); err != nil {
+				return nil, err
+			}
 		} else if s.exe != nil {
 			ins := make([]compute.Buffer, len(s.inputs))
 			give := make([]bool, len(s.inputs))
@@ -207,6 +217,7 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			if err != nil {
 				return nil, err
 			}
+			e.backend.piecesRun.Add(1)
 			for j, slot := range s.inputs {
 				if give[j] {
 					slots[slot], owned[slot] = nil, false

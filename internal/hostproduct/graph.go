@@ -37,17 +37,19 @@ type piece struct {
 	index   int
 	inner   compute.Builder
 	fn      compute.Function
-	inputs  []int                 // the slot of each of fn's parameters, in order
-	inputOf map[int]compute.Value // slot → fn's parameter
-	outputs []compute.Value       // fn's outputs …
-	outSlot []int                 // … and the slot of each
+	inputs  []int                    // the slot of each of fn's parameters, in order
+	inputOf map[int]compute.Value    // slot → fn's parameter
+	outputs []compute.Value          // fn's outputs …
+	outSlot []int                    // … and the slot of each
+	viewOf  map[*value]compute.Value // the views it reads, reshaped from their parameters
 }
 
-// step is one piece, one product or one attention, in the order Execute runs them.
+// step is one piece, one product, one attention or one join, in the order Execute runs them.
 type step struct {
 	piece     *piece
 	product   *product
 	attention *attention
+	join      *join
 }
 
 // value is this backend's compute.Value.
@@ -58,6 +60,9 @@ type value struct {
 	shape shapes.Shape
 	name  string // a parameter's
 	slot  int    // −1 until the value is needed outside its piece
+	// base, for a view (Reshape of a value outside the piece being built), is the value whose
+	// buffer it reads, in the same slot, with base's shape.
+	base *value
 }
 
 func newBuilder(b *Backend, name string) *builder {
@@ -127,7 +132,7 @@ func (b *builder) current() (*piece, error) {
 		return b.steps[n-1].piece, nil
 	}
 	inner := b.backend.Backend.Builder(fmt.Sprintf("%s#%d", b.name, len(b.pieces)))
-	p := &piece{index: len(b.pieces), inner: inner, fn: inner.Main(), inputOf: map[int]compute.Value{}}
+	p := &piece{index: len(b.pieces), inner: inner, fn: inner.Main(), inputOf: map[int]compute.Value{}, viewOf: map[*value]compute.Value{}}
 	b.pieces = append(b.pieces, p)
 	b.steps = append(b.steps, step{piece: p})
 	return p, nil
@@ -153,10 +158,25 @@ func (b *builder) slotOf(v *value) (int, error) {
 	return v.slot, nil
 }
 
-// in is v as a value of piece p: its own, or p's parameter for v's slot.
+// in is v as a value of piece p: its own, or p's parameter for v's slot (reshaped, for a view).
 func (b *builder) in(p *piece, v *value) (compute.Value, error) {
 	if v.piece == p {
 		return v.inner, nil
+	}
+	if v.base != nil {
+		if x, ok := p.viewOf[v]; ok {
+			return x, nil
+		}
+		src, err := b.in(p, v.base)
+		if err != nil {
+			return nil, err
+		}
+		x, err := p.fn.Reshape(src, v.shape.Dimensions...)
+		if err != nil {
+			return nil, err
+		}
+		p.viewOf[v] = x
+		return x, nil
 	}
 	slot, err := b.slotOf(v)
 	if err != nil {
@@ -358,6 +378,17 @@ func (f *function) Return(outputs []compute.Value, shardings []*compute.Sharding
 		v, ok := x.(*value)
 		if !ok {
 			return fmt.Errorf("hostproduct: value %T is not this builder's", x)
+		}
+		if v.base != nil { // a view: reshaped in a piece, its result a buffer of its shape
+			p, err := f.b.current()
+			if err != nil {
+				return err
+			}
+			x, err := f.b.in(p, v)
+			if err != nil {
+				return err
+			}
+			v = &value{fn: f, piece: p, inner: x, shape: v.shape, slot: -1}
 		}
 		if isParam(f.b, v) {
 			id, err := f.Identity(v)

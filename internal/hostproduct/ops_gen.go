@@ -391,23 +391,6 @@ func (f *function) Complex(lhs compute.Value, rhs compute.Value) (compute.Value,
 	return f.made(r0), nil
 }
 
-// Concatenate implements compute.StandardOps.
-func (f *function) Concatenate(axis int, operands ...compute.Value) (compute.Value, error) {
-	in, err := f.inner()
-	if err != nil {
-		return nil, err
-	}
-	operandsIn, err := f.useAll(operands)
-	if err != nil {
-		return nil, err
-	}
-	r0, err := in.Concatenate(axis, operandsIn...)
-	if err != nil {
-		return nil, err
-	}
-	return f.made(r0), nil
-}
-
 // Conj implements compute.StandardOps.
 func (f *function) Conj(x compute.Value) (compute.Value, error) {
 	in, err := f.inner()
@@ -1492,23 +1475,6 @@ func (f *function) Rem(lhs compute.Value, rhs compute.Value) (compute.Value, err
 		return nil, err
 	}
 	r0, err := in.Rem(lhsIn, rhsIn)
-	if err != nil {
-		return nil, err
-	}
-	return f.made(r0), nil
-}
-
-// Reshape implements compute.StandardOps.
-func (f *function) Reshape(x compute.Value, dimensions ...int) (compute.Value, error) {
-	in, err := f.inner()
-	if err != nil {
-		return nil, err
-	}
-	xIn, err := f.use(x)
-	if err != nil {
-		return nil, err
-	}
-	r0, err := in.Reshape(xIn, dimensions...)
 	if err != nil {
 		return nil, err
 	}

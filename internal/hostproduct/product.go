@@ -18,6 +18,10 @@ type product struct {
 	x, w, out              int // slots
 	rows, in, count, width int
 	outShape               shapes.Shape
+	// into, where set, is the join that alone reads the output: the product writes its values
+	// into the join's buffer from element offset on, and its own slot stays empty (join.go).
+	into   *join
+	offset int
 }
 
 // productRun is one product's operands for a run: x widened to float32, the weight as it
@@ -252,14 +256,13 @@ func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.
 		return r, fmt.Errorf("hostproduct: product's weight: %w", err)
 	}
 	r.w32, r.w16 = w.f32, w.b16
-	buf, yFlat, err := e.backend.Backend.NewSharedBuffer(device, p.outShape)
-	if err != nil {
-		return r, fmt.Errorf("hostproduct: product's output: %w", err)
-	}
-	slots[p.out], owned[p.out] = buf, true
 	n := p.rows * p.count * p.width
 	if p.outShape.Size() != n {
 		return r, fmt.Errorf("hostproduct: product's output %s for %d values", p.outShape, n)
+	}
+	yFlat, err := e.productOutput(p, slots, device, owned)
+	if err != nil {
+		return r, err
 	}
 	switch x := xFlat.(type) {
 	case []float32:
@@ -294,6 +297,43 @@ func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.
 		return r, fmt.Errorf("hostproduct: product's output is %T", yFlat)
 	}
 	return r, nil
+}
+
+// productOutput is the memory p writes its output to: a new buffer in its slot, or its part of
+// the buffer of the join it writes into (made by the first of the join's products to run).
+func (e *executable) productOutput(p *product, slots []compute.Buffer, device compute.DeviceNum, owned []bool) (any, error) {
+	if p.into == nil {
+		buf, flat, err := e.backend.Backend.NewSharedBuffer(device, p.outShape)
+		if err != nil {
+			return nil, fmt.Errorf("hostproduct: product's output: %w", err)
+		}
+		slots[p.out], owned[p.out] = buf, true
+		return flat, nil
+	}
+	j := p.into
+	if slots[j.out] == nil {
+		buf, _, err := e.backend.Backend.NewSharedBuffer(device, j.outShape)
+		if err != nil {
+			return nil, fmt.Errorf("hostproduct: Concatenate's result: %w", err)
+		}
+		slots[j.out], owned[j.out] = buf, true
+	}
+	flat, err := slots[j.out].Data()
+	if err != nil {
+		return nil, err
+	}
+	n := p.outShape.Size()
+	switch y := flat.(type) {
+	case []float32:
+		if p.offset+n <= len(y) {
+			return y[p.offset : p.offset+n : p.offset+n], nil
+		}
+	case []bfloat16.BFloat16:
+		if p.offset+n <= len(y) {
+			return y[p.offset : p.offset+n : p.offset+n], nil
+		}
+	}
+	return nil, fmt.Errorf("hostproduct: Concatenate's result %T has no room for values %d to %d", flat, p.offset, p.offset+n)
 }
 
 // panelsScalar is panels32 in plain Go, for any width: y[q·width+j] = Σ_k w[q][k][j]·x[k].
