@@ -74,9 +74,9 @@ type join struct {
 	axis     int
 	out      int
 	outShape shapes.Shape
-	// direct: every operand is a product's output that nothing else reads, each a contiguous
-	// part of the result (no axis before the join's is longer than 1, as in a decode step's
-	// one row): the products write into the result (product.into), and the join copies nothing.
+	// direct: every operand is a product's output that nothing else reads, whose rows are
+	// the result's blocks (the axes before the join's are one product's rows, or hold one
+	// index): the products write into the result (product.into), and the join copies nothing.
 	direct bool
 }
 
@@ -107,20 +107,29 @@ func (e *executable) joinDirectly() {
 		for _, d := range j.outShape.Dimensions[:j.axis] {
 			outer *= d
 		}
-		direct := outer == 1
+		direct := true
 		for _, slot := range j.inputs {
 			p := producer[slot]
-			direct = direct && p != nil && p.into == nil && readers[slot] == 1 && p.outShape.DType == j.outShape.DType
+			direct = direct && p != nil && p.into == nil && readers[slot] == 1 && p.outShape.DType == j.outShape.DType &&
+				(outer == 1 || outer == p.rows)
 		}
 		if !direct {
 			continue
 		}
 		j.direct = true
-		offset := 0
+		offset, row := 0, j.outShape.Size() // a row of the result: all of it for one outer index
+		if outer > 1 {
+			row /= outer
+		}
 		for _, slot := range j.inputs {
 			p := producer[slot]
-			p.into, p.offset = j, offset
-			offset += p.outShape.Size()
+			p.into, p.offset, p.stride = j, offset, p.count*p.width
+			if outer > 1 {
+				p.stride = row
+				offset += p.count * p.width // its block of each row
+			} else {
+				offset += p.outShape.Size()
+			}
 		}
 	}
 }

@@ -45,15 +45,19 @@ func TestJoinsAndViews(t *testing.T) {
 		{"one-row-bf16", dtypes.BFloat16, 1, 1, 1, 1, false, func(x, w1, w2, w3 *Node) []*Node {
 			return []*Node{Tanh(Concatenate(products(x, w1, w2, w3), 1))}
 		}},
-		{"three-rows", dtypes.Float32, 3, 1, 0, 1, false, func(x, w1, w2, w3 *Node) []*Node {
+		{"three-rows", dtypes.Float32, 3, 1, 1, 1, false, func(x, w1, w2, w3 *Node) []*Node {
 			return []*Node{Tanh(Concatenate(products(x, w1, w2, w3), 1))}
 		}},
-		{"three-rows-bf16", dtypes.BFloat16, 3, 1, 0, 1, false, func(x, w1, w2, w3 *Node) []*Node {
+		{"three-rows-bf16", dtypes.BFloat16, 3, 1, 1, 1, false, func(x, w1, w2, w3 *Node) []*Node {
 			return []*Node{Tanh(Concatenate(products(x, w1, w2, w3), 1))}
 		}},
 		{"first-axis", dtypes.Float32, 1, 1, 1, 1, false, func(x, w1, w2, w3 *Node) []*Node {
 			ys := products(x, w1, w2, w3)
 			return []*Node{Tanh(Concatenate([]*Node{ys[1], ys[2]}, 0))} // [2, width]
+		}},
+		{"first-axis-three-rows", dtypes.Float32, 3, 1, 1, 1, false, func(x, w1, w2, w3 *Node) []*Node {
+			ys := products(x, w1, w2, w3)
+			return []*Node{Tanh(Concatenate([]*Node{ys[1], ys[2]}, 0))} // [6, width]
 		}},
 		{"output-read-twice", dtypes.Float32, 1, 1, 0, 1, false, func(x, w1, w2, w3 *Node) []*Node {
 			ys := products(x, w1, w2, w3)

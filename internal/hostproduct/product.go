@@ -18,10 +18,11 @@ type product struct {
 	x, w, out              int // slots
 	rows, in, count, width int
 	outShape               shapes.Shape
-	// into, where set, is the join that alone reads the output: the product writes its values
-	// into the join's buffer from element offset on, and its own slot stays empty (join.go).
-	into   *join
-	offset int
+	// into, where set, is the join that alone reads the output: the product writes its rows
+	// into the join's buffer, the first from element offset on, each stride elements after the
+	// one before, and its own slot stays empty (join.go).
+	into           *join
+	offset, stride int
 }
 
 // productRun is one product's operands for a run: x widened to float32, the weight as it
@@ -33,6 +34,9 @@ type productRun struct {
 	w16  []uint16
 	y    []float32
 	half []bfloat16.BFloat16 // the bfloat16 output y is rounded into
+	// yStride and halfStride are how far apart y's and half's rows lie: count·width, or a join's
+	// row where the product writes into one (product.into).
+	yStride, halfStride int
 }
 
 // widenRows is the fewest rows for which a bfloat16 panel is widened to float32 once, then
@@ -148,7 +152,7 @@ func (r productRun) panels(q0, q1 int) {
 		}
 	}
 	row := func(row, q, end int) ([]float32, []float32) {
-		return r.x[row*p.in : (row+1)*p.in], r.y[row*p.count*p.width+q*p.width : row*p.count*p.width+end*p.width]
+		return r.x[row*p.in : (row+1)*p.in], r.y[row*r.yStride+q*p.width : row*r.yStride+end*p.width]
 	}
 	for q := q0; q < q1; q += step {
 		end := min(q+step, q1)
@@ -189,9 +193,9 @@ func (r productRun) panels(q0, q1 int) {
 	}
 	if r.half != nil { // rounded by the worker that computed them
 		for i := range p.rows {
-			lo, hi := i*p.count*p.width+q0*p.width, i*p.count*p.width+q1*p.width
+			lo, hi, at := i*r.yStride+q0*p.width, i*r.yStride+q1*p.width, i*r.halfStride+q0*p.width
 			for j, v := range r.y[lo:hi] {
-				r.half[lo+j] = bfloat16.FromFloat32(v)
+				r.half[at+j] = bfloat16.FromFloat32(v)
 			}
 		}
 	}
@@ -288,11 +292,15 @@ func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.
 		return r, fmt.Errorf("hostproduct: product's operands hold %d and %d values for %s and [%d %d %d]",
 			len(r.x), len(r.w32)+len(r.w16), p.outShape, p.count, p.in, p.width)
 	}
+	r.yStride, r.halfStride = p.count*p.width, p.count*p.width
+	if p.into != nil {
+		r.yStride, r.halfStride = p.stride, p.stride
+	}
 	switch y := yFlat.(type) {
 	case []float32:
 		r.y = y
 	case []bfloat16.BFloat16:
-		r.y, r.half = s.take(n), y
+		r.y, r.half, r.yStride = s.take(n), y, p.count*p.width
 	default:
 		return r, fmt.Errorf("hostproduct: product's output is %T", yFlat)
 	}
@@ -322,18 +330,18 @@ func (e *executable) productOutput(p *product, slots []compute.Buffer, device co
 	if err != nil {
 		return nil, err
 	}
-	n := p.outShape.Size()
+	end := p.offset + (p.rows-1)*p.stride + p.count*p.width // one past the last value written
 	switch y := flat.(type) {
 	case []float32:
-		if p.offset+n <= len(y) {
-			return y[p.offset : p.offset+n : p.offset+n], nil
+		if end <= len(y) {
+			return y[p.offset:end:end], nil
 		}
 	case []bfloat16.BFloat16:
-		if p.offset+n <= len(y) {
-			return y[p.offset : p.offset+n : p.offset+n], nil
+		if end <= len(y) {
+			return y[p.offset:end:end], nil
 		}
 	}
-	return nil, fmt.Errorf("hostproduct: Concatenate's result %T has no room for values %d to %d", flat, p.offset, p.offset+n)
+	return nil, fmt.Errorf("hostproduct: Concatenate's result %T has no room for values %d to %d", flat, p.offset, end)
 }
 
 // panelsScalar is panels32 in plain Go, for any width: y[q·width+j] = Σ_k w[q][k][j]·x[k].
