@@ -71,6 +71,38 @@ func mlp(o ops, w weightSet, x *Node) *Node {
 	return o.project(Mul(o.silu(gate), up), w, "down_proj.weight")
 }
 
+// mlp is the step's gated MLP (mlp), its SiLU(gate) · up one call of a graph function named for
+// hostproduct.GatedFunction where the layout has HostGated and the activations are float32 or
+// bfloat16: the pure-Go backend runs it in Go, and the down projection's products follow the
+// gate and up ones with no piece of compute's between them.
+func (s *step) mlp(w weightSet, x *Node) *Node {
+	if !s.ops.layout.HostGated || s.ops.asStored || (x.DType() != dtypes.Float32 && x.DType() != dtypes.BFloat16) {
+		return mlp(s.ops, w, x)
+	}
+	gateUp := s.ops.projections(x, w, "gate_proj.weight", "up_proj.weight")
+	return s.ops.project(s.gated(gateUp[0], gateUp[1]), w, "down_proj.weight")
+}
+
+// gated is SiLU(gate) · up as a call of the step's gated function for their shape, made at its
+// first call (its body the definition).
+func (s *step) gated(gate, up *Node) *Node {
+	key := "gated " + gate.Shape().String()
+	fn, ok := s.hostFns[key]
+	if !ok {
+		if s.hostFns == nil {
+			s.hostFns = map[string]*Function{}
+		}
+		name := fmt.Sprintf("%s#%d", hostproduct.GatedFunction, len(s.hostFns))
+		fn = NewFunction(gate.Graph(), name, func(g *Graph) []*Node {
+			a := Parameter(g, "gate", gate.Shape())
+			b := Parameter(g, "up", up.Shape())
+			return []*Node{Mul(s.ops.silu(a), b)}
+		})
+		s.hostFns[key] = fn
+	}
+	return fn.Call(gate, up)[0]
+}
+
 // attention is eager_attention_forward after the projections, on top of a cache: query
 // [B, S, heads, hd], key and value [B, S, kvHeads, hd] (after any norm and RoPE). With a cache
 // (s.cached) the query attends over the cache's blocks kCache/vCache (per sequence, each

@@ -160,6 +160,11 @@ type Layout struct {
 	// transposed and the values as rows (KeysTransposed, not CacheLeft). Load sets it from the
 	// backend (hostproduct.Backend's Options.Attention), and then takes CacheLeft off.
 	HostAttention bool
+	// HostGated: the gated MLP's SiLU(gate) · up, in float32 or bfloat16, is one call of a graph
+	// function named for hostproduct.GatedFunction (step.mlp), which the pure-Go backend wrapped
+	// by internal/hostproduct runs in Go between the gate and up projections' products and the
+	// down projection's. Load sets it on that backend.
+	HostGated bool
 	// HugePages asks the operating system for transparent huge pages under the resident weights
 	// where the backend shares their memory with Go (internal/hugepage), before they are filled:
 	// a decode step streams every weight, and with 4 KiB pages every 4 KiB of the stream costs a

@@ -47,8 +47,8 @@ type step struct {
 	// recompute marks each layer's input as a gradient checkpoint (training): the backward pass
 	// recomputes a layer's activations from it instead of keeping them.
 	recompute bool
-	// hostFns are the graph's functions run in Go as attention (Layout.HostAttention), by the
-	// shapes of their arguments.
+	// hostFns are the graph's functions run in Go as attention (Layout.HostAttention) or as a
+	// gated activation (Layout.HostGated), by the shapes of their arguments.
 	hostFns map[string]*Function
 }
 

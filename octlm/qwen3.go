@@ -134,7 +134,7 @@ func (q qwen3) decoderLayer(s *step, w weightSet, hidden *Node, rope *rotary, kC
 	// Feed-forward block with a residual connection.
 	residual = hidden
 	x = rmsNorm(s.ops, hidden, w.get("post_attention_layernorm.weight"), q.c.Eps())
-	return Add(residual, mlp(s.ops, w.under("mlp."), x)), newK, newV
+	return Add(residual, s.mlp(w.under("mlp."), x)), newK, newV
 }
 
 // attention is Qwen3Attention: q/k/v projections, q_norm and k_norm, RoPE, eager attention

@@ -63,7 +63,7 @@ func (q qwen35) decoderLayer(s *step, w weightSet, i int, hidden *Node, rope *ro
 
 	residual = hidden
 	x = zeroCenteredRMSNorm(s.ops, hidden, w.get("post_attention_layernorm.weight"), c.NormEps)
-	return Add(residual, mlp(s.ops, w.under("mlp."), x)), new0, new1 // Qwen3_5MLP is Qwen3MLP
+	return Add(residual, s.mlp(w.under("mlp."), x)), new0, new1 // Qwen3_5MLP is Qwen3MLP
 }
 
 // logits is the final norm, then lm_head (embed_tokens when tied), on hidden [P, hidden].

@@ -101,8 +101,9 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 		layout.HostEmbed = false // reading the table on the host would copy it there
 		layout.PieceMACs = 0     // pieces are filled in place (fillPieces)
 	}
-	layout.HostRows, layout.HostAttention = 0, false
+	layout.HostRows, layout.HostAttention, layout.HostGated = 0, false, false
 	if hb, ok := opts.Backend.(*hostproduct.Backend); ok {
+		layout.HostGated = true
 		if layout.PiecePanels > 0 {
 			layout.HostRows = hb.Options().MaxRows
 		}

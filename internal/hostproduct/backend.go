@@ -69,6 +69,7 @@ type Backend struct {
 	// attentionSteps is how many runs of attentions (runAttentions) ran, for the tests.
 	attentionSteps atomic.Int64
 	joinsRun       atomic.Int64
+	gatedRun       atomic.Int64
 	joinedInPlace  atomic.Int64 // joins written by their products, for the tests
 	piecesRun      atomic.Int64 // compiled pieces run, for the tests
 	spent          spentTimes
@@ -114,6 +115,9 @@ func (b *Backend) Finalize() {
 // Unwrap returns the backend b wraps.
 func (b *Backend) Unwrap() compute.Backend { return b.Backend }
 
+// GatedRun is how many calls of GatedFunction's functions have run in Go.
+func (b *Backend) GatedRun() int64 { return b.gatedRun.Load() }
+
 // JoinsRun is how many Concatenate operations have run in Go (join.go).
 func (b *Backend) JoinsRun() int64 { return b.joinsRun.Load() }
 
@@ -129,7 +133,7 @@ type Times struct {
 	// Attention is the time in runs of attention calls in Go.
 	Attention time.Duration
 	// Pieces is the time in the graphs' other parts: run by the wrapped backend, and the
-	// concatenations between them, run in Go (join.go).
+	// concatenations and gated activations between them, run in Go (join.go, gated.go).
 	Pieces time.Duration
 	// Graphs is the time in the graphs' runs, whole: their steps and what each run does
 	// around them (its inputs taken, buffers finalized between steps, outputs handed back).

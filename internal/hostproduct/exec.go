@@ -39,6 +39,7 @@ type compiledStep struct {
 	products   []*product
 	attentions []*attention
 	join       *join
+	gated      *gated
 }
 
 // Compile implements compute.Builder: each piece is compiled on the wrapped backend.
@@ -85,6 +86,10 @@ func (b *builder) Compile() (compute.Executable, error) {
 				continue
 			}
 			e.steps = append(e.steps, compiledStep{attentions: []*attention{a}, inputs: a.reads(), outputs: []int{a.out}})
+			continue
+		}
+		if g := s.gated; g != nil {
+			e.steps = append(e.steps, compiledStep{gated: g, inputs: []int{g.gate, g.up}, outputs: []int{g.out}})
 			continue
 		}
 		if j := s.join; j != nil {
@@ -200,6 +205,11 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		if s.attentions != nil {
 			kind = attentionStep
 			if err := e.runAttentions(s.attentions, slots, owned, device); err != nil {
+				return nil, err
+			}
+		} else if g := s.gated; g != nil {
+			inPlace := owned[g.gate] && e.lastUse[g.gate] == i && !e.isOutput[g.gate]
+			if err := e.runGated(g, slots, owned, device, inPlace); err != nil {
 				return nil, err
 			}
 		} else if s.join != nil {

@@ -50,6 +50,7 @@ type step struct {
 	product   *product
 	attention *attention
 	join      *join
+	gated     *gated
 }
 
 // value is this backend's compute.Value.

@@ -84,15 +84,22 @@ func (b *builder) newHostFunction(name string) (compute.Function, error) {
 	return &function{b: b, name: name, own: fn, host: &hostFunction{}}, nil
 }
 
-// isHostFunction says whether a function of this name runs in Go.
+// isHostFunction says whether a function of this name runs in Go: a gated one always, attention
+// with Options.Attention.
 func (b *builder) isHostFunction(name string) bool {
-	return b.backend.opts.Attention && strings.HasPrefix(name, AttentionFunction) && !b.uncut && !b.done
+	if b.uncut || b.done {
+		return false
+	}
+	return isGated(name) || (b.backend.opts.Attention && strings.HasPrefix(name, AttentionFunction))
 }
 
 // callHost records a call of host function h in main: it ends the current piece.
 func (f *function) callHost(h *function, inputs []compute.Value) ([]compute.Value, error) {
 	if f.own != nil || f.b.uncut || f.b.done {
 		return nil, fmt.Errorf("hostproduct: %q called outside the main function's pieces", h.name)
+	}
+	if isGated(h.name) {
+		return f.callGated(h, inputs)
 	}
 	a, err := newAttention(h.name, h.host, inputs)
 	if err != nil {

@@ -21,6 +21,12 @@ func panel8x32(w []float32, x, y *[8][]float32, in, width int) bool { return fal
 // panel8x16 is panel8x32 for a bfloat16 panel: false here too.
 func panel8x16(w []uint16, x, y *[8][]float32, in, width int) bool { return false }
 
+// siluMul writes (gate·σ(gate))·up into y (plain Go here).
+func siluMul(gate, up, y []float32) { siluMulPlain(gate, up, y) }
+
+// sigmoidAll writes σ(x) into y (plain Go here).
+func sigmoidAll(x, y []float32) { sigmoidPlain(x, y) }
+
 // widenAll writes the bfloat16 values src (their bits) into dst as float32, len(src) ≤ len(dst).
 func widenAll(dst []float32, src []uint16) { widenPlain(dst, src) }
 

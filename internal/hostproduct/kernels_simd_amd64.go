@@ -490,6 +490,46 @@ func expSum(sc []float32, highest float32) float32 {
 	return total
 }
 
+// siluMul writes (gate·σ(gate))·up into y, 16 values at a time (sigmoid16).
+func siluMul(gate, up, y []float32) {
+	if !haveAVX512 || len(gate) < 16 {
+		siluMulPlain(gate, up, y)
+		return
+	}
+	v := len(gate) &^ 15
+	_, _ = up[v-1], y[v-1]
+	for t := 0; t < v; t += 16 {
+		g := archsimd.LoadFloat32x16(gate[t:])
+		g.Mul(sigmoid16(g)).Mul(archsimd.LoadFloat32x16(up[t:])).Store(y[t:])
+	}
+	archsimd.ClearAVXUpperBits()
+	siluMulPlain(gate[v:], up[v:], y[v:])
+}
+
+// sigmoidAll writes σ(x) into y, 16 values at a time (sigmoid16).
+func sigmoidAll(x, y []float32) {
+	if !haveAVX512 || len(x) < 16 {
+		sigmoidPlain(x, y)
+		return
+	}
+	v := len(x) &^ 15
+	_ = y[v-1]
+	for t := 0; t < v; t += 16 {
+		sigmoid16(archsimd.LoadFloat32x16(x[t:])).Store(y[t:])
+	}
+	archsimd.ClearAVXUpperBits()
+	sigmoidPlain(x[v:], y[v:])
+}
+
+// sigmoid16 is σ(x) = 1 / (1 + exp(−x)), exp16 taking −x clamped to ±88 (beyond it σ is 1, or
+// under 1e-38).
+func sigmoid16(x archsimd.Float32x16) archsimd.Float32x16 {
+	one := archsimd.BroadcastFloat32x16(1)
+	var zero archsimd.Float32x16
+	e := exp16(zero.Sub(x).Max(archsimd.BroadcastFloat32x16(expFloor)).Min(archsimd.BroadcastFloat32x16(-expFloor)))
+	return one.Div(one.Add(e))
+}
+
 // exp16 is exp(x) for x ≥ expFloor: x = n·ln 2 + r, exp(r) by the polynomial, scaled by 2ⁿ.
 func exp16(x archsimd.Float32x16) archsimd.Float32x16 {
 	n := x.Mul(archsimd.BroadcastFloat32x16(expLog2E)).RoundScaled(expRoundTo)
