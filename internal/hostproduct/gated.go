@@ -37,22 +37,13 @@ func isGated(name string) bool { return strings.HasPrefix(name, GatedFunction) }
 
 // newGated checks a call's arguments against GatedFunction's form and h's parameters.
 func newGated(name string, h *hostFunction, inputs []compute.Value) (*gated, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("hostproduct: %q: %s", name, fmt.Sprintf(format, args...))
+	bad := badCall(name)
+	shape, err := h.argShapes(name, inputs)
+	if err != nil {
+		return nil, err
 	}
-	if len(h.params) != 2 || len(inputs) != 2 || len(h.result) != 1 {
-		return nil, bad("%d parameters, %d arguments and %d results, want gate and up and one result", len(h.params), len(inputs), len(h.result))
-	}
-	var shape [2]shapes.Shape
-	for i, x := range inputs {
-		v, ok := x.(*value)
-		if !ok {
-			return nil, bad("argument %d is %T", i, x)
-		}
-		if !v.shape.Equal(h.params[i]) {
-			return nil, bad("argument %d is %s for a parameter %s", i, v.shape, h.params[i])
-		}
-		shape[i] = v.shape
+	if len(shape) != 2 {
+		return nil, bad("%d parameters, want gate and up", len(shape))
 	}
 	if !shape[0].Equal(shape[1]) || (shape[0].DType != dtypes.Float32 && shape[0].DType != dtypes.BFloat16) {
 		return nil, bad("gate %s and up %s, want one shape of float32 or bfloat16", shape[0], shape[1])

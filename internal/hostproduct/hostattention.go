@@ -126,11 +126,17 @@ func (f *function) callHost(h *function, inputs []compute.Value) ([]compute.Valu
 	return []compute.Value{&value{fn: f, shape: a.outShape, slot: a.out}}, nil
 }
 
-// newAttention checks a call's arguments against AttentionFunction's form and h's parameters.
-func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attention, error) {
-	bad := func(format string, args ...any) error {
+// badCall makes the errors of a call of the host function name.
+func badCall(name string) func(format string, args ...any) error {
+	return func(format string, args ...any) error {
 		return fmt.Errorf("hostproduct: %q: %s", name, fmt.Sprintf(format, args...))
 	}
+}
+
+// argShapes is the shapes of a call's arguments, each checked against h's parameter, and h's one
+// result checked to be one.
+func (h *hostFunction) argShapes(name string, inputs []compute.Value) ([]shapes.Shape, error) {
+	bad := badCall(name)
 	if len(h.result) != 1 {
 		return nil, bad("%d results, want 1", len(h.result))
 	}
@@ -147,6 +153,16 @@ func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attent
 			return nil, bad("argument %d is %s for a parameter %s", i, v.shape, h.params[i])
 		}
 		shape[i] = v.shape
+	}
+	return shape, nil
+}
+
+// newAttention checks a call's arguments against AttentionFunction's form and h's parameters.
+func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attention, error) {
+	bad := badCall(name)
+	shape, err := h.argShapes(name, inputs)
+	if err != nil {
+		return nil, err
 	}
 	if len(shape) < 6 || len(shape)%2 != 0 {
 		return nil, bad("%d parameters, want q, k, v, bias and pairs of blocks", len(shape))
