@@ -86,20 +86,11 @@ func (s *step) mlp(w weightSet, x *Node) *Node {
 // gated is SiLU(gate) · up as a call of the step's gated function for their shape, made at its
 // first call (its body the definition).
 func (s *step) gated(gate, up *Node) *Node {
-	key := "gated " + gate.Shape().String()
-	fn, ok := s.hostFns[key]
-	if !ok {
-		if s.hostFns == nil {
-			s.hostFns = map[string]*Function{}
-		}
-		name := fmt.Sprintf("%s#%d", hostproduct.GatedFunction, len(s.hostFns))
-		fn = NewFunction(gate.Graph(), name, func(g *Graph) []*Node {
-			a := Parameter(g, "gate", gate.Shape())
-			b := Parameter(g, "up", up.Shape())
-			return []*Node{Mul(s.ops.silu(a), b)}
-		})
-		s.hostFns[key] = fn
-	}
+	fn := s.hostFn(hostproduct.GatedFunction, gate.Shape().String(), gate.Graph(), func(g *Graph) []*Node {
+		a := Parameter(g, "gate", gate.Shape())
+		b := Parameter(g, "up", up.Shape())
+		return []*Node{Mul(s.ops.silu(a), b)}
+	})
 	return fn.Call(gate, up)[0]
 }
 
@@ -249,14 +240,7 @@ func (s *step) hostFunction(attend attendFunc, args []*Node, batch, n int) *Func
 	for _, a := range args {
 		key.WriteString(a.Shape().String())
 	}
-	if fn, ok := s.hostFns[key.String()]; ok {
-		return fn
-	}
-	if s.hostFns == nil {
-		s.hostFns = map[string]*Function{}
-	}
-	name := fmt.Sprintf("%s#%d", hostproduct.AttentionFunction, len(s.hostFns))
-	fn := NewFunction(args[0].Graph(), name, func(g *Graph) []*Node {
+	return s.hostFn(hostproduct.AttentionFunction, key.String(), args[0].Graph(), func(g *Graph) []*Node {
 		ps := make([]*Node, len(args))
 		for i, a := range args {
 			ps[i] = Parameter(g, fmt.Sprintf("arg%d", i), a.Shape())
@@ -268,7 +252,20 @@ func (s *step) hostFunction(attend attendFunc, args []*Node, batch, n int) *Func
 		}
 		return []*Node{concatenate(eachSequence(attend, batch, ps[0], ps[1], ps[2], ps[3], kCache, vCache), 0)}
 	})
-	s.hostFns[key.String()] = fn
+}
+
+// hostFn is the step's graph function named for prefix (a host function of hostproduct's) that
+// key identifies, made with body at its first use.
+func (s *step) hostFn(prefix, key string, g *Graph, body func(g *Graph) []*Node) *Function {
+	key = prefix + " " + key
+	if fn, ok := s.hostFns[key]; ok {
+		return fn
+	}
+	if s.hostFns == nil {
+		s.hostFns = map[string]*Function{}
+	}
+	fn := NewFunction(g, fmt.Sprintf("%s#%d", prefix, len(s.hostFns)), body)
+	s.hostFns[key] = fn
 	return fn
 }
 

@@ -60,15 +60,9 @@ func (f *function) callGated(h *function, inputs []compute.Value) ([]compute.Val
 	if err != nil {
 		return nil, err
 	}
-	var slots [2]int
-	for i, x := range inputs {
-		v := x.(*value) // newGated checked
-		if v.fn != f {
-			return nil, fmt.Errorf("hostproduct: %q called with a value of another function", h.name)
-		}
-		if slots[i], err = f.b.slotOf(v); err != nil {
-			return nil, err
-		}
+	slots, err := f.argSlots(h, inputs)
+	if err != nil {
+		return nil, err
 	}
 	g.gate, g.up, g.out = slots[0], slots[1], f.b.newSlot()
 	f.b.steps = append(f.b.steps, step{gated: g})

@@ -105,18 +105,9 @@ func (f *function) callHost(h *function, inputs []compute.Value) ([]compute.Valu
 	if err != nil {
 		return nil, err
 	}
-	slot := func(x compute.Value) (int, error) {
-		v, ok := x.(*value)
-		if !ok || v.fn != f {
-			return 0, fmt.Errorf("hostproduct: %q called with a value of another function", h.name)
-		}
-		return f.b.slotOf(v)
-	}
-	all := make([]int, len(inputs))
-	for i, x := range inputs {
-		if all[i], err = slot(x); err != nil {
-			return nil, err
-		}
+	all, err := f.argSlots(h, inputs)
+	if err != nil {
+		return nil, err
 	}
 	blocks := a.batch * len(a.sizes)
 	a.q, a.k, a.v, a.bias = all[0], all[1], all[2], all[3]
@@ -124,6 +115,22 @@ func (f *function) callHost(h *function, inputs []compute.Value) ([]compute.Valu
 	a.out = f.b.newSlot()
 	f.b.steps = append(f.b.steps, step{attention: a})
 	return []compute.Value{&value{fn: f, shape: a.outShape, slot: a.out}}, nil
+}
+
+// argSlots is the slots of a call of host function h's arguments, values of f.
+func (f *function) argSlots(h *function, inputs []compute.Value) ([]int, error) {
+	slots := make([]int, len(inputs))
+	for i, x := range inputs {
+		v, ok := x.(*value)
+		if !ok || v.fn != f {
+			return nil, fmt.Errorf("hostproduct: %q called with a value of another function", h.name)
+		}
+		var err error
+		if slots[i], err = f.b.slotOf(v); err != nil {
+			return nil, err
+		}
+	}
+	return slots, nil
 }
 
 // badCall makes the errors of a call of the host function name.

@@ -292,15 +292,15 @@ func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.
 		return r, fmt.Errorf("hostproduct: product's operands hold %d and %d values for %s and [%d %d %d]",
 			len(r.x), len(r.w32)+len(r.w16), p.outShape, p.count, p.in, p.width)
 	}
-	r.yStride, r.halfStride = p.count*p.width, p.count*p.width
+	stride := p.count * p.width // of the output's rows: its own, or a join's (product.into)
 	if p.into != nil {
-		r.yStride, r.halfStride = p.stride, p.stride
+		stride = p.stride
 	}
 	switch y := yFlat.(type) {
 	case []float32:
-		r.y = y
-	case []bfloat16.BFloat16:
-		r.y, r.half, r.yStride = s.take(n), y, p.count*p.width
+		r.y, r.yStride = y, stride
+	case []bfloat16.BFloat16: // computed in scratch, rounded into the output
+		r.y, r.yStride, r.half, r.halfStride = s.take(n), p.count*p.width, y, stride
 	default:
 		return r, fmt.Errorf("hostproduct: product's output is %T", yFlat)
 	}
