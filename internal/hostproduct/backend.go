@@ -70,6 +70,9 @@ type Backend struct {
 	attentionSteps atomic.Int64
 	joinsRun       atomic.Int64
 	gatedRun       atomic.Int64
+	normRun        atomic.Int64
+	ropeRun        atomic.Int64
+	sumsRun        atomic.Int64
 	joinedInPlace  atomic.Int64 // joins written by their products, for the tests
 	piecesRun      atomic.Int64 // compiled pieces run, for the tests
 	spent          spentTimes
@@ -117,6 +120,15 @@ func (b *Backend) Unwrap() compute.Backend { return b.Backend }
 
 // GatedRun is how many calls of GatedFunction's functions have run in Go.
 func (b *Backend) GatedRun() int64 { return b.gatedRun.Load() }
+
+// NormsRun is how many calls of NormFunction's functions have run in Go.
+func (b *Backend) NormsRun() int64 { return b.normRun.Load() }
+
+// RopesRun is how many calls of RopeFunction's functions have run in Go.
+func (b *Backend) RopesRun() int64 { return b.ropeRun.Load() }
+
+// SumsRun is how many Add operations have run in Go (add.go).
+func (b *Backend) SumsRun() int64 { return b.sumsRun.Load() }
 
 // JoinsRun is how many Concatenate operations have run in Go (join.go).
 func (b *Backend) JoinsRun() int64 { return b.joinsRun.Load() }

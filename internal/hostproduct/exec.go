@@ -39,7 +39,7 @@ type compiledStep struct {
 	products   []*product
 	attentions []*attention
 	join       *join
-	gated      *gated
+	call       call
 }
 
 // Compile implements compute.Builder: each piece is compiled on the wrapped backend.
@@ -88,8 +88,8 @@ func (b *builder) Compile() (compute.Executable, error) {
 			e.steps = append(e.steps, compiledStep{attentions: []*attention{a}, inputs: a.reads(), outputs: []int{a.out}})
 			continue
 		}
-		if g := s.gated; g != nil {
-			e.steps = append(e.steps, compiledStep{gated: g, inputs: []int{g.gate, g.up}, outputs: []int{g.out}})
+		if c := s.call; c != nil {
+			e.steps = append(e.steps, compiledStep{call: c, inputs: c.reads(), outputs: c.writes()})
 			continue
 		}
 		if j := s.join; j != nil {
@@ -207,9 +207,8 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			if err := e.runAttentions(s.attentions, slots, owned, device); err != nil {
 				return nil, err
 			}
-		} else if g := s.gated; g != nil {
-			inPlace := owned[g.gate] && e.lastUse[g.gate] == i && !e.isOutput[g.gate]
-			if err := e.runGated(g, slots, owned, device, inPlace); err != nil {
+		} else if s.call != nil {
+			if err := s.call.run(e, &callState{slots: slots, owned: owned, device: device, step: i}); err != nil {
 				return nil, err
 			}
 		} else if s.join != nil {

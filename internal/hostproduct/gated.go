@@ -38,7 +38,7 @@ func isGated(name string) bool { return strings.HasPrefix(name, GatedFunction) }
 // newGated checks a call's arguments against GatedFunction's form and h's parameters.
 func newGated(name string, h *hostFunction, inputs []compute.Value) (*gated, error) {
 	bad := badCall(name)
-	shape, err := h.argShapes(name, inputs)
+	shape, err := h.argShapes(name, inputs, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -65,51 +65,36 @@ func (f *function) callGated(h *function, inputs []compute.Value) ([]compute.Val
 		return nil, err
 	}
 	g.gate, g.up, g.out = slots[0], slots[1], f.b.newSlot()
-	f.b.steps = append(f.b.steps, step{gated: g})
+	f.b.steps = append(f.b.steps, step{call: g})
 	return []compute.Value{&value{fn: f, shape: g.shape, slot: g.out}}, nil
 }
 
-// runGated makes g's result buffer, put in its slot, its values shared out in chunks: the gate's
-// own buffer where inPlace (the call owns it and nothing reads it after) and it has the result's
-// shape (a view's buffer has its base's), else a new one.
-func (e *executable) runGated(g *gated, slots []compute.Buffer, owned []bool, device compute.DeviceNum, inPlace bool) error {
-	gate, err := readFloats(slots[g.gate])
+func (g *gated) reads() []int  { return []int{g.gate, g.up} }
+func (g *gated) writes() []int { return []int{g.out} }
+
+// run writes g's result, its values shared out in chunks, into the gate's buffer where the call
+// may reuse it and it has the result's shape (a view's buffer has its base's), else a new one.
+func (g *gated) run(e *executable, c *callState) error {
+	gate, err := c.read(g.gate, "gate")
 	if err != nil {
-		return fmt.Errorf("hostproduct: gated function's gate: %w", err)
+		return err
 	}
-	up, err := readFloats(slots[g.up])
+	up, err := c.read(g.up, "up")
 	if err != nil {
-		return fmt.Errorf("hostproduct: gated function's up: %w", err)
+		return err
 	}
 	n := g.shape.Size()
 	if gate.len() != n || up.len() != n {
 		return fmt.Errorf("hostproduct: gated function's operands hold %d and %d values for %s", gate.len(), up.len(), g.shape)
 	}
-	var buf compute.Buffer
-	var flat any
-	if inPlace {
-		shape, err := slots[g.gate].Shape()
-		inPlace = err == nil && shape.Equal(g.shape)
-	}
-	if inPlace {
-		buf = slots[g.gate]
-		if flat, err = buf.Data(); err != nil {
-			return fmt.Errorf("hostproduct: gated function's gate: %w", err)
-		}
-		slots[g.gate], owned[g.gate] = nil, false
-	} else if buf, flat, err = e.backend.Backend.NewSharedBuffer(device, g.shape); err != nil {
-		return fmt.Errorf("hostproduct: gated function's result: %w", err)
-	}
-	slots[g.out], owned[g.out] = buf, true
-	out32, _ := flat.([]float32)
-	out16, _ := flat.([]bfloat16.BFloat16)
-	if len(out32)+len(out16) != n {
-		return fmt.Errorf("hostproduct: gated function's result is %T", flat)
+	out, err := e.result(c, g.out, g.gate, g.shape)
+	if err != nil {
+		return err
 	}
 	chunks := (n + gatedChunk - 1) / gatedChunk
 	work := func(lo, hi int) {
-		if out32 != nil {
-			siluMul(gate.f32[lo:hi], up.f32[lo:hi], out32[lo:hi])
+		if out.f32 != nil {
+			siluMul(gate.f32[lo:hi], up.f32[lo:hi], out.f32[lo:hi])
 			return
 		}
 		var tmp [3][256]float32
@@ -121,7 +106,7 @@ func (e *executable) runGated(g *gated, slots []compute.Buffer, owned []bool, de
 			sigmoidAll(g, s)
 			for i, v := range s {
 				silu := round16(g[i] * round16(v))
-				out16[at+i] = bfloat16.FromFloat32(silu * u[i])
+				out.b16[at+i] = bits16(silu * u[i])
 			}
 		}
 	}

@@ -44,13 +44,13 @@ type piece struct {
 	viewOf  map[*value]compute.Value // the views it reads, reshaped from their parameters
 }
 
-// step is one piece, one product, one attention or one join, in the order Execute runs them.
+// step is one piece, one product, one attention, one join or one other host function's call, in the order Execute runs them.
 type step struct {
 	piece     *piece
 	product   *product
 	attention *attention
 	join      *join
-	gated     *gated
+	call      call // a gated activation, a norm, a rope or a sum
 }
 
 // value is this backend's compute.Value.

@@ -6,7 +6,6 @@ import (
 	"math"
 	"strings"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
@@ -90,7 +89,7 @@ func (b *builder) isHostFunction(name string) bool {
 	if b.uncut || b.done {
 		return false
 	}
-	return isGated(name) || (b.backend.opts.Attention && strings.HasPrefix(name, AttentionFunction))
+	return isGated(name) || isNorm(name) || isRope(name) || (b.backend.opts.Attention && strings.HasPrefix(name, AttentionFunction))
 }
 
 // callHost records a call of host function h in main: it ends the current piece.
@@ -98,8 +97,13 @@ func (f *function) callHost(h *function, inputs []compute.Value) ([]compute.Valu
 	if f.own != nil || f.b.uncut || f.b.done {
 		return nil, fmt.Errorf("hostproduct: %q called outside the main function's pieces", h.name)
 	}
-	if isGated(h.name) {
+	switch {
+	case isGated(h.name):
 		return f.callGated(h, inputs)
+	case isNorm(h.name):
+		return f.callNorm(h, inputs)
+	case isRope(h.name):
+		return f.callRope(h, inputs)
 	}
 	a, err := newAttention(h.name, h.host, inputs)
 	if err != nil {
@@ -140,12 +144,12 @@ func badCall(name string) func(format string, args ...any) error {
 	}
 }
 
-// argShapes is the shapes of a call's arguments, each checked against h's parameter, and h's one
-// result checked to be one.
-func (h *hostFunction) argShapes(name string, inputs []compute.Value) ([]shapes.Shape, error) {
+// argShapes is the shapes of a call's arguments, each checked against h's parameter, and the
+// count of h's results checked to be results.
+func (h *hostFunction) argShapes(name string, inputs []compute.Value, results int) ([]shapes.Shape, error) {
 	bad := badCall(name)
-	if len(h.result) != 1 {
-		return nil, bad("%d results, want 1", len(h.result))
+	if len(h.result) != results {
+		return nil, bad("%d results, want %d", len(h.result), results)
 	}
 	if len(inputs) != len(h.params) {
 		return nil, bad("%d arguments for %d parameters", len(inputs), len(h.params))
@@ -167,7 +171,7 @@ func (h *hostFunction) argShapes(name string, inputs []compute.Value) ([]shapes.
 // newAttention checks a call's arguments against AttentionFunction's form and h's parameters.
 func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attention, error) {
 	bad := badCall(name)
-	shape, err := h.argShapes(name, inputs)
+	shape, err := h.argShapes(name, inputs, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -274,13 +278,7 @@ func readFloats(buf compute.Buffer) (floats, error) {
 	if err != nil {
 		return floats{}, err
 	}
-	switch d := flat.(type) {
-	case []float32:
-		return floats{f32: d}, nil
-	case []bfloat16.BFloat16:
-		return floats{b16: unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(d))), len(d))}, nil
-	}
-	return floats{}, fmt.Errorf("data of %T", flat)
+	return floatsOf(flat)
 }
 
 // attendRun is a's operands in one call.

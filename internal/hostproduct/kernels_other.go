@@ -77,3 +77,9 @@ func contextPair32(p0, p1, vb []float32, hd, m int, c0, c1 []float32) {
 func contextPair16(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
 	contextPairPlain(p0, p1, vb, hd, m, c0, c1, widen16)
 }
+
+// normScale writes w · (x · r) into out (plain Go here).
+func normScale(x, w, out []float32, r float32) { normScalePlain(x, w, out, r) }
+
+// rotateHalves writes x · cos + swap(x) · sin into out for one head (plain Go here).
+func rotateHalves(x, cos, sin, out []float32) { rotateHalvesPlain(x, cos, sin, out) }

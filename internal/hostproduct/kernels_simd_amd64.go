@@ -687,3 +687,38 @@ func panel8x32Asm(w unsafe.Pointer, x *[8]unsafe.Pointer, acc unsafe.Pointer, in
 //
 //go:noescape
 func panel8x16Asm(w unsafe.Pointer, x *[8]unsafe.Pointer, acc unsafe.Pointer, in int)
+
+// normScale writes w · (x · r) into out, 16 at a time (out may be x).
+func normScale(x, w, out []float32, r float32) {
+	if !haveAVX512 || len(x) < 16 {
+		normScalePlain(x, w, out, r)
+		return
+	}
+	v := len(x) &^ 15
+	_, _ = w[v-1], out[v-1]
+	rv := archsimd.BroadcastFloat32x16(r)
+	for t := 0; t < v; t += 16 {
+		archsimd.LoadFloat32x16(w[t:]).Mul(archsimd.LoadFloat32x16(x[t:]).Mul(rv)).Store(out[t:])
+	}
+	archsimd.ClearAVXUpperBits()
+	normScalePlain(x[v:], w[v:], out[v:], r)
+}
+
+// rotateHalves writes x · cos + swap(x) · sin into out for one head (out may be x), both halves
+// 16 at a time where half the width is a multiple of 16, each product rounded before the sum.
+func rotateHalves(x, cos, sin, out []float32) {
+	half := len(x) / 2
+	if !haveAVX512 || half%16 != 0 {
+		rotateHalvesPlain(x, cos, sin, out)
+		return
+	}
+	_, _, _ = cos[2*half-1], sin[2*half-1], out[2*half-1]
+	for t := 0; t < half; t += 16 {
+		lo, hi := archsimd.LoadFloat32x16(x[t:]), archsimd.LoadFloat32x16(x[t+half:])
+		a := lo.Mul(archsimd.LoadFloat32x16(cos[t:])).Add(hi.Mul(archsimd.LoadFloat32x16(sin[t:])))
+		b := hi.Mul(archsimd.LoadFloat32x16(cos[t+half:])).Add(lo.Mul(archsimd.LoadFloat32x16(sin[t+half:])))
+		a.Store(out[t:])
+		b.Store(out[t+half:])
+	}
+	archsimd.ClearAVXUpperBits()
+}

@@ -30,27 +30,6 @@ func (f *function) Abs(x compute.Value) (compute.Value, error) {
 	return f.made(r0), nil
 }
 
-// Add implements compute.StandardOps.
-func (f *function) Add(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
-	in, err := f.inner()
-	if err != nil {
-		return nil, err
-	}
-	lhsIn, err := f.use(lhs)
-	if err != nil {
-		return nil, err
-	}
-	rhsIn, err := f.use(rhs)
-	if err != nil {
-		return nil, err
-	}
-	r0, err := in.Add(lhsIn, rhsIn)
-	if err != nil {
-		return nil, err
-	}
-	return f.made(r0), nil
-}
-
 // Atan2 implements compute.StandardOps.
 func (f *function) Atan2(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
 	in, err := f.inner()
