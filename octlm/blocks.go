@@ -38,8 +38,9 @@ func broadcastLast(weight, x *Node) *Node {
 // computed in float32 whatever x's dtype (the weight, and how it is applied, differ by norm).
 func rmsNormalized(o ops, x *Node, eps float64) *Node {
 	x32 := wide(x)
-	variance := ReduceAndKeep(Square(x32), ReduceMean, -1)
-	return o.rsqrtMul(x32, AddScalar(variance, eps))
+	width := x.Shape().Dimensions[x.Rank()-1]
+	variance := Mul(ReduceAndKeep(Square(x32), ReduceSum, -1), scalarOf(x32, 1/float64(width))) // ReduceMean's
+	return o.rsqrtMul(x32, Add(variance, scalarOf(x32, eps)))
 }
 
 // rmsNorm is Qwen3RMSNorm: statistics in float32, then weight * normalized (no 1+w).
@@ -62,6 +63,55 @@ func rmsNormGated(o ops, x, z, weight *Node, eps float64) *Node {
 	w := ConvertDType(weight, x32.DType())
 	z32 := ConvertDType(z, x32.DType())
 	return ConvertDType(Mul(Mul(broadcastLast(w, x32), x32), o.silu(z32)), x.DType())
+}
+
+// rmsNorm is the step's Qwen3RMSNorm (rmsNorm): one call of a graph function named for
+// hostproduct.NormFunction where the layout has HostNorm (hostNorm), its body the definition.
+func (s *step) rmsNorm(x, weight *Node, eps float64) *Node {
+	if !s.hostNorm(x, weight) {
+		return rmsNorm(s.ops, x, weight, eps)
+	}
+	fn := s.hostFn(hostproduct.NormName(eps), x.Shape().String(), x.Graph(), func(g *Graph) []*Node {
+		return []*Node{rmsNorm(s.ops, Parameter(g, "x", x.Shape()), Parameter(g, "weight", weight.Shape()), eps)}
+	})
+	return fn.Call(x, weight)[0]
+}
+
+// addRMSNorm is a residual connection and the Qwen3RMSNorm after it: sum = residual + delta and
+// rmsNorm(sum), as one call of a norm function (its form with a residual) where the layout has
+// HostNorm.
+func (s *step) addRMSNorm(residual, delta, weight *Node, eps float64) (sum, normed *Node) {
+	if !s.hostNorm(residual, weight) || !delta.Shape().Equal(residual.Shape()) {
+		sum = Add(residual, delta)
+		return sum, rmsNorm(s.ops, sum, weight, eps)
+	}
+	fn := s.hostFn(hostproduct.NormName(eps), "residual "+residual.Shape().String(), residual.Graph(), func(g *Graph) []*Node {
+		sum := Add(Parameter(g, "a", residual.Shape()), Parameter(g, "b", delta.Shape()))
+		return []*Node{sum, rmsNorm(s.ops, sum, Parameter(g, "weight", weight.Shape()), eps)}
+	})
+	out := fn.Call(residual, delta, weight)
+	return out[0], out[1]
+}
+
+// hostNorm says whether the step normalizes x by weight [d] in Go (Layout.HostNorm): float32 or
+// bfloat16 activations and a weight of their dtype, outside the training forward.
+func (s *step) hostNorm(x, weight *Node) bool {
+	return s.ops.layout.HostNorm && !s.ops.asStored && hostDType(x.DType()) && weight.DType() == x.DType() &&
+		weight.Rank() == 1 && weight.Shape().Dimensions[0] == x.Shape().Dimensions[x.Rank()-1]
+}
+
+// rope is RoPE by r's tables on x [..., S, heads, hd] (rotary.apply): with split pairing, where
+// the layout has HostNorm, one call of a graph function named for hostproduct.RopeFunction on
+// x and the tables in x's dtype [..., S, 1, hd], its body the definition (rotate).
+func (s *step) rope(r *rotary, x *Node) *Node {
+	if !r.split || !s.ops.layout.HostNorm || s.ops.asStored || !hostDType(x.DType()) {
+		return r.apply(s.ops, x)
+	}
+	cos, sin := r.tables(x)
+	fn := s.hostFn(hostproduct.RopeFunction, x.Shape().String(), x.Graph(), func(g *Graph) []*Node {
+		return []*Node{rotate(Parameter(g, "x", x.Shape()), Parameter(g, "cos", cos.Shape()), Parameter(g, "sin", sin.Shape()), true)}
+	})
+	return fn.Call(x, cos, sin)[0]
 }
 
 // mlp is Qwen3MLP (and Qwen3_5MLP): down_proj(silu(gate_proj(x)) * up_proj(x)).
@@ -144,10 +194,7 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	q = Reshape(q, batch, kvHeads, groups*seqLen, hd)
 	// The mask as a bias: 0 where attended, −inf elsewhere (x + 0 is x exactly), [B, S, T+S],
 	// broadcast over heads.
-	g := query.Graph()
-	dims := s.causal.Shape().Dimensions
-	wideDT := wideDType(dtype) // the scores' (wide)
-	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, wideDT), dims...), BroadcastToDims(Infinity(g, wideDT, -1), dims...))
+	bias := s.maskBias(wideDType(dtype)) // in the scores' (wide) dtype
 	// attend is the attention of n sequences (q, keys, values and bias with a leading axis of n)
 	// over their chunks and, given one sequence's cache blocks, over that cache's slots first:
 	// [n, kvHeads, groups·S, hd].
@@ -188,6 +235,24 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 		newK = permuted(newK, 0, 1, 3, 2) // [B, kvHeads, hd, S], as the cache stores keys
 	}
 	return Reshape(ConvertDType(ctx, dtype), batch, seqLen, heads*hd), newK, newV
+}
+
+// maskBias is the mask s.causal as a bias of dtype: 0 where attended, −inf elsewhere (x + 0 is x
+// exactly), [B, S, T+S], made once a step for every layer (but with recompute, where a node
+// made in one layer's checkpoint must not be read by the next).
+func (s *step) maskBias(dtype dtypes.DType) *Node {
+	if b, ok := s.biases[dtype]; ok {
+		return b
+	}
+	g, dims := s.causal.Graph(), s.causal.Shape().Dimensions
+	bias := Where(s.causal, BroadcastToDims(ScalarZero(g, dtype), dims...), BroadcastToDims(Infinity(g, dtype, -1), dims...))
+	if !s.recompute {
+		if s.biases == nil {
+			s.biases = map[dtypes.DType]*Node{}
+		}
+		s.biases[dtype] = bias
+	}
+	return bias
 }
 
 // hostDType says whether Go's attention (hostproduct.AttentionFunction) takes operands of dtype.

@@ -165,6 +165,13 @@ type Layout struct {
 	// by internal/hostproduct runs in Go between the gate and up projections' products and the
 	// down projection's. Load sets it on that backend.
 	HostGated bool
+	// HostNorm: Qwen3's RMSNorms (the residual connection before one with it) and RoPE with split
+	// pairing, in float32 or bfloat16, are calls of graph functions named for
+	// hostproduct.NormFunction and hostproduct.RopeFunction (step.rmsNorm, step.addRMSNorm,
+	// step.rope), which the pure-Go backend wrapped by internal/hostproduct runs in Go: compute's
+	// pieces between the products spent 55–240 µs each on them on a 2-core Xeon guest. Load sets
+	// it on that backend.
+	HostNorm bool
 	// HugePages asks the operating system for transparent huge pages under the resident weights
 	// where the backend shares their memory with Go (internal/hugepage), before they are filled:
 	// a decode step streams every weight, and with 4 KiB pages every 4 KiB of the stream costs a
@@ -1247,6 +1254,15 @@ func (o ops) padRows(x *Node, weightSize int) *Node {
 		return x
 	}
 	return padTo(x, 0, want)
+}
+
+// scalarOf is the scalar v in like's dtype, a constant of its own: GoMLX v0.28.16's Scalar (and
+// AddScalar, MulScalar, ReduceMean) keeps one node per value for the whole graph, across its
+// functions, so a host function's body (step.hostFn) that made the same scalar as the main
+// function, or as another body, would use a node of another function's scope and fail to build
+// (TestGoMLXScalarCacheCrossesFunctions in internal/hostproduct is the reproduction).
+func scalarOf(like *Node, v float64) *Node {
+	return Const(like.Graph(), shapes.CastAsDType(v, like.DType()))
 }
 
 // rsqrtMul is x / √v as torch.rsqrt computes it, x · rsqrt(v). Backends without Rsqrt (GoMLX's

@@ -50,6 +50,8 @@ type step struct {
 	// hostFns are the graph's functions run in Go as attention (Layout.HostAttention) or as a
 	// gated activation (Layout.HostGated), by the shapes of their arguments.
 	hostFns map[string]*Function
+	// biases are the mask as a bias, by dtype (maskBias).
+	biases map[dtypes.DType]*Node
 }
 
 // embed is the chunk's token embeddings [B, S, d]: those the host looked up, else the rows of

@@ -127,14 +127,13 @@ func (q qwen3) layerTypes() []string {
 func (q qwen3) decoderLayer(s *step, w weightSet, hidden *Node, rope *rotary, kCache, vCache kvBlocks) (out, newK, newV *Node) {
 	// Self-attention block with a residual connection.
 	residual := hidden
-	x := rmsNorm(s.ops, hidden, w.get("input_layernorm.weight"), q.c.Eps())
+	x := s.rmsNorm(hidden, w.get("input_layernorm.weight"), q.c.Eps())
 	attn, newK, newV := q.attention(s, w.under("self_attn."), x, rope, kCache, vCache)
-	hidden = Add(residual, attn)
 
-	// Feed-forward block with a residual connection.
-	residual = hidden
-	x = rmsNorm(s.ops, hidden, w.get("post_attention_layernorm.weight"), q.c.Eps())
-	return Add(residual, s.mlp(w.under("mlp."), x)), newK, newV
+	// Feed-forward block with a residual connection: hidden = residual + attn, then
+	// post_attention_layernorm (one step where the layout runs norms in Go).
+	hidden, x = s.addRMSNorm(residual, attn, w.get("post_attention_layernorm.weight"), q.c.Eps())
+	return Add(hidden, s.mlp(w.under("mlp."), x)), newK, newV
 }
 
 // attention is Qwen3Attention: q/k/v projections, q_norm and k_norm, RoPE, eager attention
@@ -147,18 +146,18 @@ func (q qwen3) attention(s *step, w weightSet, x *Node, rope *rotary, kCache, vC
 	key := Reshape(qkv[1], batch, seqLen, c.KVHeads, c.HeadWidth())
 	value := Reshape(qkv[2], batch, seqLen, c.KVHeads, c.HeadWidth())
 	if c.QKNorm {
-		query = rmsNorm(s.ops, query, w.get("q_norm.weight"), c.Eps())
-		key = rmsNorm(s.ops, key, w.get("k_norm.weight"), c.Eps())
+		query = s.rmsNorm(query, w.get("q_norm.weight"), c.Eps())
+		key = s.rmsNorm(key, w.get("k_norm.weight"), c.Eps())
 	}
-	query = rope.apply(s.ops, query)
-	key = rope.apply(s.ops, key)
+	query = s.rope(rope, query)
+	key = s.rope(rope, key)
 	ctx, newK, newV := attention(s, query, key, value, kCache, vCache)
 	return s.ops.project(ctx, w, "o_proj.weight"), newK, newV
 }
 
 // logits is Qwen3ForCausalLM's tail: the final norm, then lm_head (embed_tokens when tied).
 func (q qwen3) logits(s *step, w weightSet, hidden *Node) *Node {
-	hidden = rmsNorm(s.ops, hidden, w.get("model.norm.weight"), q.c.Eps())
+	hidden = s.rmsNorm(hidden, w.get("model.norm.weight"), q.c.Eps())
 	head := EmbeddingName
 	if q.c.UntiedHead {
 		head = TiedHeadName

@@ -107,8 +107,6 @@ func newRotary(positions *Node, headDim int, base float64, split bool) *rotary {
 func (r *rotary) apply(o ops, x *Node) *Node {
 	dtype := x.DType()
 	dims := x.Shape().Dimensions
-	headDim := dims[len(dims)-1]
-	half := headDim / 2
 	key := rotaryKey{heads: dims[len(dims)-2], dtype: dtype}
 	tables, ok := r.spread[key]
 	if !ok {
@@ -116,12 +114,32 @@ func (r *rotary) apply(o ops, x *Node) *Node {
 		tables = [2]*Node{o.spread(ConvertDType(r.cos, dtype), axis, key.heads), o.spread(ConvertDType(r.sin, dtype), axis, key.heads)}
 		r.spread[key] = tables
 	}
-	cos, sin := tables[0], tables[1]
+	return rotate(x, tables[0], tables[1], r.split)
+}
+
+// tables is r's cos and sin in x's dtype, [..., S, 1, headDim] (split pairing): not spread over
+// the heads, made once a dtype.
+func (r *rotary) tables(x *Node) (cos, sin *Node) {
+	key := rotaryKey{heads: 1, dtype: x.DType()}
+	tables, ok := r.spread[key]
+	if !ok {
+		tables = [2]*Node{ConvertDType(r.cos, key.dtype), ConvertDType(r.sin, key.dtype)}
+		r.spread[key] = tables
+	}
+	return tables[0], tables[1]
+}
+
+// rotate rotates x [..., S, heads, headDim] by the tables cos and sin ([..., S, heads or 1,
+// headDim] with split pairing, headDim/2 wide with neighbour pairing; leading axes of 1 may be
+// left out).
+func rotate(x, cos, sin *Node, split bool) *Node {
+	dims := x.Shape().Dimensions
+	half := dims[len(dims)-1] / 2
 	for cos.Rank() < x.Rank() {
 		cos, sin = InsertAxes(cos, 0), InsertAxes(sin, 0)
 	}
 	lead := dims[:len(dims)-1]
-	if r.split {
+	if split {
 		// q_embed = q*cos + rotate_half(q)*sin, rotate_half(x) = cat(−x[..., half:], x[..., :half]):
 		// here x's halves swapped times cat(−sin, sin), the same products, one Reverse instead of
 		// two slices, a negation and a concatenation.

@@ -101,9 +101,9 @@ func load(arch architecture, ckpt *loader.Checkpoint, opts LoadOptions) (m *Mode
 		layout.HostEmbed = false // reading the table on the host would copy it there
 		layout.PieceMACs = 0     // pieces are filled in place (fillPieces)
 	}
-	layout.HostRows, layout.HostAttention, layout.HostGated = 0, false, false
+	layout.HostRows, layout.HostAttention, layout.HostGated, layout.HostNorm = 0, false, false, false
 	if hb, ok := opts.Backend.(*hostproduct.Backend); ok {
-		layout.HostGated = true
+		layout.HostGated, layout.HostNorm = true, true
 		if layout.PiecePanels > 0 {
 			layout.HostRows = hb.Options().MaxRows
 		}
