@@ -151,7 +151,8 @@ type Result struct {
 // StepTimes is where the timed decode's steps spent their time on the pure-Go engine, per token
 // (wall-clock; the step's parts run one after another): its products of the weights (operands
 // prepared, panels shared out and multiplied, the slowest worker waited for), its attention, and
-// the graph's other parts (norms, RoPE, activations, on compute's kernels), and the graph's whole
+// the graph's other parts (compute's pieces, and the norms, RoPE, activations, sums and joins run
+// in Go between them), and the graph's whole
 // run. The rest of a token's time is outside the graph: the call, the cache and picking the
 // token.
 type StepTimes struct {

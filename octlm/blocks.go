@@ -38,9 +38,13 @@ func broadcastLast(weight, x *Node) *Node {
 // computed in float32 whatever x's dtype (the weight, and how it is applied, differ by norm).
 func rmsNormalized(o ops, x *Node, eps float64) *Node {
 	x32 := wide(x)
+	if !o.ownScalars {
+		variance := ReduceAndKeep(Square(x32), ReduceMean, -1) // the form ONNX Runtime's optimizer fuses
+		return o.rsqrtMul(x32, AddScalar(variance, eps))
+	}
 	width := x.Shape().Dimensions[x.Rank()-1]
-	variance := Mul(ReduceAndKeep(Square(x32), ReduceSum, -1), scalarOf(x32, 1/float64(width))) // ReduceMean's
-	return o.rsqrtMul(x32, Add(variance, scalarOf(x32, eps)))
+	variance := Mul(ReduceAndKeep(Square(x32), ReduceSum, -1), o.scalar(x32, 1/float64(width))) // ReduceMean's
+	return o.rsqrtMul(x32, Add(variance, o.scalar(x32, eps)))
 }
 
 // rmsNorm is Qwen3RMSNorm: statistics in float32, then weight * normalized (no 1+w).
@@ -72,7 +76,7 @@ func (s *step) rmsNorm(x, weight *Node, eps float64) *Node {
 		return rmsNorm(s.ops, x, weight, eps)
 	}
 	fn := s.hostFn(hostproduct.NormName(eps), x.Shape().String(), x.Graph(), func(g *Graph) []*Node {
-		return []*Node{rmsNorm(s.ops, Parameter(g, "x", x.Shape()), Parameter(g, "weight", weight.Shape()), eps)}
+		return []*Node{rmsNorm(s.bodyOps(), Parameter(g, "x", x.Shape()), Parameter(g, "weight", weight.Shape()), eps)}
 	})
 	return fn.Call(x, weight)[0]
 }
@@ -87,10 +91,18 @@ func (s *step) addRMSNorm(residual, delta, weight *Node, eps float64) (sum, norm
 	}
 	fn := s.hostFn(hostproduct.NormName(eps), "residual "+residual.Shape().String(), residual.Graph(), func(g *Graph) []*Node {
 		sum := Add(Parameter(g, "a", residual.Shape()), Parameter(g, "b", delta.Shape()))
-		return []*Node{sum, rmsNorm(s.ops, sum, Parameter(g, "weight", weight.Shape()), eps)}
+		return []*Node{sum, rmsNorm(s.bodyOps(), sum, Parameter(g, "weight", weight.Shape()), eps)}
 	})
 	out := fn.Call(residual, delta, weight)
 	return out[0], out[1]
+}
+
+// bodyOps is the step's ops for a host function's body: its scalars constants of their own
+// (ops.scalar).
+func (s *step) bodyOps() ops {
+	o := s.ops
+	o.ownScalars = true
+	return o
 }
 
 // hostNorm says whether the step normalizes x by weight [d] in Go (Layout.HostNorm): float32 or

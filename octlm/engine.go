@@ -514,6 +514,9 @@ type ops struct {
 	// as rows, nothing fused) and the graph must be differentiable by graph.Gradient: the
 	// training forward (no Rsqrt, whose VJP GoMLX lacks; rows gathered by one Gather).
 	asStored bool
+	// ownScalars says the graph code is a host function's body (step.hostFn): its scalars are
+	// constants of their own (ops.scalar).
+	ownScalars bool
 }
 
 // spread is t repeated n times along its axis of size 1 where the layout spreads broadcast
@@ -1256,13 +1259,20 @@ func (o ops) padRows(x *Node, weightSize int) *Node {
 	return padTo(x, 0, want)
 }
 
-// scalarOf is the scalar v in like's dtype, a constant of its own: GoMLX v0.28.16's Scalar (and
-// AddScalar, MulScalar, ReduceMean) keeps one node per value for the whole graph, across its
-// functions, so a host function's body (step.hostFn) that made the same scalar as the main
-// function, or as another body, would use a node of another function's scope and fail to build
-// (TestGoMLXScalarCacheCrossesFunctions in internal/hostproduct is the reproduction).
-func scalarOf(like *Node, v float64) *Node {
-	return Const(like.Graph(), shapes.CastAsDType(v, like.DType()))
+// scalar is the scalar v in like's dtype: GoMLX's Scalar, one node per value for the graph,
+// except in a host function's body (ownScalars), where it is a constant of its own (and
+// rmsNormalized spells ReduceMean out). GoMLX
+// v0.28.16's scalar cache (behind Scalar, AddScalar, MulScalar, ReduceMean) spans the graph's
+// functions, so a body that made the same scalar as the main function, or as another body,
+// would use a node of another function's scope and fail to build
+// (TestGoMLXScalarCacheCrossesFunctions in internal/hostproduct is the reproduction); the main
+// function keeps the shared node (a constant per use would add hundreds of nodes to ONNX
+// Runtime's graph).
+func (o ops) scalar(like *Node, v float64) *Node {
+	if o.ownScalars {
+		return Const(like.Graph(), shapes.CastAsDType(v, like.DType()))
+	}
+	return Scalar(like.Graph(), like.DType(), v)
 }
 
 // rsqrtMul is x / √v as torch.rsqrt computes it, x · rsqrt(v). Backends without Rsqrt (GoMLX's

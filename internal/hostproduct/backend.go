@@ -145,7 +145,8 @@ type Times struct {
 	// Attention is the time in runs of attention calls in Go.
 	Attention time.Duration
 	// Pieces is the time in the graphs' other parts: run by the wrapped backend, and the
-	// concatenations and gated activations between them, run in Go (join.go, gated.go).
+	// concatenations, gated activations, norms, RoPE and sums between them, run in Go (join.go,
+	// gated.go, norm.go, add.go).
 	Pieces time.Duration
 	// Graphs is the time in the graphs' runs, whole: their steps and what each run does
 	// around them (its inputs taken, buffers finalized between steps, outputs handed back).

@@ -240,7 +240,8 @@ func (n *norm) run(e *executable, c *callState) error {
 const normChunk = 16 << 10
 
 // shareRows runs work over [0, units) in chunks of about normChunk values (size values a
-// unit): on the caller where there is one chunk, else shared out over the crew.
+// unit): on the caller where there is one chunk, else shared out over the crew, which then waits
+// for the next run awake (crewSpin): in a prompt a run of products follows within microseconds.
 func (e *executable) shareRows(units, size int, work func(lo, hi int)) {
 	per := max(1, normChunk/size)
 	chunks := (units + per - 1) / per
@@ -253,7 +254,7 @@ func (e *executable) shareRows(units, size int, work func(lo, hi int)) {
 		for c := int(next.Add(1)) - 1; c < chunks; c = int(next.Add(1)) - 1 {
 			work(c*per, min((c+1)*per, units))
 		}
-	}, 0)
+	}, crewSpin)
 }
 
 // addFloats writes a + b into h for the values [lo, hi), rounded to the dtype (h may be a).
