@@ -119,7 +119,7 @@ func (s *step) rope(r *rotary, x *Node) *Node {
 	if !r.split || !s.ops.layout.HostNorm || s.ops.asStored || !hostDType(x.DType()) {
 		return r.apply(s.ops, x)
 	}
-	cos, sin := r.tables(x)
+	cos, sin := r.tables(s.ops, x.DType(), 1) // not spread: the call reads one row for every head
 	fn := s.hostFn(hostproduct.RopeFunction, x.Shape().String(), x.Graph(), func(g *Graph) []*Node {
 		return []*Node{rotate(Parameter(g, "x", x.Shape()), Parameter(g, "cos", cos.Shape()), Parameter(g, "sin", sin.Shape()), true)}
 	})
@@ -138,7 +138,7 @@ func mlp(o ops, w weightSet, x *Node) *Node {
 // bfloat16: the pure-Go backend runs it in Go, and the down projection's products follow the
 // gate and up ones with no piece of compute's between them.
 func (s *step) mlp(w weightSet, x *Node) *Node {
-	if !s.ops.layout.HostGated || s.ops.asStored || (x.DType() != dtypes.Float32 && x.DType() != dtypes.BFloat16) {
+	if !s.ops.layout.HostGated || s.ops.asStored || !hostDType(x.DType()) {
 		return mlp(s.ops, w, x)
 	}
 	gateUp := s.ops.projections(x, w, "gate_proj.weight", "up_proj.weight")

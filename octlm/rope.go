@@ -105,25 +105,19 @@ func newRotary(positions *Node, headDim int, base float64, split bool) *rotary {
 // rotate_half): channel i rotates with i+headDim/2. Neighbour pairing (classic octlm): channel
 // 2i rotates with 2i+1.
 func (r *rotary) apply(o ops, x *Node) *Node {
-	dtype := x.DType()
 	dims := x.Shape().Dimensions
-	key := rotaryKey{heads: dims[len(dims)-2], dtype: dtype}
+	cos, sin := r.tables(o, x.DType(), dims[len(dims)-2])
+	return rotate(x, cos, sin, r.split)
+}
+
+// tables is r's cos and sin in dtype for heads heads, made once for each: repeated over the
+// heads where the layout spreads them (ops.spread), else [..., S, 1, headDim] (or headDim/2).
+func (r *rotary) tables(o ops, dtype dtypes.DType, heads int) (cos, sin *Node) {
+	key := rotaryKey{heads: heads, dtype: dtype}
 	tables, ok := r.spread[key]
 	if !ok {
 		axis := r.cos.Rank() - 2 // the heads'
-		tables = [2]*Node{o.spread(ConvertDType(r.cos, dtype), axis, key.heads), o.spread(ConvertDType(r.sin, dtype), axis, key.heads)}
-		r.spread[key] = tables
-	}
-	return rotate(x, tables[0], tables[1], r.split)
-}
-
-// tables is r's cos and sin in x's dtype, [..., S, 1, headDim] (split pairing): not spread over
-// the heads, made once a dtype.
-func (r *rotary) tables(x *Node) (cos, sin *Node) {
-	key := rotaryKey{heads: 1, dtype: x.DType()}
-	tables, ok := r.spread[key]
-	if !ok {
-		tables = [2]*Node{ConvertDType(r.cos, key.dtype), ConvertDType(r.sin, key.dtype)}
+		tables = [2]*Node{o.spread(ConvertDType(r.cos, dtype), axis, heads), o.spread(ConvertDType(r.sin, dtype), axis, heads)}
 		r.spread[key] = tables
 	}
 	return tables[0], tables[1]

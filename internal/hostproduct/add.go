@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/gomlx/compute"
-	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 )
 
@@ -18,8 +17,7 @@ func (f *function) Add(lhs, rhs compute.Value) (compute.Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		f.b.steps = append(f.b.steps, step{call: s})
-		return &value{fn: f, shape: s.shape, slot: s.out}, nil
+		return f.record(s, s.shape)[0], nil
 	}
 	in, err := f.inner()
 	if err != nil {
@@ -48,13 +46,12 @@ type sum struct {
 
 // hostSum is the sum for these operands, or nil where they do not qualify.
 func (f *function) hostSum(lhs, rhs compute.Value) (*sum, error) {
-	if n := len(f.b.steps); n > 0 && f.b.steps[n-1].piece != nil {
-		return nil, nil // a piece is being built: the operation joins it
+	if f.buildingPiece() {
+		return nil, nil // the operation joins the piece
 	}
 	a, ok := lhs.(*value)
 	b, ok2 := rhs.(*value)
-	if !ok || !ok2 || !f.outsidePiece(a) || !f.outsidePiece(b) || !a.shape.Equal(b.shape) ||
-		(a.shape.DType != dtypes.Float32 && a.shape.DType != dtypes.BFloat16) {
+	if !ok || !ok2 || !f.outsidePiece(a) || !f.outsidePiece(b) || !a.shape.Equal(b.shape) || !floatDType(a.shape.DType) {
 		return nil, nil
 	}
 	s := &sum{shape: a.shape}

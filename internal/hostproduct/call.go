@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 )
 
@@ -15,6 +16,20 @@ type call interface {
 	writes() []int // the slots of its results
 	run(e *executable, c *callState) error
 }
+
+// record makes c main's next step and returns its results, values of shape in the slots c
+// writes.
+func (f *function) record(c call, shape shapes.Shape) []compute.Value {
+	f.b.steps = append(f.b.steps, step{call: c})
+	var out []compute.Value
+	for _, slot := range c.writes() {
+		out = append(out, &value{fn: f, shape: shape, slot: slot})
+	}
+	return out
+}
+
+// floatDType says whether dtype is one the calls, products and attention run in Go take.
+func floatDType(dtype dtypes.DType) bool { return dtype == dtypes.Float32 || dtype == dtypes.BFloat16 }
 
 // callState is what a call's run reads and writes: the executing graph's slots, which of them it
 // owns, and the step the call is.

@@ -199,6 +199,7 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		}
 	}()
 	lastRun, lastEnd := -1, time.Time{} // the last run of products and when it ended
+	calls := callState{slots: slots, owned: owned, device: device}
 	for i, s := range e.steps {
 		begin := time.Now()
 		kind := pieceStep
@@ -208,7 +209,8 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 				return nil, err
 			}
 		} else if s.call != nil {
-			if err := s.call.run(e, &callState{slots: slots, owned: owned, device: device, step: i}); err != nil {
+			calls.step = i
+			if err := s.call.run(e, &calls); err != nil {
 				return nil, err
 			}
 		} else if s.join != nil {

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/gomlx/compute"
-	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/gomlx/compute/shapes"
 )
@@ -45,7 +44,7 @@ func newGated(name string, h *hostFunction, inputs []compute.Value) (*gated, err
 	if len(shape) != 2 {
 		return nil, bad("%d parameters, want gate and up", len(shape))
 	}
-	if !shape[0].Equal(shape[1]) || (shape[0].DType != dtypes.Float32 && shape[0].DType != dtypes.BFloat16) {
+	if !shape[0].Equal(shape[1]) || !floatDType(shape[0].DType) {
 		return nil, bad("gate %s and up %s, want one shape of float32 or bfloat16", shape[0], shape[1])
 	}
 	if !h.result[0].Equal(shape[0]) {
@@ -65,8 +64,7 @@ func (f *function) callGated(h *function, inputs []compute.Value) ([]compute.Val
 		return nil, err
 	}
 	g.gate, g.up, g.out = slots[0], slots[1], f.b.newSlot()
-	f.b.steps = append(f.b.steps, step{call: g})
-	return []compute.Value{&value{fn: f, shape: g.shape, slot: g.out}}, nil
+	return f.record(g, g.shape), nil
 }
 
 func (g *gated) reads() []int  { return []int{g.gate, g.up} }

@@ -524,14 +524,14 @@ func (f *function) hostProduct(lhs compute.Value, lhsContracting, lhsBatch []int
 	rows, in := ls.Dimensions[0], ls.Dimensions[1]
 	count, width := rs.Dimensions[0], rs.Dimensions[2]
 	if rows < 1 || rows > f.b.backend.opts.MaxRows || rs.Dimensions[1] != in || ls.DType != rs.DType ||
-		(ls.DType != dtypes.Float32 && ls.DType != dtypes.BFloat16) {
+		!floatDType(ls.DType) {
 		return nil
 	}
 	if acc := config.AccumulatorDType; acc != dtypes.InvalidDType && acc != dtypes.Float32 && acc != ls.DType {
 		return nil
 	}
 	out, err := shapeinference.DotGeneral(ls, lhsContracting, lhsBatch, rs, rhsContracting, rhsBatch, config)
-	if err != nil || (out.DType != dtypes.Float32 && out.DType != dtypes.BFloat16) {
+	if err != nil || !floatDType(out.DType) {
 		return nil
 	}
 	return &product{w: r.slot, rows: rows, in: in, count: count, width: width, outShape: out}

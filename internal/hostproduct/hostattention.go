@@ -184,7 +184,7 @@ func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attent
 	if q.Rank() == 4 {
 		a.batch, lead = q.Dimensions[0], 1
 	}
-	if (q.Rank() != 3 && q.Rank() != 4) || a.batch < 1 || (q.DType != dtypes.Float32 && q.DType != dtypes.BFloat16) {
+	if (q.Rank() != 3 && q.Rank() != 4) || a.batch < 1 || !floatDType(q.DType) {
 		return nil, bad("q is %s, want [kvHeads, rows, hd] or [B, kvHeads, rows, hd] of float32 or bfloat16", q)
 	}
 	a.kvHeads, a.rows, a.hd = q.Dimensions[lead], q.Dimensions[lead+1], q.Dimensions[lead+2]
@@ -208,7 +208,7 @@ func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attent
 			blockDType = kb.DType
 		}
 		if kb.Rank() != 3 || vb.Rank() != 3 || kb.DType != blockDType || vb.DType != blockDType ||
-			(blockDType != dtypes.Float32 && blockDType != dtypes.BFloat16) ||
+			!floatDType(blockDType) ||
 			kb.Dimensions[0] != a.kvHeads || kb.Dimensions[1] != a.hd || vb.Dimensions[0] != a.kvHeads ||
 			vb.Dimensions[1] != kb.Dimensions[2] || vb.Dimensions[2] != a.hd {
 			return nil, bad("block %d: keys %s and values %s, want [%d, %d, n] and [%d, n, %d] of float32 or bfloat16, one dtype",

@@ -33,6 +33,12 @@ func (f *function) outsidePiece(v *value) bool {
 	return n == 0 || f.b.steps[n-1].piece != v.piece
 }
 
+// buildingPiece says whether main's last step is a piece, which the next operation joins.
+func (f *function) buildingPiece() bool {
+	n := len(f.b.steps)
+	return n > 0 && f.b.steps[n-1].piece != nil
+}
+
 // Reshape implements compute.StandardOps: a view of a value outside the piece being built (the
 // piece that reads the view reshapes its parameter; products, attention and joins read the
 // buffer as it is), else the wrapped backend's operation in the current piece.
@@ -165,8 +171,8 @@ func (f *function) hostJoin(axis int, operands []compute.Value) (*join, error) {
 	if len(operands) < 2 {
 		return nil, nil
 	}
-	if n := len(f.b.steps); n > 0 && f.b.steps[n-1].piece != nil {
-		return nil, nil // a piece is being built: the operation joins it
+	if f.buildingPiece() {
+		return nil, nil // the operation joins the piece
 	}
 	vs := make([]*value, len(operands))
 	ins := make([]shapes.Shape, len(operands))

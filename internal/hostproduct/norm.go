@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/gomlx/compute"
-	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/gomlx/compute/shapes"
 )
@@ -90,7 +89,7 @@ func newNorm(name string, h *hostFunction, inputs []compute.Value) (*norm, error
 		return nil, err
 	}
 	x, w := shape[0], shape[len(shape)-1]
-	if x.DType != dtypes.Float32 && x.DType != dtypes.BFloat16 || x.Rank() < 1 {
+	if !floatDType(x.DType) || x.Rank() < 1 {
 		return nil, bad("x %s, want float32 or bfloat16 of rank ≥ 1", x)
 	}
 	if len(shape) == 3 && !shape[1].Equal(x) {
@@ -124,7 +123,7 @@ func newRope(name string, h *hostFunction, inputs []compute.Value) (*rope, error
 		return nil, bad("%d parameters, want x, cos and sin", len(shape))
 	}
 	x := shape[0]
-	if x.DType != dtypes.Float32 && x.DType != dtypes.BFloat16 || x.Rank() < 2 || x.Dimensions[x.Rank()-1]%2 != 0 {
+	if !floatDType(x.DType) || x.Rank() < 2 || x.Dimensions[x.Rank()-1]%2 != 0 {
 		return nil, bad("x %s, want float32 or bfloat16 [..., heads, an even width]", x)
 	}
 	table := x.Clone()
@@ -149,14 +148,11 @@ func (f *function) callNorm(h *function, inputs []compute.Value) ([]compute.Valu
 		return nil, err
 	}
 	n.x, n.w = slots[0], slots[len(slots)-1]
-	var results []compute.Value
 	if len(slots) == 3 {
 		n.b, n.sum = slots[1], f.b.newSlot()
-		results = append(results, &value{fn: f, shape: n.shape, slot: n.sum})
 	}
 	n.out = f.b.newSlot()
-	f.b.steps = append(f.b.steps, step{call: n})
-	return append(results, &value{fn: f, shape: n.shape, slot: n.out}), nil
+	return f.record(n, n.shape), nil
 }
 
 // callRope records a call of rope function h in main: it ends the current piece.
@@ -170,8 +166,7 @@ func (f *function) callRope(h *function, inputs []compute.Value) ([]compute.Valu
 		return nil, err
 	}
 	r.x, r.cos, r.sin, r.out = slots[0], slots[1], slots[2], f.b.newSlot()
-	f.b.steps = append(f.b.steps, step{call: r})
-	return []compute.Value{&value{fn: f, shape: r.shape, slot: r.out}}, nil
+	return f.record(r, r.shape), nil
 }
 
 func (n *norm) reads() []int {
