@@ -80,6 +80,7 @@ type Backend struct {
 	normRun        atomic.Int64
 	ropeRun        atomic.Int64
 	sumsRun        atomic.Int64
+	convertsRun    atomic.Int64
 	joinedInPlace  atomic.Int64 // joins written by their products, for the tests
 	piecesRun      atomic.Int64 // compiled pieces run, for the tests
 	spent          spentTimes
@@ -136,6 +137,9 @@ func (b *Backend) RopesRun() int64 { return b.ropeRun.Load() }
 
 // SumsRun is how many Add operations have run in Go (add.go).
 func (b *Backend) SumsRun() int64 { return b.sumsRun.Load() }
+
+// ConvertsRun is how many ConvertDType operations have run in Go (convert.go).
+func (b *Backend) ConvertsRun() int64 { return b.convertsRun.Load() }
 
 // JoinsRun is how many Concatenate operations have run in Go (join.go).
 func (b *Backend) JoinsRun() int64 { return b.joinsRun.Load() }

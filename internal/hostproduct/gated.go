@@ -95,18 +95,7 @@ func (g *gated) run(e *executable, c *callState) error {
 			siluMul(gate.f32[lo:hi], up.f32[lo:hi], out.f32[lo:hi])
 			return
 		}
-		var tmp [3][256]float32
-		for at := lo; at < hi; at += len(tmp[0]) {
-			end := min(at+len(tmp[0]), hi)
-			g, u, s := tmp[0][:end-at], tmp[1][:end-at], tmp[2][:end-at]
-			widenAll(g, gate.b16[at:end])
-			widenAll(u, up.b16[at:end])
-			sigmoidAll(g, s)
-			for i, v := range s {
-				silu := round16(g[i] * round16(v))
-				out.b16[at+i] = bits16(silu * u[i])
-			}
-		}
+		siluMul16(gate.b16[lo:hi], up.b16[lo:hi], out.b16[lo:hi])
 	}
 	if chunks == 1 {
 		work(0, n)
@@ -141,9 +130,12 @@ func siluMulPlain(gate, up, y []float32) {
 	}
 }
 
-// sigmoidPlain writes σ(x) into y.
-func sigmoidPlain(x, y []float32) {
-	for i, v := range x {
-		y[i] = logistic(v)
+// siluMul16Plain writes round16(gate · round16(σ(gate))) · up, rounded to bfloat16, into y (y
+// may be gate).
+func siluMul16Plain(gate, up, y []uint16) {
+	up, y = up[:len(gate)], y[:len(gate)]
+	for i, g := range gate {
+		x := widen16(g)
+		y[i] = bits16(round16(x*round16(logistic(x))) * widen16(up[i]))
 	}
 }

@@ -31,7 +31,7 @@ func TestGatedMatchesTheBackend(t *testing.T) {
 		{"f32/1row", dtypes.Float32, 1, 2e-6},
 		{"f32/3rows", dtypes.Float32, 3, 2e-6},
 		{"f32/chunks", dtypes.Float32, 800, 2e-6}, // 38,400 values: three chunks
-		{"bf16/1row", dtypes.BFloat16, 1, 2e-2},   // and a piece: the conversion at the end
+		{"bf16/1row", dtypes.BFloat16, 1, 2e-2},   // and the conversion at the end in Go
 		{"bf16/chunks", dtypes.BFloat16, 800, 2e-2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,12 +84,15 @@ func TestGatedMatchesTheBackend(t *testing.T) {
 			if n := wrapped.GatedRun(); n != 1 {
 				t.Errorf("%d gated calls ran in Go, want 1", n)
 			}
-			pieces := int64(0) // the join runs in Go, the conversion to float32 is none
-			if tc.dtype != dtypes.Float32 {
-				pieces = 1
+			if n := wrapped.piecesRun.Load(); n != 0 { // the join and bfloat16's conversion run in Go
+				t.Errorf("%d pieces ran, want none", n)
 			}
-			if n := wrapped.piecesRun.Load(); n != pieces {
-				t.Errorf("%d pieces ran, want %d", n, pieces)
+			converts := int64(0)
+			if tc.dtype != dtypes.Float32 {
+				converts = 1
+			}
+			if n := wrapped.ConvertsRun(); n != converts {
+				t.Errorf("%d conversions ran in Go, want %d", n, converts)
 			}
 			scale := 0.0
 			for _, w := range want {

@@ -581,6 +581,14 @@ func widenPlain(dst []float32, src []uint16) {
 	}
 }
 
+// narrowPlain writes the float32 values src into dst rounded to bfloat16 (their bits).
+func narrowPlain(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = bits16(v)
+	}
+}
+
 // widen16 is a bfloat16's bits as float32.
 func widen16(x uint16) float32 { return math.Float32frombits(uint32(x) << 16) }
 

@@ -24,9 +24,6 @@ func panel8x16(w []uint16, x, y *[8][]float32, in, width int) bool { return fals
 // siluMul writes (gate·σ(gate))·up into y (plain Go here).
 func siluMul(gate, up, y []float32) { siluMulPlain(gate, up, y) }
 
-// sigmoidAll writes σ(x) into y (plain Go here).
-func sigmoidAll(x, y []float32) { sigmoidPlain(x, y) }
-
 // widenAll writes the bfloat16 values src (their bits) into dst as float32, len(src) ≤ len(dst).
 func widenAll(dst []float32, src []uint16) { widenPlain(dst, src) }
 
@@ -83,3 +80,19 @@ func normScale(x, w, out []float32, r float32) { normScalePlain(x, w, out, r) }
 
 // rotateHalves writes x · cos + swap(x) · sin into out for one head (plain Go here).
 func rotateHalves(x, cos, sin, out []float32) { rotateHalvesPlain(x, cos, sin, out) }
+
+// narrowAll writes the float32 values src into dst rounded to bfloat16 (plain Go here).
+func narrowAll(dst []uint16, src []float32) { narrowPlain(dst, src) }
+
+// add16 writes a + b rounded to bfloat16 into h (plain Go here).
+func add16(a, b, h []uint16) { add16Plain(a, b, h) }
+
+// normScale16 writes w · round16(x · r), rounded to bfloat16, into out (plain Go here).
+func normScale16(x, w, out []uint16, r float32) { normScale16Plain(x, w, out, r) }
+
+// rotateHalves16 is rotateHalves for a bfloat16 head and tables (plain Go here).
+func rotateHalves16(x, cos, sin, out []uint16) { rotateHalves16Plain(x, cos, sin, out) }
+
+// siluMul16 writes round16(gate · round16(σ(gate))) · up, rounded to bfloat16, into y (plain Go
+// here).
+func siluMul16(gate, up, y []uint16) { siluMul16Plain(gate, up, y) }

@@ -506,21 +506,6 @@ func siluMul(gate, up, y []float32) {
 	siluMulPlain(gate[v:], up[v:], y[v:])
 }
 
-// sigmoidAll writes σ(x) into y, 16 values at a time (sigmoid16).
-func sigmoidAll(x, y []float32) {
-	if !haveAVX512 || len(x) < 16 {
-		sigmoidPlain(x, y)
-		return
-	}
-	v := len(x) &^ 15
-	_ = y[v-1]
-	for t := 0; t < v; t += 16 {
-		sigmoid16(archsimd.LoadFloat32x16(x[t:])).Store(y[t:])
-	}
-	archsimd.ClearAVXUpperBits()
-	sigmoidPlain(x[v:], y[v:])
-}
-
 // sigmoid16 is σ(x) = 1 / (1 + exp(−x)), exp16 taking −x clamped to ±88 (beyond it σ is 1, or
 // under 1e-38).
 func sigmoid16(x archsimd.Float32x16) archsimd.Float32x16 {
@@ -721,4 +706,111 @@ func rotateHalves(x, cos, sin, out []float32) {
 		b.Store(out[t+half:])
 	}
 	archsimd.ClearAVXUpperBits()
+}
+
+// round16x16 is x rounded to bfloat16 as bfloat16.FromFloat32 rounds it (to nearest, ties to
+// even; NaN and ±∞ cut as they are), as float32 bits whose low halves are zero.
+func round16x16(x archsimd.Float32x16) archsimd.Uint32x16 {
+	bits := x.AsUint32x16()
+	exponent := archsimd.BroadcastUint32x16(0x7F800000)
+	odd := bits.ShiftAllRight(16).And(archsimd.BroadcastUint32x16(1))
+	rounded := bits.Add(archsimd.BroadcastUint32x16(0x7FFF)).Add(odd)
+	return bits.IfElse(bits.And(exponent).Equal(exponent), rounded).And(archsimd.BroadcastUint32x16(0xFFFF0000))
+}
+
+// near16x16 is x rounded to bfloat16 and widened back (round16 on 16 values).
+func near16x16(x archsimd.Float32x16) archsimd.Float32x16 { return round16x16(x).AsFloat32x16() }
+
+// store16x16 stores x rounded to bfloat16 (its bits) at p + off bytes.
+func store16x16(p unsafe.Pointer, off int, x archsimd.Float32x16) {
+	round16x16(x).ShiftAllRight(16).TruncToUint16().StoreArray((*[16]uint16)(unsafe.Add(p, off)))
+}
+
+// pointer16 is a pointer to s's first element, for the bfloat16 loops.
+func pointer16(s []uint16) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s)) }
+
+// narrowAll writes the float32 values src into dst rounded to bfloat16 (their bits), 16 at a
+// time, len(src) ≤ len(dst).
+func narrowAll(dst []uint16, src []float32) {
+	v := 0
+	if haveAVX512 {
+		dst = dst[:len(src)]
+		v = len(src) &^ 15
+		p := pointer16(dst)
+		for i := 0; i < v; i += 16 {
+			store16x16(p, 2*i, archsimd.LoadFloat32x16(src[i:]))
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	narrowPlain(dst[v:], src[v:])
+}
+
+// add16 writes a + b rounded to bfloat16 into h (h may be a or b), 16 at a time.
+func add16(a, b, h []uint16) {
+	v := 0
+	if haveAVX512 {
+		b, h = b[:len(a)], h[:len(a)]
+		v = len(a) &^ 15
+		pa, pb, ph := pointer16(a), pointer16(b), pointer16(h)
+		for i := 0; i < 2*v; i += 32 {
+			store16x16(ph, i, load16x16(pa, i).Add(load16x16(pb, i)))
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	add16Plain(a[v:], b[v:], h[v:])
+}
+
+// normScale16 writes w · round16(x · r), rounded to bfloat16, into out (out may be x), 16 at a
+// time.
+func normScale16(x, w, out []uint16, r float32) {
+	v := 0
+	if haveAVX512 {
+		w, out = w[:len(x)], out[:len(x)]
+		v = len(x) &^ 15
+		px, pw, po := pointer16(x), pointer16(w), pointer16(out)
+		rv := archsimd.BroadcastFloat32x16(r)
+		for i := 0; i < 2*v; i += 32 {
+			store16x16(po, i, load16x16(pw, i).Mul(near16x16(load16x16(px, i).Mul(rv))))
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	normScale16Plain(x[v:], w[v:], out[v:], r)
+}
+
+// rotateHalves16 is rotateHalves for a bfloat16 head and tables (their bits): each product
+// rounded to bfloat16, then their sum, as compute rounds each operation.
+func rotateHalves16(x, cos, sin, out []uint16) {
+	half := len(x) / 2
+	if !haveAVX512 || half%16 != 0 {
+		rotateHalves16Plain(x, cos, sin, out)
+		return
+	}
+	_, _, _ = cos[2*half-1], sin[2*half-1], out[2*half-1]
+	px, pc, ps, po := pointer16(x), pointer16(cos), pointer16(sin), pointer16(out)
+	for t := 0; t < 2*half; t += 32 {
+		lo, hi := load16x16(px, t), load16x16(px, t+2*half)
+		a := near16x16(lo.Mul(load16x16(pc, t))).Add(near16x16(hi.Mul(load16x16(ps, t))))
+		b := near16x16(hi.Mul(load16x16(pc, t+2*half))).Add(near16x16(lo.Mul(load16x16(ps, t+2*half))))
+		store16x16(po, t, a)
+		store16x16(po, t+2*half, b)
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+// siluMul16 writes round16(gate · round16(σ(gate))) · up, rounded to bfloat16, into y (y may
+// be gate), 16 at a time (sigmoid16).
+func siluMul16(gate, up, y []uint16) {
+	v := 0
+	if haveAVX512 {
+		up, y = up[:len(gate)], y[:len(gate)]
+		v = len(gate) &^ 15
+		pg, pu, py := pointer16(gate), pointer16(up), pointer16(y)
+		for i := 0; i < 2*v; i += 32 {
+			g := load16x16(pg, i)
+			silu := near16x16(g.Mul(near16x16(sigmoid16(g))))
+			store16x16(py, i, silu.Mul(load16x16(pu, i)))
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	siluMul16Plain(gate[v:], up[v:], y[v:])
 }

@@ -261,8 +261,14 @@ func addFloats(a, b, h floats, lo, hi int) {
 		}
 		return
 	}
-	for i := lo; i < hi; i++ {
-		h.b16[i] = bits16(widen16(a.b16[i]) + widen16(b.b16[i]))
+	add16(a.b16[lo:hi], b.b16[lo:hi], h.b16[lo:hi])
+}
+
+// add16Plain writes a + b rounded to bfloat16 into h.
+func add16Plain(a, b, h []uint16) {
+	b, h = b[:len(a)], h[:len(a)]
+	for i, v := range a {
+		h[i] = bits16(widen16(v) + widen16(b[i]))
 	}
 }
 
@@ -285,11 +291,15 @@ func normRows(x, w, out floats, d, lo, hi int, eps float32) {
 			widenAll(part, x.b16[at+i:at+i+len(part)])
 			sum += sumSquares(part)
 		}
-		r := rsqrtOf(float32(sum)*scale + eps)
-		for i := range d {
-			normed := round16(widen16(x.b16[at+i]) * r)
-			out.b16[at+i] = bits16(widen16(w.b16[i]) * normed)
-		}
+		normScale16(x.b16[at:at+d], w.b16, out.b16[at:at+d], rsqrtOf(float32(sum)*scale+eps))
+	}
+}
+
+// normScale16Plain writes w · round16(x · r), rounded to bfloat16, into out (out may be x).
+func normScale16Plain(x, w, out []uint16, r float32) {
+	w, out = w[:len(x)], out[:len(x)]
+	for i, v := range x {
+		out[i] = bits16(widen16(w[i]) * round16(widen16(v)*r))
 	}
 }
 
@@ -329,6 +339,17 @@ func rotateHalvesPlain(x, cos, sin, out []float32) {
 	}
 }
 
+// rotateHalves16Plain is rotateHalvesPlain for a bfloat16 head and tables (their bits), each
+// product rounded to bfloat16, then their sum.
+func rotateHalves16Plain(x, cos, sin, out []uint16) {
+	half := len(x) / 2
+	for i := range half {
+		lo, hi := widen16(x[i]), widen16(x[i+half])
+		out[i] = bits16(round16(lo*widen16(cos[i])) + round16(hi*widen16(sin[i])))
+		out[i+half] = bits16(round16(hi*widen16(cos[i+half])) + round16(lo*widen16(sin[i+half])))
+	}
+}
+
 // rsqrtOf is 1 / √v in float32, as compute's Rsqrt computes it.
 func rsqrtOf(v float32) float32 { return 1 / float32(math.Sqrt(float64(v))) }
 
@@ -363,22 +384,12 @@ func (r *rope) run(e *executable, c *callState) error {
 		return err
 	}
 	e.shareRows(x.len()/hd, hd, func(lo, hi int) { // over the heads of every position
-		var buf [3][512]float32
 		for u := lo; u < hi; u++ {
 			at, p := u*hd, u/heads*hd
 			if x.f32 != nil {
 				rotateHalves(x.f32[at:at+hd], cos.f32[p:p+hd], sin.f32[p:p+hd], out.f32[at:at+hd])
-				continue
-			}
-			head, cs, sn := buf[0][:hd], buf[1][:hd], buf[2][:hd]
-			widenAll(head, x.b16[at:at+hd])
-			widenAll(cs, cos.b16[p:p+hd])
-			widenAll(sn, sin.b16[p:p+hd])
-			half := hd / 2
-			for i := range half {
-				lo, hi := head[i], head[i+half]
-				out.b16[at+i] = bits16(round16(lo*cs[i]) + round16(hi*sn[i]))
-				out.b16[at+i+half] = bits16(round16(hi*cs[i+half]) + round16(lo*sn[i+half]))
+			} else {
+				rotateHalves16(x.b16[at:at+hd], cos.b16[p:p+hd], sin.b16[p:p+hd], out.b16[at:at+hd])
 			}
 		}
 	})

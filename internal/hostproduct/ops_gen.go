@@ -408,23 +408,6 @@ func (f *function) ConvGeneral(input compute.Value, kernel compute.Value, axes c
 	return f.made(r0), nil
 }
 
-// ConvertDType implements compute.StandardOps.
-func (f *function) ConvertDType(x compute.Value, dtype dtypes.DType) (compute.Value, error) {
-	in, err := f.inner()
-	if err != nil {
-		return nil, err
-	}
-	xIn, err := f.use(x)
-	if err != nil {
-		return nil, err
-	}
-	r0, err := in.ConvertDType(xIn, dtype)
-	if err != nil {
-		return nil, err
-	}
-	return f.made(r0), nil
-}
-
 // Cos implements compute.StandardOps.
 func (f *function) Cos(x compute.Value) (compute.Value, error) {
 	in, err := f.inner()
