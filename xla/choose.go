@@ -109,6 +109,12 @@ func intelONNXFrom() int {
 	return intelONNXSequencesOneByOne
 }
 
+// ONNXRunsJobs says which jobs the automatic choice runs on ONNX Runtime where it finds it (the
+// rest, passOverONNX, on the pure-Go backend), for `octlm backends`.
+func ONNXRunsJobs() string {
+	return fmt.Sprintf("float32 jobs decoding %d or more sequences at once on an Intel processor", intelONNXFrom())
+}
+
 // intelVendor is Intel's vendor_id in /proc/cpuinfo.
 const intelVendor = "GenuineIntel"
 
@@ -119,9 +125,10 @@ const ONNXPassedOver = "ONNX Runtime passed over"
 // Choose opens the backend that runs job: the one named (job.Backend, else $GOMLX_BACKEND) as it
 // is; else the automatic choice (AutoName), except that where that is ONNX Runtime the pure-Go
 // backend runs the job when the weights are half precision, when the job's graphs are small, when
-// it decodes several sequences at once (on Intel, fewer than intelONNXFrom()) or a long context
-// (Workload), or when the job fits the memory available on the pure-Go backend but not on ONNX
-// Runtime (their weights' layouts differ; both read the KV cache in place). Info.Reason says which
+// it decodes one sequence, several at once (on Intel, fewer than intelONNXFrom()) or a long
+// context (Workload), or when the job fits the memory available on the pure-Go backend but not on
+// ONNX Runtime (their weights' layouts differ; both read the KV cache in place): ONNX Runtime
+// runs only many sequences at once on Intel's processors. Info.Reason says which
 // and why; ONNX Runtime is opened only when it runs the job. The caller owns the backend.
 func Choose(job Job) (compute.Backend, Info, error) {
 	if name, _ := resolveName(job.Backend); name != "" {
@@ -169,6 +176,15 @@ func (job Job) passOverONNX() string {
 	}
 	if job.Longest >= longContext && !intelBatch {
 		return fmt.Sprintf("%s: the pure-Go backend decodes faster with %d positions in the KV cache (%s=onnx to use it)", ONNXPassedOver, job.Longest, EnvBackend)
+	}
+	// One sequence: since a decode step's products, attention and norms run in Go (2026-12-06)
+	// the pure-Go backend decoded one float32 sequence at 1.02–1.54× ONNX Runtime's tokens/s in
+	// 29 of 31 rounds of sittings AA–AO (0.92× and 0.97× in the others; 2-core Intel Xeons and a
+	// 2-core AMD EPYC, Zen 4, prompt 128) and prefilled its prompt at 0.82–1.74× (Xeon) and
+	// 1.00–1.29× (EPYC) ONNX Runtime's speed (docs/performance.md, "Side by side with llama.cpp
+	// on an AMD EPYC guest (Zen 4)").
+	if job.Sequences < batchedSequences {
+		return fmt.Sprintf("%s: the pure-Go backend decodes one sequence faster (%s=onnx to use it)", ONNXPassedOver, EnvBackend)
 	}
 	if job.Need == nil {
 		return ""

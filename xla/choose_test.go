@@ -17,7 +17,9 @@ func (n need) String() string { return fmt.Sprintf("%d bytes of test", int64(n))
 // avail bytes available.
 func jobNeeding(onnx, pure, avail int64) Job {
 	return Job{
-		Label: "ckpt",
+		Workload:  Workload{Sequences: intelONNXFrom()}, // the one job ONNX Runtime still runs
+		CPUVendor: intelVendor,
+		Label:     "ckpt",
 		Need: func(e Engine) (Need, error) {
 			if e == EngineONNX {
 				return need(onnx), nil
@@ -29,9 +31,10 @@ func jobNeeding(onnx, pure, avail int64) Job {
 }
 
 // TestPassOverONNX: where the automatic choice found ONNX Runtime, the job runs on the pure-Go
-// backend for half-precision weights, for small graphs, for several sequences decoded at once (on
-// Intel, fewer than 16) or a long context, or when it fits the pure-Go backend's
-// memory but not ONNX Runtime's; otherwise ONNX Runtime runs it.
+// backend for half-precision weights, for small graphs, for one sequence, for several decoded at
+// once (on Intel, fewer than intelONNXFrom()) or a long context, or when it fits the pure-Go
+// backend's memory but not ONNX Runtime's; otherwise (many sequences on Intel) ONNX Runtime runs
+// it.
 func TestPassOverONNX(t *testing.T) {
 	tests := []struct {
 		name string
@@ -42,7 +45,9 @@ func TestPassOverONNX(t *testing.T) {
 		{"bf16", Job{DType: "bf16"}, "passed over for bf16: ONNX Runtime cannot run it"},
 		{"f16", Job{DType: "f16"}, "passed over for f16"},
 		{"small graphs", Job{SmallGraphs: true}, ONNXPassedOver + ": the pure-Go backend runs small graphs sooner"},
-		{"one sequence, short", Job{Workload: Workload{Sequences: 1, Longest: longContext - 1}}, ""},
+		{"one sequence, short", Job{Workload: Workload{Sequences: 1, Longest: longContext - 1}}, ONNXPassedOver + ": the pure-Go backend decodes one sequence faster"},
+		{"one sequence on Intel", Job{CPUVendor: intelVendor}, ONNXPassedOver + ": the pure-Go backend decodes one sequence faster"},
+		{"one sequence, long", Job{Workload: Workload{Longest: longContext}}, "decodes faster with 1024 positions"},
 		{"two sequences at once", Job{Workload: Workload{Sequences: 2}}, ONNXPassedOver + ": the pure-Go backend decodes 2 sequences at once faster"},
 		{"a long context", Job{Workload: Workload{Longest: 4096}, CPUVendor: "AuthenticAMD"}, ONNXPassedOver + ": the pure-Go backend decodes faster with 4096 positions in the KV cache"},
 		{"a long context on Intel", Job{Workload: Workload{Longest: 4096}, CPUVendor: "GenuineIntel"}, ONNXPassedOver + ": the pure-Go backend decodes faster with 4096 positions in the KV cache"},
@@ -55,7 +60,7 @@ func TestPassOverONNX(t *testing.T) {
 		{"room for the pure-Go backend only", jobNeeding(100, 50, 70), ONNXPassedOver + ": this job needs 100 B there, 70 B are available (test), the pure-Go backend needs 50 B"},
 		{"extra bytes tip it", func() Job { j := jobNeeding(100, 50, 120); j.Extra = 30; return j }(), "needs 130 B there"},
 		{"room for neither", jobNeeding(100, 50, 40), ""},
-		{"no need given", Job{}, ""},
+		{"no need given", Job{Workload: Workload{Sequences: intelONNXFrom()}, CPUVendor: intelVendor}, ""},
 		{"memory unknown", func() Job {
 			j := jobNeeding(100, 50, 0)
 			j.Available = func() (int64, string, error) { return 0, "", errors.New("no /proc") }

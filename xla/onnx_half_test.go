@@ -149,24 +149,30 @@ func TestONNXMemoryOptions(t *testing.T) {
 }
 
 // TestChooseHalf: where the automatic choice would take ONNX Runtime, it passes over it for
-// both half-precision dtypes and says why on the backend line; float32 keeps it.
+// both half-precision dtypes and for one sequence and says why on the backend line; float32
+// many sequences at once on Intel's processors keep it.
 func TestChooseHalf(t *testing.T) {
 	t.Setenv(EnvBackend, "")
 	if name, _, _ := DefaultPlaces().AutoName(); name != ONNX {
 		t.Skip("the automatic choice here is " + name + ", not onnx")
 	}
-	for _, c := range []struct{ dtype, engine, why string }{
-		{"f32", ONNX, "cpu_mem_arena=false"},
-		{"bf16", Go, "passed over for bf16: ONNX Runtime cannot run it"},
-		{"f16", Go, "passed over for f16: ONNX Runtime's CPU provider casts float16 weights"},
+	many := Workload{Sequences: intelONNXFrom()}
+	for _, c := range []struct {
+		job         Job
+		engine, why string
+	}{
+		{Job{DType: "f32", Workload: many, CPUVendor: intelVendor}, ONNX, "cpu_mem_arena=false"},
+		{Job{DType: "f32"}, Go, "the pure-Go backend decodes one sequence faster"},
+		{Job{DType: "bf16", Workload: many, CPUVendor: intelVendor}, Go, "passed over for bf16: ONNX Runtime cannot run it"},
+		{Job{DType: "f16", Workload: many, CPUVendor: intelVendor}, Go, "passed over for f16: ONNX Runtime's CPU provider casts float16 weights"},
 	} {
-		b, info, err := Choose(Job{DType: c.dtype})
+		b, info, err := Choose(c.job)
 		if err != nil {
-			t.Fatalf("%s: %v", c.dtype, err)
+			t.Fatalf("%+v: %v", c.job, err)
 		}
 		b.Finalize()
 		if info.Name != c.engine || !strings.Contains(info.String(), c.why) {
-			t.Errorf("Choose(Job{DType: %q}) = %s; want %s saying %q", c.dtype, info, c.engine, c.why)
+			t.Errorf("Choose(%+v) = %s; want %s saying %q", c.job, info, c.engine, c.why)
 		}
 	}
 }

@@ -177,6 +177,9 @@ func listBackends(w io.Writer, places xla.Places, check bool) error {
 		choice, why = "none", "the automatic choice fails: see the notes"
 	}
 	fmt.Fprintf(w, "\ndefault: %s (%s)\n", choice, printableText(why))
+	if choice == xla.ONNX {
+		fmt.Fprintf(w, "         for %s; every other job runs on go (docs/backends.md)\n", xla.ONNXRunsJobs())
+	}
 	if env := os.Getenv(xla.EnvBackend); strings.TrimSpace(env) != "" {
 		fmt.Fprintf(w, "         overridden by $%s=%s\n", xla.EnvBackend, env)
 	}

@@ -64,3 +64,22 @@ func TestBackendsFlags(t *testing.T) {
 		t.Errorf("--backend nope: %v", err)
 	}
 }
+
+// TestListBackendsONNXDefault: where the automatic choice finds ONNX Runtime, the default line
+// says which jobs it runs and that every other job runs on the pure-Go backend.
+func TestListBackendsONNXDefault(t *testing.T) {
+	t.Setenv(xla.EnvBackend, "")
+	places := xla.DefaultPlaces()
+	if name, _, _ := places.AutoName(); name != xla.ONNX {
+		t.Skipf("the automatic choice here is %s, not ONNX Runtime", name)
+	}
+	var out bytes.Buffer
+	if err := listBackends(&out, places, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"default: onnx", "for " + xla.ONNXRunsJobs() + "; every other job runs on go"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+}

@@ -112,9 +112,9 @@ func TestGenerateSeveralPromptsRefused(t *testing.T) {
 	}
 }
 
-// TestGenerateChoosesByWorkload: where the automatic choice finds ONNX Runtime, one prompt runs
-// there, while several prompts (decoded together) or a long generation run on the pure-Go
-// backend, and the backend line says why; a named backend is kept.
+// TestGenerateChoosesByWorkload: where the automatic choice finds ONNX Runtime, one prompt,
+// several prompts (decoded together) and a long generation run on the pure-Go backend, and the
+// backend line says why; a named backend is kept.
 func TestGenerateChoosesByWorkload(t *testing.T) {
 	t.Setenv(xla.EnvBackend, "")
 	if name, _, _ := xla.DefaultPlaces().AutoName(); name != xla.ONNX {
@@ -127,7 +127,8 @@ func TestGenerateChoosesByWorkload(t *testing.T) {
 		want string // the backend line's start
 		why  string // a substring of it
 	}{
-		{"one prompt", []string{"--prompt-ids", "5,6", "-n", "2"}, "backend: onnx", ""},
+		{"one prompt", []string{"--prompt-ids", "5,6", "-n", "2"}, "backend: go", "decodes one sequence faster"},
+		{"one prompt, named", []string{"--backend", "onnx", "--prompt-ids", "5,6", "-n", "2"}, "backend: onnx", ""},
 		{"two prompts", []string{"--prompt-ids", "5,6", "--prompt-ids", "7", "-n", "2"}, "backend: go", "decodes 2 sequences at once faster"},
 		{"a long generation", []string{"--prompt-ids", "5,6", "-n", "1100"}, "backend: go", "decodes faster with 1102 positions"},
 		{"two prompts, named", []string{"--backend", "onnx", "--prompt-ids", "5,6", "--prompt-ids", "7", "-n", "2"}, "backend: onnx", ""},
