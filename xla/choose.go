@@ -9,6 +9,7 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/octlm/octlm/internal/hostproduct"
 	"github.com/octlm/octlm/internal/sysinfo"
 	"github.com/octlm/octlm/units"
 )
@@ -112,8 +113,21 @@ func intelONNXFrom() int {
 // ONNXRunsJobs says which jobs the automatic choice runs on ONNX Runtime where it finds it (the
 // rest, passOverONNX, on the pure-Go backend), for `octlm backends`.
 func ONNXRunsJobs() string {
-	return fmt.Sprintf("float32 jobs decoding %d or more sequences at once on an Intel processor", intelONNXFrom())
+	many := fmt.Sprintf("float32 jobs decoding %d or more sequences at once on an Intel processor", intelONNXFrom())
+	if !goVectorKernels() {
+		return "float32 jobs of one sequence shorter than " + fmt.Sprint(longContext) + " positions, and " + many
+	}
+	return many
 }
+
+// goVectorKernels says whether the pure-Go backend's AVX-512 kernels (one row's products and
+// attention in Go) run here, where it decodes one sequence faster than ONNX Runtime; a variable
+// for the tests.
+var goVectorKernels = hostproduct.FourRowKernels
+
+// OneSequenceOnGo says whether the automatic choice runs one short float32 sequence on the
+// pure-Go backend where it finds ONNX Runtime (where the pure-Go backend's AVX-512 kernels run).
+func OneSequenceOnGo() bool { return goVectorKernels() }
 
 // intelVendor is Intel's vendor_id in /proc/cpuinfo.
 const intelVendor = "GenuineIntel"
@@ -128,7 +142,8 @@ const ONNXPassedOver = "ONNX Runtime passed over"
 // it decodes one sequence, several at once (on Intel, fewer than intelONNXFrom()) or a long
 // context (Workload), or when the job fits the memory available on the pure-Go backend but not on
 // ONNX Runtime (their weights' layouts differ; both read the KV cache in place): ONNX Runtime
-// runs only many sequences at once on Intel's processors. Info.Reason says which
+// runs only many sequences at once on Intel's processors, and one short sequence where the
+// pure-Go backend's AVX-512 kernels do not run (ONNXRunsJobs). Info.Reason says which
 // and why; ONNX Runtime is opened only when it runs the job. The caller owns the backend.
 func Choose(job Job) (compute.Backend, Info, error) {
 	if name, _ := resolveName(job.Backend); name != "" {
@@ -182,8 +197,10 @@ func (job Job) passOverONNX() string {
 	// 29 of 31 rounds of sittings AA–AO (0.92× and 0.97× in the others; 2-core Intel Xeons and a
 	// 2-core AMD EPYC, Zen 4, prompt 128) and prefilled its prompt at 0.82–1.74× (Xeon) and
 	// 1.00–1.29× (EPYC) ONNX Runtime's speed (docs/performance.md, "Side by side with llama.cpp
-	// on an AMD EPYC guest (Zen 4)").
-	if job.Sequences < batchedSequences {
+	// on an AMD EPYC guest (Zen 4)"). All of it with the AVX-512 kernels: without them (another
+	// CPU, or a build without GOEXPERIMENT=simd) attention runs in plain Go, unmeasured against
+	// ONNX Runtime, which keeps one sequence there.
+	if job.Sequences < batchedSequences && goVectorKernels() {
 		return fmt.Sprintf("%s: the pure-Go backend decodes one sequence faster (%s=onnx to use it)", ONNXPassedOver, EnvBackend)
 	}
 	if job.Need == nil {

@@ -36,6 +36,7 @@ func jobNeeding(onnx, pure, avail int64) Job {
 // backend's memory but not ONNX Runtime's; otherwise (many sequences on Intel) ONNX Runtime runs
 // it.
 func TestPassOverONNX(t *testing.T) {
+	withVectorKernels(t, true)
 	tests := []struct {
 		name string
 		job  Job
@@ -74,6 +75,40 @@ func TestPassOverONNX(t *testing.T) {
 				t.Errorf("passOverONNX() = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// withVectorKernels sets whether the pure-Go backend's AVX-512 kernels count as running, for t.
+func withVectorKernels(t *testing.T, on bool) {
+	saved := goVectorKernels
+	goVectorKernels = func() bool { return on }
+	t.Cleanup(func() { goVectorKernels = saved })
+}
+
+// TestPassOverONNXWithoutKernels: where the pure-Go backend's AVX-512 kernels do not run, one
+// short sequence stays on ONNX Runtime (unmeasured there against it), and ONNXRunsJobs says so;
+// several sequences and a long context still go to the pure-Go backend.
+func TestPassOverONNXWithoutKernels(t *testing.T) {
+	withVectorKernels(t, false)
+	for _, tt := range []struct {
+		name string
+		job  Job
+		want string
+	}{
+		{"one sequence, short", Job{Workload: Workload{Sequences: 1, Longest: longContext - 1}}, ""},
+		{"one sequence, long", Job{Workload: Workload{Longest: longContext}}, "decodes faster with 1024 positions"},
+		{"two sequences at once", Job{Workload: Workload{Sequences: 2}}, "decodes 2 sequences at once faster"},
+	} {
+		got := tt.job.passOverONNX()
+		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: passOverONNX() = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	if got := ONNXRunsJobs(); !strings.Contains(got, "one sequence shorter than 1024 positions") {
+		t.Errorf("ONNXRunsJobs() = %q: no word of one sequence", got)
+	}
+	if OneSequenceOnGo() {
+		t.Error("OneSequenceOnGo() is true without the kernels")
 	}
 }
 
