@@ -513,9 +513,7 @@ func (r *attendRun) head(h int, x headScratch) {
 		copy(r.out32[out:out+rows*hd], x.ctx[:rows*hd])
 		return
 	}
-	for i, v := range x.ctx[:rows*hd] {
-		r.out16[out+i] = bfloat16.FromFloat32(v)
-	}
+	narrowAll(bitsOf(r.out16[out:out+rows*hd]), x.ctx[:rows*hd])
 }
 
 // softmax turns one row's scores sc [slots+S] into probabilities: the bias added, then

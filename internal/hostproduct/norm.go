@@ -397,6 +397,11 @@ func (r *rope) run(e *executable, c *callState) error {
 	return nil
 }
 
+// bitsOf is the bfloat16 values s as their bits, the same memory.
+func bitsOf(s []bfloat16.BFloat16) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+}
+
 // bits16 is v rounded to bfloat16, as its bits.
 func bits16(v float32) uint16 { return uint16(bfloat16.FromFloat32(v)) }
 
@@ -406,7 +411,7 @@ func floatsOf(flat any) (floats, error) {
 	case []float32:
 		return floats{f32: d}, nil
 	case []bfloat16.BFloat16:
-		return floats{b16: unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(d))), len(d))}, nil
+		return floats{b16: bitsOf(d)}, nil
 	}
 	return floats{}, fmt.Errorf("data of %T", flat)
 }

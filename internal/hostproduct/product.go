@@ -194,9 +194,7 @@ func (r productRun) panels(q0, q1 int) {
 	if r.half != nil { // rounded by the worker that computed them
 		for i := range p.rows {
 			lo, hi, at := i*r.yStride+q0*p.width, i*r.yStride+q1*p.width, i*r.halfStride+q0*p.width
-			for j, v := range r.y[lo:hi] {
-				r.half[at+j] = bfloat16.FromFloat32(v)
-			}
+			narrowAll(bitsOf(r.half[at:at+hi-lo]), r.y[lo:hi])
 		}
 	}
 }
