@@ -49,7 +49,8 @@ type Options struct {
 	// Depth random tokens, timed on its own; FillZeros appends zero keys and values without
 	// running the model (octlm.Cache.Pad), which times the same decode steps in no time.
 	DepthFill string
-	// KVDType stores the KV cache in Float32 or BFloat16; "" means the model's own.
+	// KVDType stores the KV cache in Float32, BFloat16 or Float16; "" means the dtype generation
+	// stores it in (Model.GenerationCacheDType).
 	KVDType octlm.DType
 
 	// Batches are the batch sizes of the batched-decode table: for each B, B sequences (each the
@@ -358,7 +359,7 @@ func (r *Result) measureLoad(opts Options, logf func(string, ...any)) (*octlm.Mo
 func (r *Result) measureRuns(ctx context.Context, m *octlm.Model, opts Options, fill, prompt []int, logf func(string, ...any)) error {
 	r.Depth, r.DepthFill, r.KVDType = opts.Depth, opts.DepthFill, string(opts.KVDType)
 	if r.KVDType == "" {
-		r.KVDType = "model's"
+		r.KVDType = string(m.GenerationCacheDType())
 	}
 	var runs []timing
 	for i := range opts.Reps {
@@ -543,12 +544,11 @@ func checkLengths(o Options, contextLength int) error {
 	return nil
 }
 
-// newCache is a KV cache of capacity positions in dtype, or the model's dtype when "".
+// newCache is a KV cache of capacity positions in dtype, or where "" in the dtype generation
+// stores its cache in (Model.GenerationCacheDType: float16 under float32 weights on the go
+// engine, as llama.cpp's bench stores its own).
 func newCache(m *octlm.Model, capacity int, dtype octlm.DType) (*octlm.Cache, error) {
-	if dtype == "" {
-		return m.NewCache(capacity)
-	}
-	return m.NewCacheDType(capacity, dtype)
+	return m.NewGenerationCache(capacity, octlm.GenerateOptions{KVDType: dtype})
 }
 
 // fillCache fills cache with ids' positions (FillPrefill: one prefill, its time returned with

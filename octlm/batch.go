@@ -369,7 +369,7 @@ func (m *Model) GenerateBatch(prompts [][]int, opts GenerateOptions) ([]Generati
 		if err != nil {
 			return nil, fmt.Errorf("octlm: prompt %d: %w", b, err)
 		}
-		if caches[b], err = m.NewCache(len(prompt) + n - 1); err != nil {
+		if caches[b], err = m.NewGenerationCache(len(prompt)+n-1, opts); err != nil {
 			return nil, fmt.Errorf("octlm: prompt %d: %w", b, err)
 		}
 		maxNew[b] = n

@@ -198,7 +198,7 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	// rows, and only the context drops them.
 	q := permuted(Reshape(query, batch, seqLen, kvHeads, group, hd), 0, 2, 3, 1, 4) // [B, kvHeads, group, S, hd]
 	groups := group
-	host := slots > 0 && o.hostAttention(group*seqLen) && hostDType(dtype) && hostDType(s.kvDType)
+	host := slots > 0 && o.hostAttention(group*seqLen) && hostDType(dtype) && hostCacheDType(s.kvDType)
 	if slots > 0 && !host {
 		groups = o.cacheGroups(group, seqLen)
 		q = padTo(q, 2, groups)
@@ -269,6 +269,10 @@ func (s *step) maskBias(dtype dtypes.DType) *Node {
 
 // hostDType says whether Go's attention (hostproduct.AttentionFunction) takes operands of dtype.
 func hostDType(dtype dtypes.DType) bool { return dtype == dtypes.Float32 || dtype == dtypes.BFloat16 }
+
+// hostCacheDType says whether Go's attention reads cache blocks of dtype: its operands' dtypes,
+// and float16 (widened exactly as read).
+func hostCacheDType(dtype dtypes.DType) bool { return hostDType(dtype) || dtype == dtypes.Float16 }
 
 // eachSequence is attend for each of batch sequences apart: sequence b's part of q, keys, values
 // and bias (a leading axis of 1), its cache blocks kCache[b] and vCache[b].

@@ -80,12 +80,13 @@ func (m *Model) NewCache(capacity int) (*Cache, error) {
 	return m.newCache(capacity, m.cacheDType())
 }
 
-// NewCacheDType is NewCache with keys and values stored in dtype, Float32 or BFloat16,
-// whatever the model's dtype: a bfloat16 cache takes half the memory of a float32 one, and
-// rounds every key and value to bfloat16 (the attention itself runs in the model's dtype).
+// NewCacheDType is NewCache with keys and values stored in dtype, Float32, BFloat16 or Float16,
+// whatever the model's dtype: a half-precision cache takes half the memory of a float32 one, and
+// rounds every key and value to its dtype (the attention itself runs in the model's dtype;
+// float16 keeps three more bits than bfloat16, and overflows past ±65504).
 func (m *Model) NewCacheDType(capacity int, dtype DType) (*Cache, error) {
-	if dtype != Float32 && dtype != BFloat16 {
-		return nil, fmt.Errorf("octlm: a KV cache of %s (want f32 or bf16): %w", dtype, ErrBadInput)
+	if dtype != Float32 && dtype != BFloat16 && dtype != Float16 {
+		return nil, fmt.Errorf("octlm: a KV cache of %s (want f32, bf16 or f16): %w", dtype, ErrBadInput)
 	}
 	return m.newCache(capacity, dtype.gomlx())
 }

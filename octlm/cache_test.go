@@ -1,16 +1,21 @@
 package octlm
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/gomlx/core/tensors"
 
+	"github.com/octlm/octlm/internal/hostproduct"
 	"github.com/octlm/octlm/xla"
 )
 
@@ -405,9 +410,89 @@ func TestBFloat16Cache(t *testing.T) {
 		})
 	}
 	m := loadFixture(t, "tiny-qwen3", Float32)
-	if _, err := m.NewCacheDType(8, Float16); !errors.Is(err, ErrBadInput) {
-		t.Errorf("a float16 cache: %v, want bad input", err)
+	if _, err := m.NewCacheDType(8, DType("f8")); !errors.Is(err, ErrBadInput) {
+		t.Errorf("a cache of f8: %v, want bad input", err)
 	}
+}
+
+// TestFloat16Cache runs every fixture (Qwen3.5's too) on a float16 KV cache under float32
+// weights, as llama.cpp stores its cache by default: half the bytes per position; logits that
+// drift from the reference by float16's rounding of keys and values, less than a bfloat16 cache's
+// (three fewer bits of mantissa); and greedy continuations (reference/greedy.json) unchanged on
+// every fixture, whose decode steps read the cache in Go where this CPU has the kernels (widened
+// exactly as read) and on compute elsewhere.
+func TestFloat16Cache(t *testing.T) {
+	for _, name := range append(slices.Clone(fixtures), "tiny-qwen35") {
+		t.Run(name, func(t *testing.T) {
+			wrapped := ownHostBackend(t)
+			m, err := Load(fixtureDir(name), LoadOptions{Backend: wrapped})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			worst := map[DType]float64{}
+			for _, dtype := range []DType{Float16, BFloat16} {
+				for _, c := range readReference(t, name) {
+					cache, err := m.NewCacheDType(len(c.ids), dtype)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if f32 := stateBytes(m.stateSpecs(), dtypes.Float32).perPosition; 2*cache.BytesPerPosition() != f32 {
+						t.Errorf("%s cache: %d bytes per position, float32 %d", dtype, cache.BytesPerPosition(), f32)
+					}
+					got, err := m.ForwardCached(c.ids, cache)
+					cache.Close()
+					if err != nil {
+						t.Fatal(err)
+					}
+					worst[dtype] = max(worst[dtype], maxAbsError(t, got, c.logits))
+				}
+			}
+			t.Logf("max abs error against the float32 reference: float16 cache %.3g, bfloat16 cache %.3g", worst[Float16], worst[BFloat16])
+			if !(worst[Float16] > 1e-6 && worst[Float16] < worst[BFloat16]/2) {
+				t.Errorf("float16 cache: max abs error %g, want float16's rounding (more than 0, under half the bfloat16 cache's %g)", worst[Float16], worst[BFloat16])
+			}
+			before := wrapped.AttentionsRun()
+			for n, c := range readGreedy(t, name) {
+				cache, err := m.NewCacheDType(len(c.PromptIDs)+len(c.GeneratedIDs), Float16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := m.GenerateOn(cache, c.PromptIDs, GenerateOptions{MaxNewTokens: len(c.GeneratedIDs), Sampling: Greedy()})
+				cache.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(res.GeneratedIDs, c.GeneratedIDs) {
+					t.Errorf("case %d on a float16 cache: generated %v\nreference %v (min top-2 gap %.3g)", n, res.GeneratedIDs, c.GeneratedIDs, c.MinTop2Gap)
+				}
+			}
+			if ran := wrapped.AttentionsRun() > before; ran != hostproduct.AttentionKernels() {
+				t.Errorf("attention over the float16 cache ran in Go: %v, want %v (where this CPU has the kernels)", ran, hostproduct.AttentionKernels())
+			}
+		})
+	}
+}
+
+// greedyCase is one case of a fixture's reference/greedy.json.
+type greedyCase struct {
+	PromptIDs    []int   `json:"prompt_ids"`
+	GeneratedIDs []int   `json:"generated_ids"`
+	MinTop2Gap   float64 `json:"min_top2_gap"`
+}
+
+// readGreedy reads a fixture's reference/greedy.json.
+func readGreedy(t testing.TB, name string) []greedyCase {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fixtureDir(name), "reference", "greedy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []greedyCase
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatalf("%s greedy.json: %v", name, err)
+	}
+	return cases
 }
 
 // greedyRobustPrefix returns how many of the greedy tokens generated after prompt were chosen

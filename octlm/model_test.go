@@ -1,7 +1,6 @@
 package octlm
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -196,19 +195,7 @@ func TestParityGateCatchesBugs(t *testing.T) {
 func TestGreedy(t *testing.T) {
 	for _, name := range fixtures {
 		m := loadFixture(t, name, Float32)
-		data, err := os.ReadFile(filepath.Join(fixtureDir(name), "reference", "greedy.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cases []struct {
-			PromptIDs    []int   `json:"prompt_ids"`
-			GeneratedIDs []int   `json:"generated_ids"`
-			MinTop2Gap   float64 `json:"min_top2_gap"`
-		}
-		if err := json.Unmarshal(data, &cases); err != nil {
-			t.Fatal(err)
-		}
-		for n, c := range cases {
+		for n, c := range readGreedy(t, name) {
 			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
 				res, err := m.Generate(c.PromptIDs, GenerateOptions{MaxNewTokens: len(c.GeneratedIDs), Sampling: Greedy()})
 				if err != nil {

@@ -1,9 +1,6 @@
 package octlm
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -178,25 +175,14 @@ func TestQwen35SmallChunks(t *testing.T) {
 func TestQwen35Greedy(t *testing.T) {
 	for _, name := range qwen35Fixtures {
 		m := loadQwen35Fixture(t, name)
-		data, err := os.ReadFile(filepath.Join(fixtureDir(name), "reference", "greedy.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cases []struct {
-			Prompt    []int `json:"prompt_ids"`
-			Generated []int `json:"generated_ids"`
-		}
-		if err := json.Unmarshal(data, &cases); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cases {
+		for _, c := range readGreedy(t, name) {
 			cache, err := m.NewCache(1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []int
-			input := c.Prompt
-			for len(got) < len(c.Generated) {
+			input := c.PromptIDs
+			for len(got) < len(c.GeneratedIDs) {
 				logits, err := m.Next(input, cache)
 				if err != nil {
 					t.Fatal(err)
@@ -206,8 +192,8 @@ func TestQwen35Greedy(t *testing.T) {
 				input = []int{id}
 			}
 			cache.Close()
-			if !slices.Equal(got, c.Generated) {
-				t.Errorf("%s prompt %v: greedy %v, reference %v", name, c.Prompt, got, c.Generated)
+			if !slices.Equal(got, c.GeneratedIDs) {
+				t.Errorf("%s prompt %v: greedy %v, reference %v", name, c.PromptIDs, got, c.GeneratedIDs)
 			}
 		}
 	}

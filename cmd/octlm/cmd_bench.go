@@ -33,14 +33,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	decode := fs.Int("decode", 64, "`tokens` decoded one at a time after the prompt")
 	depth := fs.Int("depth", 0, "`positions` in the KV cache before the prompt (llama-bench -d): prefill and decode at that depth")
 	depthFill := fs.String("depth-fill", bench.FillPrefill, "how the cache reaches --depth: prefill (a timed prompt of random tokens) or zeros (zero keys and values, no model run; decode does the same work)")
-	kvDType := fs.String("kv-dtype", "", "store the KV cache in f32 or bf16 (default: the model's dtype); bf16 halves it and rounds keys and values")
+	kvDType := fs.String("kv-dtype", "", "store the KV cache in f32, bf16 or f16 (default: generate's, f16 under f32 weights where attention runs in Go, as llama.cpp; else the weights' dtype); a half-precision cache halves it and rounds keys and values")
 	bandwidth := fs.Float64("bandwidth-gib", 1, "size in GiB of the streaming read that measures memory bandwidth (at least 1)")
 	reps := fs.Int("reps", 1, "timed prefill+decode runs; the report gives the best and the median")
 	batch := fs.String("batch", "", "also decode `B` sequences together (NextBatch), or each size of a list such as 1,2,4,8,16, and print their aggregate tokens/s beside B=1")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintln(w, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16] [--reps 1] [--batch 1,2,4,8] [--adapter DIR] [--json]\n\n"+
+		fmt.Fprintln(w, "usage: octlm bench --model DIR|HUB-NAME [--backend NAME] [--dtype f32|bf16] [--prompt 128] [--decode 64] [--depth N [--depth-fill prefill|zeros]] [--kv-dtype f32|bf16|f16] [--reps 1] [--batch 1,2,4,8] [--adapter DIR] [--json]\n\n"+
 			"Loads the checkpoint (timed against a plain read of the same files), compiles, runs a\n"+
 			"prompt of random token IDs on top of --depth positions already in the KV cache and decodes\n"+
 			"greedily, then measures the memory read bandwidth and reports decode speed as a fraction\n"+
@@ -84,8 +84,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	var kv octlm.DType
 	if *kvDType != "" {
-		if kv, err = octlm.ParseDType(*kvDType); err != nil || kv == octlm.Float16 {
-			return usageError{fmt.Sprintf("--kv-dtype must be f32 or bf16, got %q", *kvDType)}
+		if kv, err = octlm.ParseDType(*kvDType); err != nil {
+			return usageError{fmt.Sprintf("--kv-dtype must be f32, bf16 or f16, got %q", *kvDType)}
 		}
 	}
 	ctx, stop := interruptContext()

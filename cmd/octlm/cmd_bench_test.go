@@ -23,7 +23,7 @@ func TestBenchUsage(t *testing.T) {
 		{"zero reps", []string{"--model", testdata("tiny-qwen3"), "--reps", "0"}},
 		{"stray argument", []string{"--model", testdata("tiny-qwen3"), "extra"}},
 		{"negative depth", []string{"--model", testdata("tiny-qwen3"), "--depth", "-1"}},
-		{"float16 KV cache", []string{"--model", testdata("tiny-qwen3"), "--kv-dtype", "f16"}},
+		{"unknown KV cache dtype", []string{"--model", testdata("tiny-qwen3"), "--kv-dtype", "f8"}},
 		{"unknown depth fill", []string{"--model", testdata("tiny-qwen3"), "--depth", "8", "--depth-fill", "ones"}},
 		{"batch 0", []string{"--model", testdata("tiny-qwen3"), "--batch", "0"}},
 		{"batch not a number", []string{"--model", testdata("tiny-qwen3"), "--batch", "1,two"}},

@@ -100,7 +100,7 @@ func runChatIO(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer m.Close()
-	cache, err := m.NewCache(1)
+	cache, err := m.NewGenerationCache(1, a.opts)
 	if err != nil {
 		return err
 	}

@@ -11,15 +11,16 @@ import (
 )
 
 // generationFlags are the flags of generate and chat that shape a generation: --max-new-tokens
-// (-n) and the sampling settings. The sampling defaults are octlm.QwenDefaults, so the library
+// (-n), the sampling settings and the KV cache's dtype. The sampling defaults are octlm.QwenDefaults, so the library
 // holds the one copy of Qwen3's generation settings.
 type generationFlags struct {
-	maxNew int
-	s      octlm.Sampling
+	maxNew  int
+	s       octlm.Sampling
+	kvDType string
 }
 
 // register adds --max-new-tokens (-n, default maxNew), --temperature, --top-k, --top-p,
-// --min-p, --repetition-penalty and --seed; seedHelp says where a seed drawn at random is shown.
+// --min-p, --repetition-penalty, --seed and --kv-dtype; seedHelp says where a seed drawn at random is shown.
 func (f *generationFlags) register(fs *flag.FlagSet, maxNew int, maxNewHelp, seedHelp string) {
 	fs.IntVar(&f.maxNew, "max-new-tokens", maxNew, maxNewHelp)
 	alias(fs, "n", "max-new-tokens")
@@ -30,6 +31,7 @@ func (f *generationFlags) register(fs *flag.FlagSet, maxNew int, maxNewHelp, see
 	fs.Float64Var(&f.s.MinP, "min-p", d.MinP, "drop tokens less likely than min-p × the most likely one")
 	fs.Float64Var(&f.s.RepetitionPenalty, "repetition-penalty", d.RepetitionPenalty, "divide the logits of tokens already seen (1 is none)")
 	fs.Uint64Var(&f.s.Seed, "seed", d.Seed, "random seed for sampling (default: a random one, "+seedHelp+")")
+	fs.StringVar(&f.kvDType, "kv-dtype", "", "store the KV cache in f32, bf16 or f16 (default: f16 under f32 weights where attention runs in Go, as llama.cpp; else the weights' dtype)")
 }
 
 // options returns the parsed settings, with a random seed unless --seed was given, or a usage
@@ -50,7 +52,14 @@ func (f *generationFlags) options(fs *flag.FlagSet) (octlm.GenerateOptions, erro
 	if err := s.Validate(); err != nil {
 		return octlm.GenerateOptions{}, usageError{err.Error()}
 	}
-	return octlm.GenerateOptions{MaxNewTokens: f.maxNew, Sampling: s}, nil
+	var kv octlm.DType
+	if f.kvDType != "" {
+		var err error
+		if kv, err = octlm.ParseDType(f.kvDType); err != nil {
+			return octlm.GenerateOptions{}, usageError{fmt.Sprintf("--kv-dtype must be f32, bf16 or f16, got %q", f.kvDType)}
+		}
+	}
+	return octlm.GenerateOptions{MaxNewTokens: f.maxNew, Sampling: s, KVDType: kv}, nil
 }
 
 // flagSet reports whether the flag name was given on the command line.

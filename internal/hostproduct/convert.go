@@ -5,11 +5,13 @@ import (
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/dtypes/float16"
 	"github.com/gomlx/compute/shapes"
 )
 
 // ConvertDType implements compute.StandardOps: where no piece is being built and x lives in a
-// slot (outsidePiece), a conversion between float32 and bfloat16 runs in Go between the pieces;
+// slot (outsidePiece), a conversion between float32 and bfloat16 or float16 (convertsInGo) runs
+// in Go between the pieces;
 // else the wrapped backend's operation in the current piece. A bfloat16 model's logits, widened
 // after the head's product, were such a piece of one operation: 330–360 µs of a Qwen3-0.6B
 // decode step (151,936 values) on a 2-core AMD EPYC guest.
@@ -47,7 +49,7 @@ func (f *function) hostConvert(x compute.Value, dtype dtypes.DType) (*convert, e
 		return nil, nil // the operation joins the piece
 	}
 	v, ok := x.(*value)
-	if !ok || !f.outsidePiece(v) || v.shape.DType == dtype || !floatDType(v.shape.DType) || !floatDType(dtype) {
+	if !ok || !f.outsidePiece(v) || !convertsInGo(v.shape.DType, dtype) {
 		return nil, nil
 	}
 	c := &convert{shape: v.shape.Clone()}
@@ -60,11 +62,25 @@ func (f *function) hostConvert(x compute.Value, dtype dtypes.DType) (*convert, e
 	return c, nil
 }
 
+// convertsInGo says whether a conversion from one dtype to another runs in Go: between float32
+// and bfloat16, or float32 and float16 (a float16 KV cache's keys and values, and the chunk's
+// read back as the cache holds them).
+func convertsInGo(from, to dtypes.DType) bool {
+	switch {
+	case from == to:
+		return false
+	case floatDType(from) && floatDType(to):
+		return true
+	}
+	return (from == dtypes.Float32 && to == dtypes.Float16) || (from == dtypes.Float16 && to == dtypes.Float32)
+}
+
 func (c *convert) reads() []int  { return []int{c.x} }
 func (c *convert) writes() []int { return []int{c.out} }
 
-// run writes x in the other dtype into a new buffer, rounded to bfloat16 as compute rounds it
-// (bfloat16.FromFloat32) or widened exactly; a long operand shared out.
+// run writes x in the other dtype into a new buffer, rounded to bfloat16 or float16 as compute
+// rounds it (bfloat16.FromFloat32, float16.FromFloat32) or widened exactly; a long operand shared
+// out.
 func (c *convert) run(e *executable, s *callState) error {
 	x, err := s.read(c.x, "x")
 	if err != nil {
@@ -79,12 +95,34 @@ func (c *convert) run(e *executable, s *callState) error {
 		return err
 	}
 	e.shareRows(n, 1, func(lo, hi int) {
-		if x.f32 != nil {
+		switch {
+		case out.h16 != nil:
+			narrowHalf(out.h16[lo:hi], x.f32[lo:hi])
+		case x.h16 != nil:
+			widenHalfAll(out.f32[lo:hi], x.h16[lo:hi])
+		case x.f32 != nil:
 			narrowAll(out.b16[lo:hi], x.f32[lo:hi])
-		} else {
+		default:
 			widenAll(out.f32[lo:hi], x.b16[lo:hi])
 		}
 	})
 	e.backend.convertsRun.Add(1)
 	return nil
+}
+
+// narrowHalf writes the float32 values src into dst rounded to float16 (their bits), as compute
+// rounds them (float16.FromFloat32: to nearest, ties to even).
+func narrowHalf(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = uint16(float16.FromFloat32(v))
+	}
+}
+
+// widenHalfAll writes the float16 values src (their bits) into dst as float32, exactly.
+func widenHalfAll(dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = widenHalf(v)
+	}
 }

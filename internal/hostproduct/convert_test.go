@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/dtypes/bfloat16"
+	"github.com/gomlx/compute/dtypes/float16"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
 )
@@ -21,8 +22,23 @@ var specialBits = []uint32{
 	0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFFFFFFF, 0x7FBFFFFF,
 }
 
-// bitsTensor is values of dtype from 32-bit patterns (cut to their high half for bfloat16).
+// halfBits are float32 bit patterns where rounding to float16 is easy to get wrong: ties to even
+// both ways (1 + 2⁻¹¹, 1 + 3·2⁻¹¹), the largest finite float16 (65504), the first value that
+// rounds to ∞ (65520) and one just below it, the smallest normal (2⁻¹⁴) and subnormal (2⁻²⁴),
+// half of it (a tie to zero) and a little more.
+var halfBits = []uint32{0x3F801000, 0x3F803000, 0x477FE000, 0x477FF000, 0x477FEFFF, 0x38800000,
+	0x33800000, 0x33000000, 0x33000001, 0xC77FF000}
+
+// bitsTensor is values of dtype from 32-bit patterns (cut to their high half for bfloat16, their
+// low half for float16).
 func bitsTensor(bits []uint32, dtype dtypes.DType) *tensors.Tensor {
+	if dtype == dtypes.Float16 {
+		h := make([]float16.Float16, len(bits))
+		for i, b := range bits {
+			h[i] = float16.Float16(b)
+		}
+		return tensors.FromFlatDataAndDimensions(h, len(h))
+	}
 	if dtype == dtypes.Float32 {
 		f := make([]float32, len(bits))
 		for i, b := range bits {
@@ -37,8 +53,8 @@ func bitsTensor(bits []uint32, dtype dtypes.DType) *tensors.Tensor {
 	return tensors.FromFlatDataAndDimensions(h, len(h))
 }
 
-// tensorBits is a float32 or bfloat16 tensor's values as 32-bit patterns (bfloat16's in the high
-// half).
+// tensorBits is a float32, bfloat16 or float16 tensor's values as 32-bit patterns (bfloat16's in
+// the high half, float16's in the low).
 func tensorBits(t *testing.T, x *tensors.Tensor) []uint32 {
 	t.Helper()
 	var out []uint32
@@ -55,15 +71,22 @@ func tensorBits(t *testing.T, x *tensors.Tensor) []uint32 {
 				out = append(out, uint32(v)<<16)
 			}
 		})
+	case dtypes.Float16:
+		tensors.MustConstFlatData(x, func(f []float16.Float16) {
+			for _, v := range f {
+				out = append(out, uint32(v))
+			}
+		})
 	default:
 		t.Fatalf("a tensor of %s", x.DType())
 	}
 	return out
 }
 
-// TestConvertsBetweenPieces converts a parameter between float32 and bfloat16 on the wrapped
-// backend and on the backend itself: in Go, bit for bit as compute converts (special values, a
-// few values and enough to be shared out, every bfloat16 pattern widened), and on compute where
+// TestConvertsBetweenPieces converts a parameter between float32 and bfloat16, and from float32 to
+// float16, on the wrapped backend and on the backend itself: in Go, bit for bit as compute
+// converts (special values, a few values and enough to be shared out, every bfloat16 pattern
+// widened), and on compute where
 // a piece is being built or the dtype is not a float the calls take.
 func TestConvertsBetweenPieces(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -78,6 +101,10 @@ func TestConvertsBetweenPieces(t *testing.T) {
 	for i := range every16 {
 		every16[i] = uint32(i) << 16
 	}
+	everyHalf := make([]uint32, 1<<16)
+	for i := range everyHalf {
+		everyHalf[i] = uint32(i)
+	}
 	for _, tc := range []struct {
 		name     string
 		from, to dtypes.DType
@@ -88,6 +115,10 @@ func TestConvertsBetweenPieces(t *testing.T) {
 		{"f32-bf16/few", dtypes.Float32, dtypes.BFloat16, random(21), "slot", 1},
 		{"f32-bf16/shared", dtypes.Float32, dtypes.BFloat16, random(40_003), "slot", 1}, // three chunks
 		{"bf16-f32/every", dtypes.BFloat16, dtypes.Float32, every16, "slot", 1},
+		{"f32-f16/few", dtypes.Float32, dtypes.Float16, append(random(21), halfBits...), "slot", 1},
+		{"f32-f16/shared", dtypes.Float32, dtypes.Float16, random(40_003), "slot", 1},
+		{"f32-f16/piece", dtypes.Float32, dtypes.Float16, random(40), "piece", 0},
+		{"f16-f32/every", dtypes.Float16, dtypes.Float32, everyHalf, "slot", 1},
 		{"f32-bf16/piece", dtypes.Float32, dtypes.BFloat16, random(40), "piece", 0},
 		{"bf16-f32/piece", dtypes.BFloat16, dtypes.Float32, random(40), "piece", 0},
 		{"f32-int", dtypes.Float32, dtypes.Int32, []uint32{0x3F800000, 0xC0400000}, "int", 0},

@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/dtypes/bfloat16"
+	"github.com/gomlx/compute/dtypes/float16"
 	"github.com/gomlx/compute/shapes"
 )
 
@@ -27,7 +28,8 @@ import (
 //   - bias [S, T+S] float32: 0 where position s of the chunk attends a slot (the cache's T
 //     slots, then the chunk's S positions), −Inf where it does not;
 //   - the key blocks [kvHeads, hd, n] (transposed), then as many value blocks [kvHeads, n, hd],
-//     float32 or bfloat16 (all of one dtype), block i holding the cache's slots from Σ n before it.
+//     float32, bfloat16 or float16 (all of one dtype, whatever q's), block i holding the cache's
+//     slots from Σ n before it.
 //
 // Its one result, [kvHeads, rows, hd] in q's dtype, is softmax(q·Kᵀ/√hd + bias)·V per kv head,
 // K and V the blocks' slots followed by k and v, accumulated in float32 (the probabilities
@@ -208,10 +210,10 @@ func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attent
 			blockDType = kb.DType
 		}
 		if kb.Rank() != 3 || vb.Rank() != 3 || kb.DType != blockDType || vb.DType != blockDType ||
-			!floatDType(blockDType) ||
+			!isCacheDType(blockDType) ||
 			kb.Dimensions[0] != a.kvHeads || kb.Dimensions[1] != a.hd || vb.Dimensions[0] != a.kvHeads ||
 			vb.Dimensions[1] != kb.Dimensions[2] || vb.Dimensions[2] != a.hd {
-			return nil, bad("block %d: keys %s and values %s, want [%d, %d, n] and [%d, n, %d] of float32 or bfloat16, one dtype",
+			return nil, bad("block %d: keys %s and values %s, want [%d, %d, n] and [%d, n, %d] of float32, bfloat16 or float16, one dtype",
 				i, kb, vb, a.kvHeads, a.hd, a.kvHeads, a.hd)
 		}
 		if i < perSeq {
@@ -235,6 +237,10 @@ func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attent
 	return a, nil
 }
 
+// isCacheDType says whether attention's cache blocks may hold dtype: float32, bfloat16, or
+// float16 (a half-precision cache under float32 queries: the blocks are widened exactly as read).
+func isCacheDType(dtype dtypes.DType) bool { return floatDType(dtype) || dtype == dtypes.Float16 }
+
 // batchDims is how an error names the leading batch axis of a call's operands: "" without one.
 func batchDims(lead, batch int) string {
 	if lead == 0 {
@@ -248,31 +254,39 @@ func (a *attention) reads() []int {
 	return append(append([]int{a.q, a.k, a.v, a.bias}, a.keys...), a.values...)
 }
 
-// floats is a buffer's float32 or bfloat16 data.
+// floats is a buffer's float32, bfloat16 or (a KV cache's blocks only) float16 data.
 type floats struct {
 	f32 []float32
-	b16 []uint16
+	b16 []uint16 // bfloat16's bits
+	h16 []uint16 // float16's bits
 }
 
-func (x floats) len() int { return len(x.f32) + len(x.b16) }
+func (x floats) len() int { return len(x.f32) + len(x.b16) + len(x.h16) }
 
 // part is the n values of x from i.
 func (x floats) part(i, n int) floats {
-	if x.f32 != nil {
+	switch {
+	case x.f32 != nil:
 		return floats{f32: x.f32[i : i+n : i+n]}
+	case x.h16 != nil:
+		return floats{h16: x.h16[i : i+n : i+n]}
 	}
 	return floats{b16: x.b16[i : i+n : i+n]}
 }
 
 // at is value i widened.
 func (x floats) at(i int) float32 {
-	if x.f32 != nil {
+	switch {
+	case x.f32 != nil:
 		return x.f32[i]
+	case x.h16 != nil:
+		return widenHalf(x.h16[i])
 	}
 	return widen16(x.b16[i])
 }
 
-// readFloats is buf's data as floats: float32 as it is, bfloat16 as its bits (for the kernels).
+// readFloats is buf's data as floats: float32 as it is, bfloat16 and float16 as their bits (for
+// the kernels).
 func readFloats(buf compute.Buffer) (floats, error) {
 	flat, err := buf.Data()
 	if err != nil {
@@ -454,9 +468,12 @@ func (r *attendRun) head(h int, x headScratch) {
 				break
 			}
 			base := h * hd * n
-			if kb := r.keys[b]; kb.f32 != nil {
+			switch kb := r.keys[b]; {
+			case kb.f32 != nil:
 				scoresPair32(q0, q1, kb.f32[base:base+hd*n], n, m, s0[offset:], s1[offset:])
-			} else {
+			case kb.h16 != nil:
+				scoresPairHalf(q0, q1, kb.h16[base:base+hd*n], n, m, s0[offset:], s1[offset:])
+			default:
 				scoresPair16(q0, q1, kb.b16[base:base+hd*n], n, m, s0[offset:], s1[offset:])
 			}
 			offset += n
@@ -494,9 +511,12 @@ func (r *attendRun) head(h int, x headScratch) {
 				break
 			}
 			base := h * n * hd
-			if vb := r.values[b]; vb.f32 != nil {
+			switch vb := r.values[b]; {
+			case vb.f32 != nil:
 				contextPair32(p0[offset:], p1[offset:], vb.f32[base:base+m*hd], hd, m, c0, c1)
-			} else {
+			case vb.h16 != nil:
+				contextPairHalf(p0[offset:], p1[offset:], vb.h16[base:base+m*hd], hd, m, c0, c1)
+			default:
 				contextPair16(p0[offset:], p1[offset:], vb.b16[base:base+m*hd], hd, m, c0, c1)
 			}
 			offset += n
@@ -589,6 +609,9 @@ func narrowPlain(dst []uint16, src []float32) {
 
 // widen16 is a bfloat16's bits as float32.
 func widen16(x uint16) float32 { return math.Float32frombits(uint32(x) << 16) }
+
+// widenHalf is a float16's bits as float32 (exact).
+func widenHalf(x uint16) float32 { return float16.Float16(x).Float32() }
 
 // scoresPairPlain is scoresPair32's slots [from, m) in plain Go, the key block's values widened
 // by float.

@@ -132,11 +132,11 @@ func attentionArgs(c attentionCase) []*tensors.Tensor {
 
 // TestAttentionMatchesTheBackend runs attention over cache blocks in Go (Options.Attention) and
 // its definition on the backend itself: one and several chunk positions, query groups (an odd
-// number of rows too), float32 and bfloat16 activations and blocks, head dimensions on and off
-// the kernels' width (64), a block of slots off the vector width (16), slots past the last
+// number of rows too), float32 and bfloat16 activations and blocks, float16 blocks under float32
+// activations, head dimensions on and off the kernels' width (64, and float16's 128 and 16), a block of slots off the vector width (16), slots past the last
 // attended left unread, and a block wholly past it.
 func TestAttentionMatchesTheBackend(t *testing.T) {
-	f32, bf16 := dtypes.Float32, dtypes.BFloat16
+	f32, bf16, f16 := dtypes.Float32, dtypes.BFloat16, dtypes.Float16
 	for _, c := range []attentionCase{
 		{"f32/decode", f32, f32, 4, 2, 1, 32, []int{64, 64, 128}, 150, 1e-5},
 		{"f32/chunk", f32, f32, 2, 2, 3, 32, []int{64, 64}, 100, 1e-5},
@@ -147,6 +147,10 @@ func TestAttentionMatchesTheBackend(t *testing.T) {
 		{"f32/bf16-cache-hd128", f32, bf16, 2, 2, 2, 128, []int{64, 128}, 170, 1e-5},
 		{"f32/hd64-tail-block", f32, f32, 2, 2, 1, 64, []int{16, 40}, 54, 1e-5},
 		{"f32/hd192", f32, f32, 2, 2, 1, 192, []int{64, 128}, 101, 1e-5}, // 128 columns in one pass, then 64
+		{"f32/f16-cache", f32, f16, 3, 2, 1, 32, []int{64, 64, 128}, 150, 1e-5},
+		{"f32/f16-cache-hd128-chunk", f32, f16, 2, 3, 2, 128, []int{64, 128}, 170, 1e-5},
+		{"f32/f16-cache-hd144", f32, f16, 2, 2, 1, 144, []int{64, 40}, 101, 1e-5}, // 128 columns, then 16
+		{"f32/f16-cache-odd-hd", f32, f16, 2, 2, 1, 24, []int{16, 40}, 41, 1e-5},
 		{"bf16/decode", bf16, bf16, 4, 2, 1, 32, []int{64, 64, 128}, 150, 1e-2},
 		{"bf16/hd64", bf16, bf16, 2, 2, 1, 64, []int{64, 64}, 100, 1e-2},
 		{"bf16/chunk", bf16, bf16, 2, 2, 2, 48, []int{64}, 60, 1e-2},
@@ -241,6 +245,7 @@ func TestBatchedAttentionMatchesTheBackend(t *testing.T) {
 	const batch = 3
 	for _, c := range []attentionCase{
 		{"f32/decode", f32, f32, 4, 2, 1, 32, []int{64, 64, 128}, 150, 1e-5},
+		{"f32/f16-cache-hd128", f32, dtypes.Float16, 2, 2, 1, 128, []int{64, 128}, 170, 1e-5},
 		{"f32/bf16-cache-hd128", f32, bf16, 2, 2, 2, 128, []int{64, 128}, 170, 1e-5},
 		{"bf16/chunk", bf16, bf16, 2, 2, 2, 48, []int{64}, 60, 1e-2},
 	} {
@@ -395,7 +400,7 @@ func TestComputeCallHangs(t *testing.T) {
 
 // BenchmarkAttention times two calls of a decode step's attention over a cache on Qwen3-0.6B's
 // shape (8 kv heads of 128, 2 query rows each; blocks of 64, 64 and 128 slots, 150 attended, or
-// 4,096 slots in blocks up to 512) in Go (Options.Attention) and its definition on compute's
+// 4,096 slots in blocks up to 512 of float32 or float16) in Go (Options.Attention) and its definition on compute's
 // sequential executor.
 func BenchmarkAttention(b *testing.B) {
 	deep := []int{64, 64, 128, 256}
@@ -403,15 +408,15 @@ func BenchmarkAttention(b *testing.B) {
 		deep = append(deep, 512)
 	}
 	for _, bc := range []struct {
-		dt     dtypes.DType
-		blocks []int
-		start  int
+		dt, blockDT dtypes.DType
+		blocks      []int
+		start       int
 	}{
-		{dtypes.Float32, []int{64, 64, 128}, 150}, {dtypes.BFloat16, []int{64, 64, 128}, 150},
-		{dtypes.Float32, deep, 4096},
+		{dtypes.Float32, dtypes.Float32, []int{64, 64, 128}, 150}, {dtypes.BFloat16, dtypes.BFloat16, []int{64, 64, 128}, 150},
+		{dtypes.Float32, dtypes.Float32, deep, 4096}, {dtypes.Float32, dtypes.Float16, deep, 4096},
 	} {
 		dt := bc.dt
-		c := attentionCase{fmt.Sprintf("%s/depth%d", dt, bc.start), dt, dt, 8, 2, 1, 128, bc.blocks, bc.start, 0}
+		c := attentionCase{fmt.Sprintf("%s-%s-cache/depth%d", dt, bc.blockDT, bc.start), dt, bc.blockDT, 8, 2, 1, 128, bc.blocks, bc.start, 0}
 		ref, wrapped := attentionBackends(b)
 		for _, bc := range []struct {
 			name    string

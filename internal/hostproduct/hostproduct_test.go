@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/dtypes/bfloat16"
+	"github.com/gomlx/compute/dtypes/float16"
 	"github.com/gomlx/compute/gobackend"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/core/tensors"
@@ -140,8 +141,11 @@ func TestProductsMatchTheBackend(t *testing.T) {
 
 // asDType is a tensor of dims holding values in dtype (float32 or bfloat16).
 func asDType(values []float32, dtype dtypes.DType, dims ...int) *tensors.Tensor {
-	if dtype == dtypes.Float32 {
+	switch dtype {
+	case dtypes.Float32:
 		return tensors.FromFlatDataAndDimensions(values, dims...)
+	case dtypes.Float16:
+		return tensors.FromFlatDataAndDimensions(float16.FromFloat32s(values...), dims...)
 	}
 	half := make([]bfloat16.BFloat16, len(values))
 	for i, v := range values {

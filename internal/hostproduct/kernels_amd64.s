@@ -576,3 +576,193 @@ storeContext:
 	ADD_STORE_EIGHT(R10, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
 	VZEROUPPER
 	RET
+
+// func scoresStripHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
+//
+// scoresStrip32Asm for a float16 key block: each row's 64 slots (128 bytes) widened exactly by
+// VCVTPH2PS as they are loaded, the next strip's prefetched.
+TEXT ·scoresStripHalfAsm(SB), NOSPLIT, $0-56
+	MOVQ kt+0(FP), AX
+	MOVQ q0+8(FP), BX
+	MOVQ q1+16(FP), SI
+	MOVQ hd+24(FP), CX
+	MOVQ stride+32(FP), DX
+	ZERO_FOUR
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	TESTQ CX, CX
+	JZ storeStripHalf
+loopStripHalf:
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	VBROADCASTSS (BX), Z20
+	VBROADCASTSS (SI), Z21
+	VCVTPH2PS (AX), Z16
+	VCVTPH2PS 32(AX), Z17
+	VCVTPH2PS 64(AX), Z18
+	VCVTPH2PS 96(AX), Z19
+	VFMADD231PS Z16, Z20, Z0
+	VFMADD231PS Z17, Z20, Z1
+	VFMADD231PS Z18, Z20, Z2
+	VFMADD231PS Z19, Z20, Z3
+	VFMADD231PS Z16, Z21, Z4
+	VFMADD231PS Z17, Z21, Z5
+	VFMADD231PS Z18, Z21, Z6
+	VFMADD231PS Z19, Z21, Z7
+	ADDQ DX, AX
+	ADDQ $4, BX
+	ADDQ $4, SI
+	DECQ CX
+	JNZ loopStripHalf
+storeStripHalf:
+	MOVQ s0+40(FP), R8
+	MOVQ s1+48(FP), R10
+	VMOVUPS Z0, (R8)
+	VMOVUPS Z1, 64(R8)
+	VMOVUPS Z2, 128(R8)
+	VMOVUPS Z3, 192(R8)
+	VMOVUPS Z4, (R10)
+	VMOVUPS Z5, 64(R10)
+	VMOVUPS Z6, 128(R10)
+	VMOVUPS Z7, 192(R10)
+	VZEROUPPER
+	RET
+
+// func scoresVecHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
+//
+// scoresStripHalfAsm for 16 slots (a strip's tail).
+TEXT ·scoresVecHalfAsm(SB), NOSPLIT, $0-56
+	MOVQ kt+0(FP), AX
+	MOVQ q0+8(FP), BX
+	MOVQ q1+16(FP), SI
+	MOVQ hd+24(FP), CX
+	MOVQ stride+32(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z4, Z4, Z4
+	TESTQ CX, CX
+	JZ storeVecHalf
+loopVecHalf:
+	VBROADCASTSS (BX), Z20
+	VBROADCASTSS (SI), Z21
+	VCVTPH2PS (AX), Z16
+	VFMADD231PS Z16, Z20, Z0
+	VFMADD231PS Z16, Z21, Z4
+	ADDQ DX, AX
+	ADDQ $4, BX
+	ADDQ $4, SI
+	DECQ CX
+	JNZ loopVecHalf
+storeVecHalf:
+	MOVQ s0+40(FP), R8
+	MOVQ s1+48(FP), R10
+	VMOVUPS Z0, (R8)
+	VMOVUPS Z4, (R10)
+	VZEROUPPER
+	RET
+
+// func contextPairHalfx128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
+//
+// contextPair32x128Asm for float16 value rows: each row's 256 bytes widened by VCVTPH2PS as they
+// are loaded, four rows ahead prefetched.
+TEXT ·contextPairHalfx128Asm(SB), NOSPLIT, $0-56
+	MOVQ vb+0(FP), AX
+	MOVQ p0+8(FP), BX
+	MOVQ p1+16(FP), SI
+	MOVQ m+24(FP), CX
+	MOVQ rowBytes+32(FP), DX
+	LEAQ (AX)(DX*4), R9
+	ZERO_FOUR
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TESTQ CX, CX
+	JZ storeContextHalf
+loopContextHalf:
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	PREFETCHT0 128(R9)
+	PREFETCHT0 192(R9)
+	VBROADCASTSS (BX), Z24
+	VBROADCASTSS (SI), Z25
+	VCVTPH2PS (AX), Z16
+	VCVTPH2PS 32(AX), Z17
+	VCVTPH2PS 64(AX), Z18
+	VCVTPH2PS 96(AX), Z19
+	VCVTPH2PS 128(AX), Z20
+	VCVTPH2PS 160(AX), Z21
+	VCVTPH2PS 192(AX), Z22
+	VCVTPH2PS 224(AX), Z23
+	VFMADD231PS Z16, Z24, Z0
+	VFMADD231PS Z17, Z24, Z1
+	VFMADD231PS Z18, Z24, Z2
+	VFMADD231PS Z19, Z24, Z3
+	VFMADD231PS Z20, Z24, Z4
+	VFMADD231PS Z21, Z24, Z5
+	VFMADD231PS Z22, Z24, Z6
+	VFMADD231PS Z23, Z24, Z7
+	VFMADD231PS Z16, Z25, Z8
+	VFMADD231PS Z17, Z25, Z9
+	VFMADD231PS Z18, Z25, Z10
+	VFMADD231PS Z19, Z25, Z11
+	VFMADD231PS Z20, Z25, Z12
+	VFMADD231PS Z21, Z25, Z13
+	VFMADD231PS Z22, Z25, Z14
+	VFMADD231PS Z23, Z25, Z15
+	ADDQ DX, AX
+	ADDQ DX, R9
+	ADDQ $4, BX
+	ADDQ $4, SI
+	DECQ CX
+	JNZ loopContextHalf
+storeContextHalf:
+	MOVQ c0+40(FP), R8
+	MOVQ c1+48(FP), R10
+	ADD_STORE_EIGHT(R8, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	ADD_STORE_EIGHT(R10, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	VZEROUPPER
+	RET
+
+// func contextPairHalfx16Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
+//
+// contextPairHalfx128Asm for 16 columns (a head dimension that is not a multiple of 128).
+TEXT ·contextPairHalfx16Asm(SB), NOSPLIT, $0-56
+	MOVQ vb+0(FP), AX
+	MOVQ p0+8(FP), BX
+	MOVQ p1+16(FP), SI
+	MOVQ m+24(FP), CX
+	MOVQ rowBytes+32(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z8, Z8, Z8
+	TESTQ CX, CX
+	JZ storeContextHalf16
+loopContextHalf16:
+	VBROADCASTSS (BX), Z24
+	VBROADCASTSS (SI), Z25
+	VCVTPH2PS (AX), Z16
+	VFMADD231PS Z16, Z24, Z0
+	VFMADD231PS Z16, Z25, Z8
+	ADDQ DX, AX
+	ADDQ $4, BX
+	ADDQ $4, SI
+	DECQ CX
+	JNZ loopContextHalf16
+storeContextHalf16:
+	MOVQ c0+40(FP), R8
+	MOVQ c1+48(FP), R10
+	VADDPS (R8), Z0, Z0
+	VMOVUPS Z0, (R8)
+	VADDPS (R10), Z8, Z8
+	VMOVUPS Z8, (R10)
+	VZEROUPPER
+	RET

@@ -64,6 +64,11 @@ func scoresPair16(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
 	scoresPairPlain(q0, q1, kt, n, 0, m, s0, s1, widen16)
 }
 
+// scoresPairHalf is scoresPair32 for a float16 key block (its bits; plain Go here).
+func scoresPairHalf(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
+	scoresPairPlain(q0, q1, kt, n, 0, m, s0, s1, widenHalf)
+}
+
 // contextPair32 adds to c0 and c1 [hd] the value rows vb [m, hd] weighted by p0 and p1 [m]
 // (plain Go here).
 func contextPair32(p0, p1, vb []float32, hd, m int, c0, c1 []float32) {
@@ -73,6 +78,11 @@ func contextPair32(p0, p1, vb []float32, hd, m int, c0, c1 []float32) {
 // contextPair16 is contextPair32 for bfloat16 value rows (their bits).
 func contextPair16(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
 	contextPairPlain(p0, p1, vb, hd, m, c0, c1, widen16)
+}
+
+// contextPairHalf is contextPair32 for float16 value rows (their bits; plain Go here).
+func contextPairHalf(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
+	contextPairPlain(p0, p1, vb, hd, m, c0, c1, widenHalf)
 }
 
 // normScale writes w · (x · r) into out (plain Go here).

@@ -234,6 +234,58 @@ func contextPair16(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
 	contextPairPlain(p0, p1, vb, hd, m, c0, c1, widen16)
 }
 
+// scoresPairHalf is scoresPair32 for a float16 key block (its bits), each key widened exactly
+// (VCVTPH2PS).
+func scoresPairHalf(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
+	v := 0
+	if haveAVX512 {
+		v = vectorSlots(n, m)
+		scoresPairHalfAVX512(q0, q1, kt, n, v, s0, s1)
+	}
+	scoresPairPlain(q0, q1, kt, n, v, m, s0, s1, widenHalf)
+}
+
+// scoresPairHalfAVX512 is scoresPairHalf's slots [0, m), m a multiple of 16: 64 slots at a time,
+// then 16.
+func scoresPairHalfAVX512(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
+	hd := len(q0)
+	if m == 0 || hd == 0 {
+		return
+	}
+	_ = kt[(hd-1)*n+m-1]
+	q1, s0, s1 = q1[:hd], s0[:m], s1[:m]
+	p := unsafe.Pointer(unsafe.SliceData(kt))
+	t := 0
+	for ; t+64 <= m; t += 64 {
+		_, _ = s0[t+63], s1[t+63]
+		scoresStripHalfAsm(unsafe.Add(p, 2*t), data(q0), data(q1), hd, 2*n, data(s0[t:]), data(s1[t:]))
+	}
+	for ; t < m; t += 16 {
+		_, _ = s0[t+15], s1[t+15]
+		scoresVecHalfAsm(unsafe.Add(p, 2*t), data(q0), data(q1), hd, 2*n, data(s0[t:]), data(s1[t:]))
+	}
+}
+
+// contextPairHalf is contextPair32 for float16 value rows (their bits), each value widened
+// exactly (VCVTPH2PS).
+func contextPairHalf(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
+	if !haveAVX512 || hd%16 != 0 {
+		contextPairPlain(p0, p1, vb, hd, m, c0, c1, widenHalf)
+		return
+	}
+	if m == 0 {
+		return
+	}
+	_, _, _, _, _ = p0[m-1], p1[m-1], vb[m*hd-1], c0[hd-1], c1[hd-1]
+	c := 0
+	for ; c+128 <= hd; c += 128 {
+		contextPairHalfx128Asm(unsafe.Pointer(&vb[c]), data(p0), data(p1), m, 2*hd, data(c0[c:]), data(c1[c:]))
+	}
+	for ; c < hd; c += 16 {
+		contextPairHalfx16Asm(unsafe.Pointer(&vb[c]), data(p0), data(p1), m, 2*hd, data(c0[c:]), data(c1[c:]))
+	}
+}
+
 // load16x16 loads 16 bfloat16 at p + off bytes, widened.
 func load16x16(p unsafe.Pointer, off int) archsimd.Float32x16 {
 	return archsimd.LoadUint16x16Array((*[16]uint16)(unsafe.Add(p, off))).ExtendToUint32().ShiftAllLeft(16).AsFloat32x16()
@@ -599,6 +651,27 @@ func data(s []float32) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s
 //
 //go:noescape
 func contextPair32x128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
+
+// scoresStripHalfAsm is scoresPairHalfAVX512's 64 slots from kt on (kernels_amd64.s).
+//
+//go:noescape
+func scoresStripHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
+
+// scoresVecHalfAsm is scoresPairHalfAVX512's 16 slots from kt on (kernels_amd64.s).
+//
+//go:noescape
+func scoresVecHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
+
+// contextPairHalfx128Asm is contextPairHalf's 128 columns from vb on, the rows rowBytes apart
+// (kernels_amd64.s).
+//
+//go:noescape
+func contextPairHalfx128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
+
+// contextPairHalfx16Asm is contextPairHalf's 16 columns from vb on (kernels_amd64.s).
+//
+//go:noescape
+func contextPairHalfx16Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 
 // scoresStrip32Asm is scoresPair32AVX512's 64 slots from kt on (kernels_amd64.s).
 //

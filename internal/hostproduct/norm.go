@@ -10,6 +10,7 @@ import (
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes/bfloat16"
+	"github.com/gomlx/compute/dtypes/float16"
 	"github.com/gomlx/compute/shapes"
 )
 
@@ -412,6 +413,8 @@ func floatsOf(flat any) (floats, error) {
 		return floats{f32: d}, nil
 	case []bfloat16.BFloat16:
 		return floats{b16: bitsOf(d)}, nil
+	case []float16.Float16: // a KV cache's blocks, or a conversion's result (isCacheDType)
+		return floats{h16: unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(d))), len(d))}, nil
 	}
 	return floats{}, fmt.Errorf("data of %T", flat)
 }
