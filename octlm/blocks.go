@@ -198,7 +198,7 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	// rows, and only the context drops them.
 	q := permuted(Reshape(query, batch, seqLen, kvHeads, group, hd), 0, 2, 3, 1, 4) // [B, kvHeads, group, S, hd]
 	groups := group
-	host := slots > 0 && o.hostAttention(group*seqLen) && hostDType(dtype) && hostCacheDType(s.kvDType)
+	host := slots > 0 && o.hostAttention() && hostDType(dtype) && hostCacheDType(s.kvDType)
 	if slots > 0 && !host {
 		groups = o.cacheGroups(group, seqLen)
 		q = padTo(q, 2, groups)

@@ -153,8 +153,8 @@ type Layout struct {
 	// batch axis, which the pure-Go backend wrapped by internal/hostproduct runs in Go. Load sets
 	// it from the backend (hostproduct.Backend's MaxRows; 0 on any other backend).
 	HostRows int
-	// HostAttention: a step's attention over a sequence's cache blocks, for up to
-	// hostAttentionRows query rows per kv head, is one call of a graph function named for
+	// HostAttention: a step's attention over a sequence's cache blocks (a decode step's or a
+	// prompt chunk's: ops.hostAttention) is one call of a graph function named for
 	// hostproduct.AttentionFunction, which the pure-Go backend wrapped by internal/hostproduct
 	// runs in Go, reading only the slots attended (step.hostAttend). It needs the keys stored
 	// transposed and the values as rows (KeysTransposed, not CacheLeft). Load sets it from the
@@ -1342,16 +1342,16 @@ func (o ops) dotAxes(lhs, rhs *Node, numBatch, rhsAxis int) *Node {
 	return ConvertDType(out, dtype)
 }
 
-// hostAttentionRows is the most query rows per kv head whose attention over the cache runs in Go
-// (Layout.HostAttention): a decode step has group rows (Qwen3-0.6B: 2); a longer chunk's rows
-// stay on the backend's tiled products (Go's kernels take two rows at a time; unmeasured there).
-const hostAttentionRows = 16
-
-// hostAttention says whether attention over the cache for rows query rows per kv head runs in
-// Go (Layout.HostAttention).
-func (o ops) hostAttention(rows int) bool {
-	return o.layout.HostAttention && rows <= hostAttentionRows
-}
+// hostAttention says whether attention over the cache runs in Go (Layout.HostAttention), for a
+// decode step's rows and a prompt chunk's alike. Chunks on top of a cache went to the backend's
+// tiled products until 2026-12-07 (Go's kernels take two rows at a time, reading the attended
+// keys and values once a pair); measured there on Qwen3-0.6B at depth 4,096 (a 2-core Zen 4
+// guest, alternated), a chunk in Go ran as fast on a float32 cache (32, 128 and 512 tokens:
+// 40.0–47.9 against 37.5–45.9 tokens/s; 39.7 against 41.4) and on bfloat16 (27.1–27.2 against
+// 26.3–26.4), and faster on a float16 one, which compute multiplies in float16 (39.0–47.9 against
+// 29.2–36.4; 512 tokens 39.6 against 26.5). A chunk's rows are bounded by attentionBudget, and so
+// is a worker's scratch for a kv head's scores.
+func (o ops) hostAttention() bool { return o.layout.HostAttention }
 
 // cacheLeft says whether the cache's products for rows query rows per kv head take the blocks
 // on the left (Layout.CacheLeft, up to CacheLeftRows rows when that is set).
