@@ -6,8 +6,12 @@
 #   depth 0, prompt 128, decode 32:  llama.cpp f32, octlm onnx f32 (+ batch 1,8,16), octlm go f32
 #                                    (+ batch 1,8,16), llama.cpp bf16, octlm go bf16
 #                                    (ROUNDS rounds, default 2)
-#   depth 4096, prompt 32, decode 16: llama.cpp f32, octlm onnx f32, octlm go f32   (one round)
+#   depth 4096, prompt 32, decode 16: llama.cpp f32, octlm onnx f32, octlm go f32, octlm go f32
+#                                    with a float32 cache (one round)
 #
+# KV caches: llama.cpp's float16 (its default), octlm's generation default (float16 under float32
+# weights on go since 2026-12-07, float32 on onnx; the bf16 runs bfloat16), and the last depth run
+# float32 (--kv-dtype f32), as every go run before that day.
 #   bash bench/sidebyside.sh [OCTLM_BINARY] [MODEL_DIR]
 #
 # The checkpoint (octlm synth: bfloat16 weights) is widened to float32 at load for the f32 runs.
@@ -70,6 +74,7 @@ done
 llama_run "llama.cpp f32 d4096" --dtype f32 --depth 4096 --prompt 32 --decode 16
 octlm_run "onnx f32 d4096" --model "$model" --backend onnx --depth 4096 --depth-fill zeros --prompt 32 --decode 16
 octlm_run "go f32 d4096" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16
+octlm_run "go f32 d4096 f32cache" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16 --kv-dtype f32
 if [ -n "${OLD_OCTLM:-}" ]; then
 	octlm="$OLD_OCTLM" octlm_run "old go f32 d4096" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16
 fi

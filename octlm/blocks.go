@@ -183,11 +183,16 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 
 	perHead := func(t *Node) *Node { return permuted(t, 0, 2, 1, 3) } // [B, kvHeads, S, hd]
 	keys, values := perHead(key), perHead(value)
+	host := slots > 0 && o.hostAttention() && hostDType(dtype) && hostCacheDType(s.kvDType)
 	if s.cached {
-		// The cache holds the activations' dtype or a narrower one (a bfloat16 cache under
-		// float32 activations: keys and values are rounded).
+		// The cache holds the activations' dtype or a narrower one (a half-precision cache under
+		// float32 activations: keys and values are rounded). Go's attention reads the chunk's
+		// as the cache holds them; the graph's widens them back.
 		newK, newV = ConvertDType(keys, s.kvDType), ConvertDType(values, s.kvDType)
-		keys, values = ConvertDType(newK, dtype), ConvertDType(newV, dtype)
+		keys, values = newK, newV
+		if !host {
+			keys, values = ConvertDType(newK, dtype), ConvertDType(newV, dtype)
+		}
 	}
 
 	// Grouped-query attention without copying K/V per query head: query head h uses kv head
@@ -198,7 +203,6 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	// rows, and only the context drops them.
 	q := permuted(Reshape(query, batch, seqLen, kvHeads, group, hd), 0, 2, 3, 1, 4) // [B, kvHeads, group, S, hd]
 	groups := group
-	host := slots > 0 && o.hostAttention() && hostDType(dtype) && hostCacheDType(s.kvDType)
 	if slots > 0 && !host {
 		groups = o.cacheGroups(group, seqLen)
 		q = padTo(q, 2, groups)
@@ -297,7 +301,7 @@ type attendFunc func(q, keys, values, bias *Node, kBlocks, vBlocks []*Node) *Nod
 // hostAttend is attend for batch sequences, each on its own cache blocks (kCache[b], vCache[b]),
 // as one call of a graph function named for hostproduct.AttentionFunction in its form with a
 // batch axis, which the wrapped pure-Go backend runs in Go (Layout.HostAttention): q [B,
-// kvHeads, rows, hd], keys and values [B, kvHeads, S, hd] and bias [B, S, T+S] as they are, then
+// kvHeads, rows, hd], keys and values [B, kvHeads, S, hd] in the cache's dtype and bias [B, S, T+S] as they are, then
 // every sequence's key blocks [kvHeads, hd, n], then every sequence's value blocks [kvHeads, n,
 // hd]; the result [B, kvHeads, rows, hd]. The definition, the function's body, is eachSequence.
 // One call for the batch, not one per sequence with each operand sliced for it and the results
@@ -331,7 +335,9 @@ func (s *step) hostFunction(attend attendFunc, args []*Node, batch, n int) *Func
 			kCache[b] = ps[4+b*n : 4+(b+1)*n]
 			vCache[b] = ps[4+(batch+b)*n : 4+(batch+b+1)*n]
 		}
-		return []*Node{concatenate(eachSequence(attend, batch, ps[0], ps[1], ps[2], ps[3], kCache, vCache), 0)}
+		dtype := ps[0].DType() // the chunk's keys and values come as the cache holds them
+		keys, values := ConvertDType(ps[1], dtype), ConvertDType(ps[2], dtype)
+		return []*Node{concatenate(eachSequence(attend, batch, ps[0], keys, values, ps[3], kCache, vCache), 0)}
 	})
 }
 

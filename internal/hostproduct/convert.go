@@ -110,9 +110,9 @@ func (c *convert) run(e *executable, s *callState) error {
 	return nil
 }
 
-// narrowHalf writes the float32 values src into dst rounded to float16 (their bits), as compute
-// rounds them (float16.FromFloat32: to nearest, ties to even).
-func narrowHalf(dst []uint16, src []float32) {
+// narrowHalfPlain writes the float32 values src into dst rounded to float16 (their bits), as
+// compute rounds them (float16.FromFloat32: to nearest, ties to even).
+func narrowHalfPlain(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
 	for i, v := range src {
 		dst[i] = uint16(float16.FromFloat32(v))

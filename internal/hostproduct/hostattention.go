@@ -24,7 +24,7 @@ import (
 //
 //   - q [kvHeads, rows, hd], float32 or bfloat16: the query rows of each kv head, row r at
 //     position r mod S of the chunk;
-//   - k and v [kvHeads, S, hd], q's dtype: the chunk's own keys and values;
+//   - k and v [kvHeads, S, hd], q's dtype or the blocks': the chunk's own keys and values;
 //   - bias [S, T+S] float32: 0 where position s of the chunk attends a slot (the cache's T
 //     slots, then the chunk's S positions), −Inf where it does not;
 //   - the key blocks [kvHeads, hd, n] (transposed), then as many value blocks [kvHeads, n, hd],
@@ -190,9 +190,9 @@ func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attent
 		return nil, bad("q is %s, want [kvHeads, rows, hd] or [B, kvHeads, rows, hd] of float32 or bfloat16", q)
 	}
 	a.kvHeads, a.rows, a.hd = q.Dimensions[lead], q.Dimensions[lead+1], q.Dimensions[lead+2]
-	if k.Rank() != q.Rank() || k.DType != q.DType || (lead == 1 && k.Dimensions[0] != a.batch) ||
+	if k.Rank() != q.Rank() || !isCacheDType(k.DType) || (lead == 1 && k.Dimensions[0] != a.batch) ||
 		k.Dimensions[lead] != a.kvHeads || k.Dimensions[lead+2] != a.hd || !k.Equal(v) {
-		return nil, bad("k %s and v %s, want %s[%d, S, %d] of %s", k, v, batchDims(lead, a.batch), a.kvHeads, a.hd, q.DType)
+		return nil, bad("k %s and v %s, want %s[%d, S, %d] of %s or the blocks' dtype", k, v, batchDims(lead, a.batch), a.kvHeads, a.hd, q.DType)
 	}
 	a.seq = k.Dimensions[lead+1]
 	if a.seq < 1 || a.rows%a.seq != 0 {
@@ -222,6 +222,9 @@ func newAttention(name string, h *hostFunction, inputs []compute.Value) (*attent
 		} else if n := a.sizes[i%perSeq]; kb.Dimensions[2] != n {
 			return nil, bad("block %d of sequence %d holds %d slots, sequence 0's %d", i%perSeq, i/perSeq, kb.Dimensions[2], n)
 		}
+	}
+	if k.DType != q.DType && k.DType != blockDType {
+		return nil, bad("k and v are %s: want q's dtype %s or the blocks' %s", k.DType, q.DType, blockDType)
 	}
 	if bias.DType != dtypes.Float32 || bias.Rank() != 2+lead || (lead == 1 && bias.Dimensions[0] != a.batch) ||
 		bias.Dimensions[lead] != a.seq || bias.Dimensions[lead+1] != a.slots+a.seq {
@@ -522,9 +525,12 @@ func (r *attendRun) head(h int, x headScratch) {
 			offset += n
 		}
 		base := h * a.seq * hd
-		if r.v.f32 != nil {
+		switch {
+		case r.v.f32 != nil:
 			contextPair32(p0[a.slots:], p1[a.slots:], r.v.f32[base:base+a.seq*hd], hd, a.seq, c0, c1)
-		} else {
+		case r.v.h16 != nil:
+			contextPairHalf(p0[a.slots:], p1[a.slots:], r.v.h16[base:base+a.seq*hd], hd, a.seq, c0, c1)
+		default:
 			contextPair16(p0[a.slots:], p1[a.slots:], r.v.b16[base:base+a.seq*hd], hd, a.seq, c0, c1)
 		}
 	}

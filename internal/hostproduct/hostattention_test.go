@@ -73,6 +73,15 @@ type attentionCase struct {
 	tol            float64
 }
 
+// kvDType is the dtype of a case's chunk keys and values: the blocks' where its name ends in
+// "kv-as-cache" (as octlm passes them), else q's.
+func (c attentionCase) kvDType() dtypes.DType {
+	if strings.HasSuffix(c.name, "kv-as-cache") {
+		return c.blockDT
+	}
+	return c.dtype
+}
+
 // attentionGraph calls one host attention function three times (three sequences of one shape,
 // the second's operands computed in the graph before the first call, so that the first two calls
 // follow one another and run as one step; the third's query is the first's result, so it runs
@@ -89,7 +98,7 @@ func attentionGraph(c attentionCase) func(g *Graph, ins []*Node) []*Node {
 		})
 		second := append([]*Node(nil), ins...)
 		second[0] = Neg(ins[0])
-		second[2] = ConvertDType(MulScalar(ConvertDType(ins[2], dtypes.Float32), 0.5), c.dtype)
+		second[2] = ConvertDType(MulScalar(ConvertDType(ins[2], dtypes.Float32), 0.5), c.kvDType())
 		first := fn.Call(ins...)[0]
 		out := fn.Call(second...)[0]
 		third := append([]*Node(nil), ins...)
@@ -109,8 +118,8 @@ func attentionArgs(c attentionCase) []*tensors.Tensor {
 	}
 	args := []*tensors.Tensor{
 		asDType(pattern(c.kvHeads*rows*c.hd, 1), c.dtype, c.kvHeads, rows, c.hd),
-		asDType(pattern(c.kvHeads*c.seq*c.hd, 2), c.dtype, c.kvHeads, c.seq, c.hd),
-		asDType(pattern(c.kvHeads*c.seq*c.hd, 3), c.dtype, c.kvHeads, c.seq, c.hd),
+		asDType(pattern(c.kvHeads*c.seq*c.hd, 2), c.kvDType(), c.kvHeads, c.seq, c.hd),
+		asDType(pattern(c.kvHeads*c.seq*c.hd, 3), c.kvDType(), c.kvHeads, c.seq, c.hd),
 	}
 	bias := make([]float32, c.seq*(slots+c.seq))
 	for s := range c.seq {
@@ -151,6 +160,9 @@ func TestAttentionMatchesTheBackend(t *testing.T) {
 		{"f32/f16-cache-hd128-chunk", f32, f16, 2, 3, 2, 128, []int{64, 128}, 170, 1e-5},
 		{"f32/f16-cache-hd144", f32, f16, 2, 2, 1, 144, []int{64, 40}, 101, 1e-5}, // 128 columns, then 16
 		{"f32/f16-cache-odd-hd", f32, f16, 2, 2, 1, 24, []int{16, 40}, 41, 1e-5},
+		{"f32/f16-cache-hd128-kv-as-cache", f32, f16, 2, 2, 3, 128, []int{64, 128}, 170, 1e-5},
+		{"f32/f16-cache-hd32-kv-as-cache", f32, f16, 3, 2, 1, 32, []int{64, 64}, 100, 1e-5},
+		{"f32/bf16-cache-kv-as-cache", f32, bf16, 2, 2, 2, 128, []int{64, 128}, 170, 1e-5},
 		{"bf16/decode", bf16, bf16, 4, 2, 1, 32, []int{64, 64, 128}, 150, 1e-2},
 		{"bf16/hd64", bf16, bf16, 2, 2, 1, 64, []int{64, 64}, 100, 1e-2},
 		{"bf16/chunk", bf16, bf16, 2, 2, 2, 48, []int{64}, 60, 1e-2},
@@ -207,8 +219,8 @@ func batchedAttentionArgs(c attentionCase, batch int) []*tensors.Tensor {
 	}
 	args := []*tensors.Tensor{
 		asDType(pattern(batch*c.kvHeads*rows*c.hd, 1), c.dtype, batch, c.kvHeads, rows, c.hd),
-		asDType(pattern(batch*c.kvHeads*c.seq*c.hd, 2), c.dtype, batch, c.kvHeads, c.seq, c.hd),
-		asDType(pattern(batch*c.kvHeads*c.seq*c.hd, 3), c.dtype, batch, c.kvHeads, c.seq, c.hd),
+		asDType(pattern(batch*c.kvHeads*c.seq*c.hd, 2), c.kvDType(), batch, c.kvHeads, c.seq, c.hd),
+		asDType(pattern(batch*c.kvHeads*c.seq*c.hd, 3), c.kvDType(), batch, c.kvHeads, c.seq, c.hd),
 	}
 	stride := slots + c.seq
 	bias := make([]float32, batch*c.seq*stride)
@@ -246,6 +258,7 @@ func TestBatchedAttentionMatchesTheBackend(t *testing.T) {
 	for _, c := range []attentionCase{
 		{"f32/decode", f32, f32, 4, 2, 1, 32, []int{64, 64, 128}, 150, 1e-5},
 		{"f32/f16-cache-hd128", f32, dtypes.Float16, 2, 2, 1, 128, []int{64, 128}, 170, 1e-5},
+		{"f32/f16-cache-hd128-kv-as-cache", f32, dtypes.Float16, 2, 2, 2, 128, []int{64, 128}, 170, 1e-5},
 		{"f32/bf16-cache-hd128", f32, bf16, 2, 2, 2, 128, []int{64, 128}, 170, 1e-5},
 		{"bf16/chunk", bf16, bf16, 2, 2, 2, 48, []int{64}, 60, 1e-2},
 	} {
@@ -325,6 +338,10 @@ func TestAttentionRefusesOtherShapes(t *testing.T) {
 			return s
 		}, "sequence 1"},
 		{"batch: bias of another batch", 2, func(s []shapes.Shape) []shapes.Shape { s[3] = shapes.Make(f32, 3, 1, 17); return s }, "bias"},
+		{"keys of neither q's dtype nor the blocks'", 0, func(s []shapes.Shape) []shapes.Shape {
+			s[1], s[2] = shapes.Make(dtypes.BFloat16, 2, 1, 16), shapes.Make(dtypes.BFloat16, 2, 1, 16)
+			return s
+		}, "k and v are"},
 		{"batch: keys of another batch", 2, func(s []shapes.Shape) []shapes.Shape {
 			s[1], s[2] = shapes.Make(f32, 3, 2, 1, 16), shapes.Make(f32, 3, 2, 1, 16)
 			return s

@@ -766,3 +766,31 @@ storeContextHalf16:
 	VMOVUPS Z8, (R10)
 	VZEROUPPER
 	RET
+
+// func narrowHalfAsm(dst, src unsafe.Pointer, n int) (nan bool)
+//
+// n float32 values (a multiple of 16) rounded to float16 (VCVTPS2PH, to nearest, ties to even:
+// float16.FromFloat32 but for NaNs' bits), reporting whether any was a NaN.
+TEXT ·narrowHalfAsm(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	XORL AX, AX
+	TESTQ CX, CX
+	JZ doneNarrowHalf
+loopNarrowHalf:
+	VMOVUPS (SI), Z0
+	VCMPPS $3, Z0, Z0, K1
+	KORTESTW K1, K1
+	JZ storeNarrowHalf
+	MOVL $1, AX
+storeNarrowHalf:
+	VCVTPS2PH $0, Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $32, DI
+	SUBQ $16, CX
+	JNZ loopNarrowHalf
+doneNarrowHalf:
+	MOVB AX, nan+24(FP)
+	VZEROUPPER
+	RET

@@ -106,3 +106,6 @@ func rotateHalves16(x, cos, sin, out []uint16) { rotateHalves16Plain(x, cos, sin
 // siluMul16 writes round16(gate · round16(σ(gate))) · up, rounded to bfloat16, into y (plain Go
 // here).
 func siluMul16(gate, up, y []uint16) { siluMul16Plain(gate, up, y) }
+
+// narrowHalf writes the float32 values src into dst rounded to float16 (plain Go here).
+func narrowHalf(dst []uint16, src []float32) { narrowHalfPlain(dst, src) }

@@ -887,3 +887,26 @@ func siluMul16(gate, up, y []uint16) {
 	}
 	siluMul16Plain(gate[v:], up[v:], y[v:])
 }
+
+// narrowHalfAsm rounds n float32 values (a multiple of 16) at src to float16 at dst
+// (kernels_amd64.s), reporting whether any was a NaN.
+//
+//go:noescape
+func narrowHalfAsm(dst, src unsafe.Pointer, n int) (nan bool)
+
+// narrowHalf writes the float32 values src into dst rounded to float16 (their bits), as compute
+// rounds them (float16.FromFloat32: to nearest, ties to even): 16 at a time where this CPU has
+// the vector kernels (a float16 KV cache's keys and values, 2,048 values a layer on
+// Qwen3-0.6B), and where a NaN is among them, whose bits the instruction sets otherwise, each
+// value as compute rounds it.
+func narrowHalf(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	v := 0
+	if haveAVX512 {
+		v = len(src) &^ 15
+		if v > 0 && narrowHalfAsm(pointer16(dst), data(src), v) {
+			v = 0 // a NaN: the plain loop sets its bits as compute does
+		}
+	}
+	narrowHalfPlain(dst[v:], src[v:])
+}
