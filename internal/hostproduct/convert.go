@@ -119,8 +119,8 @@ func narrowHalfPlain(dst []uint16, src []float32) {
 	}
 }
 
-// widenHalfAll writes the float16 values src (their bits) into dst as float32, exactly.
-func widenHalfAll(dst []float32, src []uint16) {
+// widenHalfPlain writes the float16 values src (their bits) into dst as float32, exactly.
+func widenHalfPlain(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
 	for i, v := range src {
 		dst[i] = widenHalf(v)

@@ -114,9 +114,12 @@ func TestConvertsBetweenPieces(t *testing.T) {
 	for i := range every16 {
 		every16[i] = uint32(i) << 16
 	}
-	everyHalf := make([]uint32, 1<<16)
+	everyHalf, halfNoNaN := make([]uint32, 1<<16), []uint32{}
 	for i := range everyHalf {
 		everyHalf[i] = uint32(i)
+		if i&0x7C00 != 0x7C00 || i&0x3FF == 0 {
+			halfNoNaN = append(halfNoNaN, uint32(i))
+		}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -133,6 +136,7 @@ func TestConvertsBetweenPieces(t *testing.T) {
 		{"f32-f16/no-nan", dtypes.Float32, dtypes.Float16, noNaN(append(random(40_003), halfBits...)), "slot", 1}, // the vector loop whole
 		{"f32-f16/piece", dtypes.Float32, dtypes.Float16, random(40), "piece", 0},
 		{"f16-f32/every", dtypes.Float16, dtypes.Float32, everyHalf, "slot", 1},
+		{"f16-f32/no-nan", dtypes.Float16, dtypes.Float32, halfNoNaN, "slot", 1}, // the vector loop whole
 		{"f32-bf16/piece", dtypes.Float32, dtypes.BFloat16, random(40), "piece", 0},
 		{"bf16-f32/piece", dtypes.BFloat16, dtypes.Float32, random(40), "piece", 0},
 		{"f32-int", dtypes.Float32, dtypes.Int32, []uint32{0x3F800000, 0xC0400000}, "int", 0},

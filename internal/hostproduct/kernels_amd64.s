@@ -794,3 +794,31 @@ doneNarrowHalf:
 	MOVB AX, nan+24(FP)
 	VZEROUPPER
 	RET
+
+// func widenHalfAsm(dst, src unsafe.Pointer, n int) (nan bool)
+//
+// n float16 values (a multiple of 16) widened to float32 (VCVTPH2PS: exact, but a signalling
+// NaN comes out quiet), reporting whether any was a NaN.
+TEXT ·widenHalfAsm(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	XORL AX, AX
+	TESTQ CX, CX
+	JZ doneWidenHalf
+loopWidenHalf:
+	VCVTPH2PS (SI), Z0
+	VCMPPS $3, Z0, Z0, K1
+	KORTESTW K1, K1
+	JZ storeWidenHalf
+	MOVL $1, AX
+storeWidenHalf:
+	VMOVUPS Z0, (DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ loopWidenHalf
+doneWidenHalf:
+	MOVB AX, nan+24(FP)
+	VZEROUPPER
+	RET

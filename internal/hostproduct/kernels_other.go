@@ -109,3 +109,6 @@ func siluMul16(gate, up, y []uint16) { siluMul16Plain(gate, up, y) }
 
 // narrowHalf writes the float32 values src into dst rounded to float16 (plain Go here).
 func narrowHalf(dst []uint16, src []float32) { narrowHalfPlain(dst, src) }
+
+// widenHalfAll writes the float16 values src into dst as float32 (plain Go here).
+func widenHalfAll(dst []float32, src []uint16) { widenHalfPlain(dst, src) }
