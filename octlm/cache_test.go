@@ -474,6 +474,55 @@ func TestFloat16Cache(t *testing.T) {
 	}
 }
 
+// TestGenerationCacheDType: generation stores its cache in float16 under float32 weights where
+// attention runs in Go (the pure-Go backend as octlm opens it, on a CPU with the kernels), and
+// in the weights' dtype under bfloat16 weights or where attention stays on compute;
+// GenerateOptions.KVDType overrides it, and an unknown dtype is bad input.
+func TestGenerationCacheDType(t *testing.T) {
+	load := func(b *hostproduct.Backend, dtype DType) *Model {
+		m, err := Load(fixtureDir("tiny-qwen3"), LoadOptions{Backend: b, DType: dtype})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		return m
+	}
+	inGo := Float32
+	if hostproduct.AttentionKernels() {
+		inGo = Float16
+	}
+	for _, tt := range []struct {
+		name string
+		m    *Model
+		want DType
+	}{
+		{"float32, attention in Go", load(ownHostBackend(t), Float32), inGo},
+		{"bfloat16, attention in Go", load(ownHostBackend(t), BFloat16), BFloat16},
+		{"float32, attention on compute", load(computeAttentionBackend(t), Float32), Float32},
+	} {
+		if got := tt.m.GenerationCacheDType(); got != tt.want {
+			t.Errorf("%s: generation's cache %s, want %s", tt.name, got, tt.want)
+		}
+		for _, dtype := range []DType{"", Float32, BFloat16, Float16} {
+			cache, err := tt.m.NewGenerationCache(4, GenerateOptions{KVDType: dtype})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := dtype
+			if want == "" {
+				want = tt.want
+			}
+			if got := cache.dtype; got != want.gomlx() {
+				t.Errorf("%s: a cache for KVDType %q holds %s, want %s", tt.name, dtype, got, want)
+			}
+			cache.Close()
+		}
+		if _, err := tt.m.Generate([]int{1, 2}, GenerateOptions{MaxNewTokens: 2, Sampling: Greedy(), KVDType: "f8"}); !errors.Is(err, ErrBadInput) {
+			t.Errorf("%s: a generation on a cache of f8: %v, want bad input", tt.name, err)
+		}
+	}
+}
+
 // greedyCase is one case of a fixture's reference/greedy.json.
 type greedyCase struct {
 	PromptIDs    []int   `json:"prompt_ids"`

@@ -33,6 +33,9 @@ func TestGenerationFlags(t *testing.T) {
 		{"negative repetition penalty", []string{"--repetition-penalty", "-0.5"}, octlm.GenerateOptions{}, true, false},
 		{"NaN repetition penalty", []string{"--repetition-penalty", "NaN"}, octlm.GenerateOptions{}, true, false},
 		{"infinite repetition penalty", []string{"--repetition-penalty", "+Inf"}, octlm.GenerateOptions{}, true, false},
+		{"float16 KV cache", []string{"--kv-dtype", "f16"}, octlm.GenerateOptions{MaxNewTokens: 7, Sampling: qwen, KVDType: octlm.Float16}, false, false},
+		{"float32 KV cache", []string{"--kv-dtype", "f32"}, octlm.GenerateOptions{MaxNewTokens: 7, Sampling: qwen, KVDType: octlm.Float32}, false, false},
+		{"unknown KV cache dtype", []string{"--kv-dtype", "f8"}, octlm.GenerateOptions{}, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,7 +63,7 @@ func TestGenerationFlags(t *testing.T) {
 			if !tt.seedGiven {
 				got.Sampling.Seed = tt.want.Sampling.Seed // drawn at random
 			}
-			if got.MaxNewTokens != tt.want.MaxNewTokens || got.Sampling != tt.want.Sampling {
+			if got.MaxNewTokens != tt.want.MaxNewTokens || got.Sampling != tt.want.Sampling || got.KVDType != tt.want.KVDType {
 				t.Errorf("options %+v, want %+v", got, tt.want)
 			}
 		})
