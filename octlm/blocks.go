@@ -182,17 +182,27 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 	dtype := query.DType()
 
 	perHead := func(t *Node) *Node { return permuted(t, 0, 2, 1, 3) } // [B, kvHeads, S, hd]
-	keys, values := perHead(key), perHead(value)
 	host := slots > 0 && o.hostAttention() && hostDType(dtype) && hostCacheDType(s.kvDType)
+	var keys, values *Node
 	if s.cached {
 		// The cache holds the activations' dtype or a narrower one (a half-precision cache under
 		// float32 activations: keys and values are rounded). Go's attention reads the chunk's
-		// as the cache holds them; the graph's widens them back.
-		newK, newV = ConvertDType(keys, s.kvDType), ConvertDType(values, s.kvDType)
-		keys, values = newK, newV
+		// as the cache holds them; the graph's widens them back. The conversions come before
+		// any permutation, where the pure-Go backend converts values between its pieces (in Go,
+		// on vectors): after one, inside a piece, a prompt's conversions to and from float16
+		// were compute's, a value at a time.
+		stored, storedV := ConvertDType(key, s.kvDType), ConvertDType(value, s.kvDType)
+		wide, wideV := stored, storedV
 		if !host {
-			keys, values = ConvertDType(newK, dtype), ConvertDType(newV, dtype)
+			wide, wideV = ConvertDType(stored, dtype), ConvertDType(storedV, dtype)
 		}
+		newK, newV = perHead(stored), perHead(storedV)
+		keys, values = newK, newV
+		if wide != stored {
+			keys, values = perHead(wide), perHead(wideV)
+		}
+	} else {
+		keys, values = perHead(key), perHead(value)
 	}
 
 	// Grouped-query attention without copying K/V per query head: query head h uses kv head

@@ -1346,11 +1346,11 @@ func (o ops) dotAxes(lhs, rhs *Node, numBatch, rhsAxis int) *Node {
 // decode step's rows and a prompt chunk's alike. Chunks on top of a cache went to the backend's
 // tiled products until 2026-12-07 (Go's kernels take two rows at a time, reading the attended
 // keys and values once a pair); measured there on Qwen3-0.6B at depth 4,096 (a 2-core Zen 4
-// guest, alternated), a chunk in Go ran as fast on a float32 cache (32, 128 and 512 tokens:
-// 40.0–47.9 against 37.5–45.9 tokens/s; 39.7 against 41.4) and on bfloat16 (27.1–27.2 against
-// 26.3–26.4), and faster on a float16 one, which compute multiplies in float16 (39.0–47.9 against
-// 29.2–36.4; 512 tokens 39.6 against 26.5). A chunk's rows are bounded by attentionBudget, and so
-// is a worker's scratch for a kv head's scores.
+// guest, alternated), a chunk in Go ran as fast on a float32 cache within the guest's swing
+// (32 and 128 tokens: 34.9–42.9 against 35.3–45.9 tokens/s; 512: 39.7 against 41.4) and on
+// bfloat16 (27.1–27.2 against 26.3–26.4), and faster on a float16 one, which compute multiplies
+// in float16 (39.0–47.9 against 29.2–36.4; 512 tokens 39.6 against 26.5). A chunk's rows are
+// bounded by attentionBudget, and so is a worker's scratch for a kv head's scores.
 func (o ops) hostAttention() bool { return o.layout.HostAttention }
 
 // cacheLeft says whether the cache's products for rows query rows per kv head take the blocks
