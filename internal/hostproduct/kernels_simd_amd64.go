@@ -895,21 +895,9 @@ func siluMul16(gate, up, y []uint16) {
 func narrowHalfAsm(dst, src unsafe.Pointer, n int) (nan bool)
 
 // narrowHalf writes the float32 values src into dst rounded to float16 (their bits), as compute
-// rounds them (float16.FromFloat32: to nearest, ties to even): 16 at a time where this CPU has
-// the vector kernels (a float16 KV cache's keys and values, 2,048 values a layer on
-// Qwen3-0.6B), and where a NaN is among them, whose bits the instruction sets otherwise, each
-// value as compute rounds it.
-func narrowHalf(dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	v := 0
-	if haveAVX512 {
-		v = len(src) &^ 15
-		if v > 0 && narrowHalfAsm(pointer16(dst), data(src), v) {
-			v = 0 // a NaN: the plain loop sets its bits as compute does
-		}
-	}
-	narrowHalfPlain(dst[v:], src[v:])
-}
+// rounds them (float16.FromFloat32: to nearest, ties to even): a float16 KV cache's keys and
+// values, 2,048 values a layer of a Qwen3-0.6B decode step.
+func narrowHalf(dst []uint16, src []float32) { convertHalves(dst, src, narrowHalfAsm, narrowHalfPlain) }
 
 // widenHalfAsm widens n float16 values (a multiple of 16) at src to float32 at dst
 // (kernels_amd64.s), reporting whether any was a NaN.
@@ -917,19 +905,22 @@ func narrowHalf(dst []uint16, src []float32) {
 //go:noescape
 func widenHalfAsm(dst, src unsafe.Pointer, n int) (nan bool)
 
-// widenHalfAll writes the float16 values src (their bits) into dst as float32, exactly: 16 at a
-// time where this CPU has the vector kernels (a prompt's keys and values read back as a float16
-// cache holds them: 262,144 values a layer for 128 tokens of Qwen3-0.6B, which one at a time
-// cost a float32 prompt 4–7%), and where a NaN is among them, whose bits the instruction
-// quiets, each value as compute widens it.
-func widenHalfAll(dst []float32, src []uint16) {
+// widenHalfAll writes the float16 values src (their bits) into dst as float32, exactly, as
+// compute widens them: a prompt's keys and values read back as a float16 cache holds them
+// (262,144 values a layer for 128 tokens of Qwen3-0.6B).
+func widenHalfAll(dst []float32, src []uint16) { convertHalves(dst, src, widenHalfAsm, widenHalfPlain) }
+
+// convertHalves converts src into dst 16 values at a time with the vector kernel vec where this
+// CPU has the kernels, and the rest with plain; all of it with plain where vec reports a NaN
+// among the values, whose bits the instructions set otherwise than compute does.
+func convertHalves[D, S any](dst []D, src []S, vec func(dst, src unsafe.Pointer, n int) (nan bool), plain func([]D, []S)) {
 	dst = dst[:len(src)]
 	v := 0
 	if haveAVX512 {
 		v = len(src) &^ 15
-		if v > 0 && widenHalfAsm(data(dst), pointer16(src), v) {
-			v = 0 // a NaN: the plain loop keeps its bits as compute does
+		if v > 0 && vec(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), v) {
+			v = 0
 		}
 	}
-	widenHalfPlain(dst[v:], src[v:])
+	plain(dst[v:], src[v:])
 }
