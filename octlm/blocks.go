@@ -192,14 +192,10 @@ func attention(s *step, query, key, value *Node, kCache, vCache kvBlocks) (ctx, 
 		// on vectors): after one, inside a piece, a prompt's conversions to and from float16
 		// were compute's, a value at a time.
 		stored, storedV := ConvertDType(key, s.kvDType), ConvertDType(value, s.kvDType)
-		wide, wideV := stored, storedV
-		if !host {
-			wide, wideV = ConvertDType(stored, dtype), ConvertDType(storedV, dtype)
-		}
 		newK, newV = perHead(stored), perHead(storedV)
 		keys, values = newK, newV
-		if wide != stored {
-			keys, values = perHead(wide), perHead(wideV)
+		if !host && s.kvDType != dtype {
+			keys, values = perHead(ConvertDType(stored, dtype)), perHead(ConvertDType(storedV, dtype))
 		}
 	} else {
 		keys, values = perHead(key), perHead(value)

@@ -82,11 +82,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	var kv octlm.DType
-	if *kvDType != "" {
-		if kv, err = octlm.ParseDType(*kvDType); err != nil {
-			return usageError{fmt.Sprintf("--kv-dtype must be f32, bf16 or f16, got %q", *kvDType)}
-		}
+	kv, err := parseKVDType(*kvDType)
+	if err != nil {
+		return err
 	}
 	ctx, stop := interruptContext()
 	defer stop()

@@ -52,14 +52,23 @@ func (f *generationFlags) options(fs *flag.FlagSet) (octlm.GenerateOptions, erro
 	if err := s.Validate(); err != nil {
 		return octlm.GenerateOptions{}, usageError{err.Error()}
 	}
-	var kv octlm.DType
-	if f.kvDType != "" {
-		var err error
-		if kv, err = octlm.ParseDType(f.kvDType); err != nil {
-			return octlm.GenerateOptions{}, usageError{fmt.Sprintf("--kv-dtype must be f32, bf16 or f16, got %q", f.kvDType)}
-		}
+	kv, err := parseKVDType(f.kvDType)
+	if err != nil {
+		return octlm.GenerateOptions{}, err
 	}
 	return octlm.GenerateOptions{MaxNewTokens: f.maxNew, Sampling: s, KVDType: kv}, nil
+}
+
+// parseKVDType is the dtype --kv-dtype names ("" for the default), or a usage error.
+func parseKVDType(name string) (octlm.DType, error) {
+	if name == "" {
+		return "", nil
+	}
+	kv, err := octlm.ParseDType(name)
+	if err != nil {
+		return "", usageError{fmt.Sprintf("--kv-dtype must be f32, bf16 or f16, got %q", name)}
+	}
+	return kv, nil
 }
 
 // flagSet reports whether the flag name was given on the command line.

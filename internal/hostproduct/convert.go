@@ -5,7 +5,6 @@ import (
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
-	"github.com/gomlx/compute/dtypes/float16"
 	"github.com/gomlx/compute/shapes"
 )
 
@@ -108,21 +107,4 @@ func (c *convert) run(e *executable, s *callState) error {
 	})
 	e.backend.convertsRun.Add(1)
 	return nil
-}
-
-// narrowHalfPlain writes the float32 values src into dst rounded to float16 (their bits), as
-// compute rounds them (float16.FromFloat32: to nearest, ties to even).
-func narrowHalfPlain(dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = uint16(float16.FromFloat32(v))
-	}
-}
-
-// widenHalfPlain writes the float16 values src (their bits) into dst as float32, exactly.
-func widenHalfPlain(dst []float32, src []uint16) {
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = widenHalf(v)
-	}
 }

@@ -290,6 +290,34 @@ func (x floats) widenTo(dst []float32, i int) {
 	}
 }
 
+// scoresPair is scoresPair32, or its bfloat16 or float16 twin, on x's transposed key block [hd,
+// n] from value base, hd = len(q0).
+func (x floats) scoresPair(q0, q1 []float32, base, n, m int, s0, s1 []float32) {
+	end := base + len(q0)*n
+	switch {
+	case x.f32 != nil:
+		scoresPair32(q0, q1, x.f32[base:end], n, m, s0, s1)
+	case x.h16 != nil:
+		scoresPairHalf(q0, q1, x.h16[base:end], n, m, s0, s1)
+	default:
+		scoresPair16(q0, q1, x.b16[base:end], n, m, s0, s1)
+	}
+}
+
+// contextPair is contextPair32, or its bfloat16 or float16 twin, on x's m value rows [m, hd] from
+// value base.
+func (x floats) contextPair(p0, p1 []float32, base, hd, m int, c0, c1 []float32) {
+	end := base + m*hd
+	switch {
+	case x.f32 != nil:
+		contextPair32(p0, p1, x.f32[base:end], hd, m, c0, c1)
+	case x.h16 != nil:
+		contextPairHalf(p0, p1, x.h16[base:end], hd, m, c0, c1)
+	default:
+		contextPair16(p0, p1, x.b16[base:end], hd, m, c0, c1)
+	}
+}
+
 // readFloats is buf's data as floats: float32 as it is, bfloat16 and float16 as their bits (for
 // the kernels).
 func readFloats(buf compute.Buffer) (floats, error) {
@@ -475,15 +503,7 @@ func (r *attendRun) head(h int, x headScratch) {
 			if m <= 0 {
 				break
 			}
-			base := h * hd * n
-			switch kb := r.keys[b]; {
-			case kb.f32 != nil:
-				scoresPair32(q0, q1, kb.f32[base:base+hd*n], n, m, s0[offset:], s1[offset:])
-			case kb.h16 != nil:
-				scoresPairHalf(q0, q1, kb.h16[base:base+hd*n], n, m, s0[offset:], s1[offset:])
-			default:
-				scoresPair16(q0, q1, kb.b16[base:base+hd*n], n, m, s0[offset:], s1[offset:])
-			}
+			r.keys[b].scoresPair(q0, q1, h*hd*n, n, m, s0[offset:], s1[offset:])
 			offset += n
 		}
 	}
@@ -519,26 +539,10 @@ func (r *attendRun) head(h int, x headScratch) {
 			if m <= 0 {
 				break
 			}
-			base := h * n * hd
-			switch vb := r.values[b]; {
-			case vb.f32 != nil:
-				contextPair32(p0[offset:], p1[offset:], vb.f32[base:base+m*hd], hd, m, c0, c1)
-			case vb.h16 != nil:
-				contextPairHalf(p0[offset:], p1[offset:], vb.h16[base:base+m*hd], hd, m, c0, c1)
-			default:
-				contextPair16(p0[offset:], p1[offset:], vb.b16[base:base+m*hd], hd, m, c0, c1)
-			}
+			r.values[b].contextPair(p0[offset:], p1[offset:], h*n*hd, hd, m, c0, c1)
 			offset += n
 		}
-		base := h * a.seq * hd
-		switch {
-		case r.v.f32 != nil:
-			contextPair32(p0[a.slots:], p1[a.slots:], r.v.f32[base:base+a.seq*hd], hd, a.seq, c0, c1)
-		case r.v.h16 != nil:
-			contextPairHalf(p0[a.slots:], p1[a.slots:], r.v.h16[base:base+a.seq*hd], hd, a.seq, c0, c1)
-		default:
-			contextPair16(p0[a.slots:], p1[a.slots:], r.v.b16[base:base+a.seq*hd], hd, a.seq, c0, c1)
-		}
+		r.v.contextPair(p0[a.slots:], p1[a.slots:], h*a.seq*hd, hd, a.seq, c0, c1)
 	}
 	out := h * rows * hd
 	if r.out32 != nil {
@@ -616,6 +620,23 @@ func narrowPlain(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
 	for i, v := range src {
 		dst[i] = bits16(v)
+	}
+}
+
+// narrowHalfPlain writes the float32 values src into dst rounded to float16 (their bits), as
+// compute rounds them (float16.FromFloat32: to nearest, ties to even).
+func narrowHalfPlain(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = uint16(float16.FromFloat32(v))
+	}
+}
+
+// widenHalfPlain writes the float16 values src (their bits) into dst as float32, exactly.
+func widenHalfPlain(dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = widenHalf(v)
 	}
 }
 

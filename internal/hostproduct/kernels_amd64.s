@@ -21,6 +21,57 @@
 	VPXORD Z2, Z2, Z2; \
 	VPXORD Z3, Z3, Z3
 
+// SCORES_ARGS loads a key strip kernel's arguments: the block at AX, the query rows at BX and
+// SI, hd (the rows to walk) in CX and the bytes between the block's rows in DX.
+#define SCORES_ARGS \
+	MOVQ kt+0(FP), AX; \
+	MOVQ q0+8(FP), BX; \
+	MOVQ q1+16(FP), SI; \
+	MOVQ hd+24(FP), CX; \
+	MOVQ stride+32(FP), DX
+
+// CONTEXT_ARGS loads a context kernel's arguments: the value rows at AX, the two rows of
+// probabilities at BX and SI, m (the rows to walk) in CX and the bytes between value rows in DX.
+#define CONTEXT_ARGS \
+	MOVQ vb+0(FP), AX; \
+	MOVQ p0+8(FP), BX; \
+	MOVQ p1+16(FP), SI; \
+	MOVQ m+24(FP), CX; \
+	MOVQ rowBytes+32(FP), DX
+
+// ZERO_EIGHT zeroes Z0–Z7 (a key strip's two rows of four accumulators).
+#define ZERO_EIGHT \
+	ZERO_FOUR; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7
+
+// FMA_EIGHT adds Z16–Z19 (64 values: a key row's slots, a panel's weights) times Z20 (one row's
+// factor) to Z0–Z3, and times Z21 (the other row's) to Z4–Z7.
+#define FMA_EIGHT \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z17, Z20, Z1; \
+	VFMADD231PS Z18, Z20, Z2; \
+	VFMADD231PS Z19, Z20, Z3; \
+	VFMADD231PS Z16, Z21, Z4; \
+	VFMADD231PS Z17, Z21, Z5; \
+	VFMADD231PS Z18, Z21, Z6; \
+	VFMADD231PS Z19, Z21, Z7
+
+// STORE_STRIPS stores a key strip's scores: Z0–Z3 at s0, Z4–Z7 at s1.
+#define STORE_STRIPS \
+	MOVQ s0+40(FP), R8; \
+	MOVQ s1+48(FP), R10; \
+	VMOVUPS Z0, (R8); \
+	VMOVUPS Z1, 64(R8); \
+	VMOVUPS Z2, 128(R8); \
+	VMOVUPS Z3, 192(R8); \
+	VMOVUPS Z4, (R10); \
+	VMOVUPS Z5, 64(R10); \
+	VMOVUPS Z6, 128(R10); \
+	VMOVUPS Z7, 192(R10)
+
 // FMA_SIXTEEN adds Z16–Z23 (128 columns of a row) times Z24 (one broadcast factor) to Z0–Z7, and
 // times Z25 to Z8–Z15.
 #define FMA_SIXTEEN \
@@ -115,14 +166,7 @@
 // MULTIPLY_ADD_FOUR_ROWS adds Z16–Z19 (a step of k's 64 weights) times each row's element to its
 // accumulators.
 #define MULTIPLY_ADD_FOUR_ROWS \
-	VFMADD231PS Z16, Z20, Z0; \
-	VFMADD231PS Z17, Z20, Z1; \
-	VFMADD231PS Z18, Z20, Z2; \
-	VFMADD231PS Z19, Z20, Z3; \
-	VFMADD231PS Z16, Z21, Z4; \
-	VFMADD231PS Z17, Z21, Z5; \
-	VFMADD231PS Z18, Z21, Z6; \
-	VFMADD231PS Z19, Z21, Z7; \
+	FMA_EIGHT; \
 	VFMADD231PS Z16, Z22, Z8; \
 	VFMADD231PS Z17, Z22, Z9; \
 	VFMADD231PS Z18, Z22, Z10; \
@@ -239,16 +283,8 @@ store16:
 // A Qwen3-0.6B step at depth 4,096 (float32 cache, 940 MB read) took 112–113 ms against 115–116
 // with the same loop in archsimd and no prefetch (three rounds alternated, a 2-core Xeon).
 TEXT ·scoresStrip32Asm(SB), NOSPLIT, $0-56
-	MOVQ kt+0(FP), AX
-	MOVQ q0+8(FP), BX
-	MOVQ q1+16(FP), SI
-	MOVQ hd+24(FP), CX
-	MOVQ stride+32(FP), DX
-	ZERO_FOUR
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
+	SCORES_ARGS
+	ZERO_EIGHT
 	TESTQ CX, CX
 	JZ storeStrip
 loopStrip:
@@ -262,30 +298,14 @@ loopStrip:
 	VMOVUPS 64(AX), Z17
 	VMOVUPS 128(AX), Z18
 	VMOVUPS 192(AX), Z19
-	VFMADD231PS Z16, Z20, Z0
-	VFMADD231PS Z17, Z20, Z1
-	VFMADD231PS Z18, Z20, Z2
-	VFMADD231PS Z19, Z20, Z3
-	VFMADD231PS Z16, Z21, Z4
-	VFMADD231PS Z17, Z21, Z5
-	VFMADD231PS Z18, Z21, Z6
-	VFMADD231PS Z19, Z21, Z7
+	FMA_EIGHT
 	ADDQ DX, AX
 	ADDQ $4, BX
 	ADDQ $4, SI
 	DECQ CX
 	JNZ loopStrip
 storeStrip:
-	MOVQ s0+40(FP), R8
-	MOVQ s1+48(FP), R10
-	VMOVUPS Z0, (R8)
-	VMOVUPS Z1, 64(R8)
-	VMOVUPS Z2, 128(R8)
-	VMOVUPS Z3, 192(R8)
-	VMOVUPS Z4, (R10)
-	VMOVUPS Z5, 64(R10)
-	VMOVUPS Z6, 128(R10)
-	VMOVUPS Z7, 192(R10)
+	STORE_STRIPS
 	VZEROUPPER
 	RET
 
@@ -527,11 +547,7 @@ done8x16:
 // same for c1, j < 128, the m value rows rowBytes apart from vb. Each row's 512 bytes are read in
 // one pass (sixteen accumulators), four rows ahead prefetched.
 TEXT ·contextPair32x128Asm(SB), NOSPLIT, $0-56
-	MOVQ vb+0(FP), AX
-	MOVQ p0+8(FP), BX
-	MOVQ p1+16(FP), SI
-	MOVQ m+24(FP), CX
-	MOVQ rowBytes+32(FP), DX
+	CONTEXT_ARGS
 	LEAQ (AX)(DX*4), R9
 	ZERO_ACCUMULATORS
 	TESTQ CX, CX
@@ -575,16 +591,8 @@ storeContext:
 // scoresStrip32Asm for a float16 key block: each row's 64 slots (128 bytes) widened exactly by
 // VCVTPH2PS as they are loaded, the next strip's prefetched.
 TEXT ·scoresStripHalfAsm(SB), NOSPLIT, $0-56
-	MOVQ kt+0(FP), AX
-	MOVQ q0+8(FP), BX
-	MOVQ q1+16(FP), SI
-	MOVQ hd+24(FP), CX
-	MOVQ stride+32(FP), DX
-	ZERO_FOUR
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
+	SCORES_ARGS
+	ZERO_EIGHT
 	TESTQ CX, CX
 	JZ storeStripHalf
 loopStripHalf:
@@ -596,30 +604,14 @@ loopStripHalf:
 	VCVTPH2PS 32(AX), Z17
 	VCVTPH2PS 64(AX), Z18
 	VCVTPH2PS 96(AX), Z19
-	VFMADD231PS Z16, Z20, Z0
-	VFMADD231PS Z17, Z20, Z1
-	VFMADD231PS Z18, Z20, Z2
-	VFMADD231PS Z19, Z20, Z3
-	VFMADD231PS Z16, Z21, Z4
-	VFMADD231PS Z17, Z21, Z5
-	VFMADD231PS Z18, Z21, Z6
-	VFMADD231PS Z19, Z21, Z7
+	FMA_EIGHT
 	ADDQ DX, AX
 	ADDQ $4, BX
 	ADDQ $4, SI
 	DECQ CX
 	JNZ loopStripHalf
 storeStripHalf:
-	MOVQ s0+40(FP), R8
-	MOVQ s1+48(FP), R10
-	VMOVUPS Z0, (R8)
-	VMOVUPS Z1, 64(R8)
-	VMOVUPS Z2, 128(R8)
-	VMOVUPS Z3, 192(R8)
-	VMOVUPS Z4, (R10)
-	VMOVUPS Z5, 64(R10)
-	VMOVUPS Z6, 128(R10)
-	VMOVUPS Z7, 192(R10)
+	STORE_STRIPS
 	VZEROUPPER
 	RET
 
@@ -627,11 +619,7 @@ storeStripHalf:
 //
 // scoresStripHalfAsm for 16 slots (a strip's tail).
 TEXT ·scoresVecHalfAsm(SB), NOSPLIT, $0-56
-	MOVQ kt+0(FP), AX
-	MOVQ q0+8(FP), BX
-	MOVQ q1+16(FP), SI
-	MOVQ hd+24(FP), CX
-	MOVQ stride+32(FP), DX
+	SCORES_ARGS
 	VPXORD Z0, Z0, Z0
 	VPXORD Z4, Z4, Z4
 	TESTQ CX, CX
@@ -660,11 +648,7 @@ storeVecHalf:
 // contextPair32x128Asm for float16 value rows: each row's 256 bytes widened by VCVTPH2PS as they
 // are loaded, four rows ahead prefetched.
 TEXT ·contextPairHalfx128Asm(SB), NOSPLIT, $0-56
-	MOVQ vb+0(FP), AX
-	MOVQ p0+8(FP), BX
-	MOVQ p1+16(FP), SI
-	MOVQ m+24(FP), CX
-	MOVQ rowBytes+32(FP), DX
+	CONTEXT_ARGS
 	LEAQ (AX)(DX*4), R9
 	ZERO_ACCUMULATORS
 	TESTQ CX, CX
@@ -703,11 +687,7 @@ storeContextHalf:
 //
 // contextPairHalfx128Asm for 16 columns (a head dimension that is not a multiple of 128).
 TEXT ·contextPairHalfx16Asm(SB), NOSPLIT, $0-56
-	MOVQ vb+0(FP), AX
-	MOVQ p0+8(FP), BX
-	MOVQ p1+16(FP), SI
-	MOVQ m+24(FP), CX
-	MOVQ rowBytes+32(FP), DX
+	CONTEXT_ARGS
 	VPXORD Z0, Z0, Z0
 	VPXORD Z8, Z8, Z8
 	TESTQ CX, CX

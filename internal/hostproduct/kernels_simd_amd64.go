@@ -174,24 +174,25 @@ func vectorKernels() bool { return haveAVX512 }
 // It may also store the products of some columns past m, up to n (vectorSlots): s0 and s1 hold
 // at least n values.
 func scoresPair32(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
-	v := 0
-	if haveAVX512 {
-		v = vectorSlots(n, m)
-		scoresPair32AVX512(q0, q1, kt, n, v, s0, s1)
-		archsimd.ClearAVXUpperBits()
-	}
-	scoresPairPlain(q0, q1, kt, n, v, m, s0, s1, func(x float32) float32 { return x })
+	scoresPairVia(q0, q1, kt, n, m, s0, s1, scoresPair32AVX512, func(x float32) float32 { return x })
 }
 
 // scoresPair16 is scoresPair32 for a bfloat16 key block (its bits).
 func scoresPair16(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
+	scoresPairVia(q0, q1, kt, n, m, s0, s1, scoresPair16AVX512, widen16)
+}
+
+// scoresPairVia is scoresPair32 for a key block of T: the slots vectorSlots gives by vector,
+// a kernel of this CPU's (AVX-512), the rest one at a time in plain Go, each key widened by float.
+func scoresPairVia[T any](q0, q1 []float32, kt []T, n, m int, s0, s1 []float32,
+	vector func(q0, q1 []float32, kt []T, n, m int, s0, s1 []float32), float func(T) float32) {
 	v := 0
 	if haveAVX512 {
 		v = vectorSlots(n, m)
-		scoresPair16AVX512(q0, q1, kt, n, v, s0, s1)
+		vector(q0, q1, kt, n, v, s0, s1)
 		archsimd.ClearAVXUpperBits()
 	}
-	scoresPairPlain(q0, q1, kt, n, v, m, s0, s1, widen16)
+	scoresPairPlain(q0, q1, kt, n, v, m, s0, s1, float)
 }
 
 // vectorSlots is how many of a key block's n slots the vector kernels score for the first m:
@@ -237,12 +238,7 @@ func contextPair16(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
 // scoresPairHalf is scoresPair32 for a float16 key block (its bits), each key widened exactly
 // (VCVTPH2PS).
 func scoresPairHalf(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
-	v := 0
-	if haveAVX512 {
-		v = vectorSlots(n, m)
-		scoresPairHalfAVX512(q0, q1, kt, n, v, s0, s1)
-	}
-	scoresPairPlain(q0, q1, kt, n, v, m, s0, s1, widenHalf)
+	scoresPairVia(q0, q1, kt, n, m, s0, s1, scoresPairHalfAVX512, widenHalf)
 }
 
 // scoresPairHalfAVX512 is scoresPairHalf's slots [0, m), m a multiple of 16: 64 slots at a time,
