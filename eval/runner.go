@@ -468,7 +468,7 @@ func (r *Runner) generate(ctx context.Context, qs []*Request, g *GenerationKwarg
 		var next []int
 		inputs = inputs[:0]
 		for i, b := range active {
-			if err := checkFinite(logits[i]); err != nil {
+			if err := octlm.CheckFinite(logits[i]); err != nil {
 				return fmt.Errorf("generating token %d: %w", len(out[b])+1, err)
 			}
 			id := octlm.Argmax(logits[i])
@@ -501,16 +501,6 @@ func containsAny(text string, subs []string) bool {
 		}
 	}
 	return false
-}
-
-// checkFinite reports the first NaN or ±Inf in a row of logits.
-func checkFinite(row []float32) error {
-	for i, v := range row {
-		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("%w: the logit of token %d is %v", octlm.ErrNonFinite, i, v)
-		}
-	}
-	return nil
 }
 
 // decode is the text of ids as Hugging Face tokenizers decode them: an ID the tokenizer has no

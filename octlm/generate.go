@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/octlm/octlm/internal/logitscan"
 )
 
 // Stop reasons of a Generation, and the default MaxNewTokens.
@@ -177,7 +179,7 @@ func (m *Model) generate(cache *Cache, prompt []int, opts GenerateOptions) (Gene
 			g.StopReason = StopInterrupted
 			break
 		}
-		if err := checkFinite(logits); err != nil {
+		if err := CheckFinite(logits); err != nil {
 			return g, fmt.Errorf("octlm: generated token %d: %w", len(g.GeneratedIDs)+1, err)
 		}
 		id := sampler.Next(logits, seen)
@@ -207,12 +209,10 @@ func (m *Model) generate(cache *Cache, prompt []int, opts GenerateOptions) (Gene
 	return g, nil
 }
 
-// checkFinite reports the first NaN or ±Inf in logits.
-func checkFinite(logits []float32) error {
-	for i, v := range logits {
-		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("%w: the logit of token %d is %v (a corrupt weight, or an overflow in half precision?)", ErrNonFinite, i, v)
-		}
+// CheckFinite reports the first NaN or ±Inf in a row of logits as an ErrNonFinite.
+func CheckFinite(logits []float32) error {
+	if i := logitscan.FirstNonFinite(logits); i >= 0 {
+		return fmt.Errorf("%w: the logit of token %d is %v (a corrupt weight, or an overflow in half precision?)", ErrNonFinite, i, logits[i])
 	}
 	return nil
 }

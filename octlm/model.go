@@ -313,19 +313,27 @@ const attendStep = 1024
 // maxStepGraphs), and accounts for the time taken.
 func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*graph.Exec, error) {
 	argShapes := make([]shapes.Shape, len(args))
-	for i, a := range args {
-		switch v := a.(type) {
-		case *tensors.Tensor:
-			argShapes[i] = v.Shape()
-		case []int32:
-			argShapes[i] = shapes.Make(dtypes.Int32, len(v))
-		case int32:
-			argShapes[i] = shapes.Make(dtypes.Int32)
-		default:
-			return nil, fmt.Errorf("octlm: step argument %d has unexpected type %T", i, a)
+	shapesOf := func(from, to int) error {
+		for i := from; i < to; i++ {
+			switch v := args[i].(type) {
+			case *tensors.Tensor:
+				argShapes[i] = v.Shape()
+			case []int32:
+				argShapes[i] = shapes.Make(dtypes.Int32, len(v))
+			case int32:
+				argShapes[i] = shapes.Make(dtypes.Int32)
+			default:
+				return fmt.Errorf("octlm: step argument %d has unexpected type %T", i, args[i])
+			}
 		}
+		return nil
 	}
-	key := stepKey(kvDType, argShapes[:numStepInputs], argShapes[numStepInputs+len(m.weights):]) // the weights' shapes never change
+	// The weights' shapes never change: the key leaves them out, and they are read only to compile.
+	weights := numStepInputs + len(m.weights)
+	if err := errors.Join(shapesOf(0, numStepInputs), shapesOf(weights, len(args))); err != nil {
+		return nil, err
+	}
+	key := stepKey(kvDType, argShapes[:numStepInputs], argShapes[weights:])
 	m.used++
 	if s, ok := m.steps[key]; ok {
 		s.lastUse = m.used
@@ -343,6 +351,9 @@ func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*graph.Exec, error
 		}
 		m.steps[oldest].exec.Finalize()
 		delete(m.steps, oldest)
+	}
+	if err := shapesOf(numStepInputs, weights); err != nil {
+		return nil, err
 	}
 	begin := time.Now()
 	exec, err := graph.NewExec(m.Backend, func(g *graph.Graph, inputs []*graph.Node) []*graph.Node {

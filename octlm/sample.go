@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/octlm/octlm/internal/logitscan"
 )
 
 // Sampling chooses the next token from logits. A zero Temperature means greedy decoding; the
@@ -58,16 +60,9 @@ func NewSampler(s Sampling) *Sampler {
 	return &Sampler{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x6f63746c6d))}
 }
 
-// Argmax is the index of the largest logit (the first one on ties, like torch.argmax).
-func Argmax(logits []float32) int {
-	best := 0
-	for i, v := range logits {
-		if v > logits[best] {
-			best = i
-		}
-	}
-	return best
-}
+// Argmax is the index of the largest logit (the first one on ties, like torch.argmax; a NaN is
+// never the largest unless it is the first).
+func Argmax(logits []float32) int { return logitscan.Argmax(logits) }
 
 // Next picks a token from logits given the tokens seen so far (for the repetition penalty).
 // It modifies logits in place.
