@@ -13,7 +13,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 )
 
@@ -243,20 +242,10 @@ func (m *Model) runBatchChunk(ch batchChunk, keep func(i int, logits []float32))
 	if err != nil {
 		return err
 	}
-	for _, at := range fixed {
-		donated, err := graph.DonateTensorBuffer(args[at].(*tensors.Tensor), m.Backend, 0)
-		if err != nil {
-			for _, c := range ch.caches {
-				c.broken = true // the buffers donated so far are gone
-			}
-			return fmt.Errorf("octlm: donating the cache: %w", err)
-		}
-		args[at] = donated
-	}
-	outputs, err := step.Call(args...)
+	outputs, err := step.call(m.Backend, args, fixed)
 	if err != nil {
 		for _, c := range ch.caches {
-			c.broken = true
+			c.broken = true // the fixed-size states' buffers may have been donated
 		}
 		return fmt.Errorf("octlm: running the step graph (%d sequences, %d tokens at position %d): %w", batch, ch.seqLen, start[0], err)
 	}

@@ -74,6 +74,7 @@ type Model struct {
 // stepExec is the step graph compiled for one set of argument shapes.
 type stepExec struct {
 	exec    *graph.Exec
+	graph   *graph.Graph // exec's one graph, run directly (stepExec.call)
 	lastUse int64
 }
 
@@ -311,7 +312,7 @@ const attendStep = 1024
 // compileFor returns the step graph for a cache of kvDType compiled for the shapes of args,
 // compiling it unless it already has been (freeing the least recently used beyond
 // maxStepGraphs), and accounts for the time taken.
-func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*graph.Exec, error) {
+func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*stepExec, error) {
 	argShapes := make([]shapes.Shape, len(args))
 	shapesOf := func(from, to int) error {
 		for i := from; i < to; i++ {
@@ -337,7 +338,7 @@ func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*graph.Exec, error
 	m.used++
 	if s, ok := m.steps[key]; ok {
 		s.lastUse = m.used
-		return s.exec, nil
+		return s, nil
 	}
 	if m.steps == nil {
 		m.steps = map[string]*stepExec{}
@@ -363,14 +364,16 @@ func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*graph.Exec, error
 		return nil, fmt.Errorf("octlm: building the step graph: %w", err)
 	}
 	exec = exec.WithName("octlm_step")
-	if _, err := exec.Compile(argShapes...); err != nil {
+	g, err := exec.Compile(argShapes...)
+	if err != nil {
 		exec.Finalize()
 		return nil, fmt.Errorf("octlm: compiling the step graph for inputs %v and %d cache tensors: %w", argShapes[:numStepInputs], len(args)-numStepInputs-len(m.weights), err)
 	}
-	m.steps[key] = &stepExec{exec: exec, lastUse: m.used}
+	s := &stepExec{exec: exec, graph: g, lastUse: m.used}
+	m.steps[key] = s
 	m.compile.Graphs++
 	m.compile.Time += time.Since(begin)
-	return exec, nil
+	return s, nil
 }
 
 // stepKey is the compiled step graphs' key for a step's dtype of the cache and the shapes of its
