@@ -75,5 +75,7 @@ func BenchmarkStepCall(b *testing.B) {
 		}
 	}
 	b.Run("Exec.Call", func(b *testing.B) { run(b, func() ([]*tensors.Tensor, error) { return s.exec.Call(args...) }) })
-	b.Run("direct", func(b *testing.B) { run(b, func() ([]*tensors.Tensor, error) { return s.call(goBackend(b), args, nil) }) })
+	b.Run("direct", func(b *testing.B) {
+		run(b, func() ([]*tensors.Tensor, error) { return s.call(goBackend(b), args, nil) })
+	})
 }
