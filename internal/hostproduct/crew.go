@@ -28,6 +28,7 @@ type crew struct {
 	job     func(member int)
 	spin    time.Duration // how long the members wait awake after job
 	gen     atomic.Uint64 // bumped for each job and at stop
+	left    atomic.Int64  // the members still at the job
 	stopped bool
 	done    sync.WaitGroup
 }
@@ -68,14 +69,15 @@ func (c *crew) member(m int) {
 			return
 		}
 		job(m)
+		c.left.Add(-1)
 		c.done.Done()
 	}
 }
 
 // run runs job(0) … job(members-1) on the crew and own on the caller's goroutine, and waits for
-// them all; then the members wait for the next job awake for up to spin before they sleep. It
-// returns false, running nothing, when another run holds the crew or it is stopped (or nil: a
-// backend finalized before its first product run).
+// them all (awake for up to crewSpin, then asleep); then the members wait for the next job awake
+// for up to spin before they sleep. It returns false, running nothing, when another run holds the
+// crew or it is stopped (or nil: a backend finalized before its first product run).
 func (c *crew) run(job func(member int), own func(), spin time.Duration) bool {
 	if c == nil || !c.busy.TryLock() {
 		return false
@@ -85,12 +87,21 @@ func (c *crew) run(job func(member int), own func(), spin time.Duration) bool {
 		return false
 	}
 	c.done.Add(c.members)
+	c.left.Store(int64(c.members))
 	c.mu.Lock()
 	c.job, c.spin = job, spin
 	c.gen.Add(1)
 	c.wake.Broadcast()
 	c.mu.Unlock()
 	own()
+	// Waiting for the members awake: one that finishes its last chunk a few microseconds after
+	// the caller then hands the run back at once, where the caller asleep in the WaitGroup took
+	// a thread's wake-up. Awake, a Qwen3-0.6B decode step ran 1.10–1.15× (bfloat16) and 1.04×
+	// (float32) the tokens/s on a 2-core AMD EPYC (Zen 4), alternated in one process: about
+	// 20 µs less a run of products, 112 runs a step.
+	for since := time.Now(); c.left.Load() > 0 && time.Since(since) < crewSpin; {
+		runtime.Gosched()
+	}
 	c.done.Wait()
 	return true
 }
