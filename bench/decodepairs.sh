@@ -17,15 +17,9 @@ set -uo pipefail
 octlm="${1:-octlm}"
 model="${2:-/tmp/q06}"
 pairs="${PAIRS:-12}"
-llama="${LLAMACPP_BENCH:-}"
-if [ ! -x "$llama" ]; then
-	echo "decodepairs.sh: set LLAMACPP_BENCH to llama.cpp's llamacpp-bench peer script" >&2
-	exit 2
-fi
-export GOMAXPROCS=2
-if [ ! -s "$model/model.safetensors" ]; then
-	"$octlm" synth --like qwen3-0.6b --out "$model" >&2 || exit 1
-fi
+script=decodepairs.sh
+# shellcheck source=bench/sitting.sh
+. "$(dirname "$0")/sitting.sh"
 
 run() { # pair, dtype, engine
 	local pair=$1 dtype=$2 engine=$3 out

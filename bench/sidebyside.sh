@@ -24,15 +24,9 @@ set -uo pipefail
 octlm="${1:-octlm}"
 model="${2:-/tmp/q06}"
 rounds="${ROUNDS:-2}"
-llama="${LLAMACPP_BENCH:-}"
-if [ ! -x "$llama" ]; then
-	echo "sidebyside.sh: set LLAMACPP_BENCH to llama.cpp's llamacpp-bench peer script" >&2
-	exit 2
-fi
-export GOMAXPROCS=2
-if [ ! -s "$model/model.safetensors" ]; then
-	"$octlm" synth --like qwen3-0.6b --out "$model" >&2 || exit 1
-fi
+script=sidebyside.sh
+# shellcheck source=bench/sitting.sh
+. "$(dirname "$0")/sitting.sh"
 
 octlm_run() { # name, then octlm bench flags
 	local name=$1
