@@ -219,22 +219,18 @@ func (m *Model) runBatchChunk(ch batchChunk, keep func(i int, logits []float32))
 		}
 	}
 	specs := ch.caches[0].specs
-	args := make([]any, 0, numStepInputs+len(m.weights)+batch*len(specs)*max(numBlocks, 1))
-	args = append(args, tokens, start, valid, tensors.FromFlatDataAndDimensions(logitRows, batch, wanted))
-	for _, w := range m.weights {
-		args = append(args, w)
-	}
-	var fixed []int // indices in args of the fixed-size states, donated
+	args := make([]*tensors.Tensor, 0, numStepInputs+len(m.weights)+batch*len(specs)*max(numBlocks, 1))
+	args = append(args, tokens, tensors.FromValue(start), tensors.FromValue(valid), tensors.FromFlatDataAndDimensions(logitRows, batch, wanted))
+	args = append(args, m.weights...)
+	give := []int{1, 2} // indices in args given to the step: start, valid and the fixed-size states
 	for _, c := range ch.caches {
 		for i, spec := range specs {
 			if spec.PosAxis < 0 {
-				fixed = append(fixed, len(args))
+				give = append(give, len(args))
 				args = append(args, c.state[i][0])
 				continue
 			}
-			for _, t := range c.state[i][:numBlocks] {
-				args = append(args, t)
-			}
+			args = append(args, c.state[i][:numBlocks]...)
 		}
 	}
 	dtype := ch.caches[0].dtype
@@ -242,7 +238,7 @@ func (m *Model) runBatchChunk(ch batchChunk, keep func(i int, logits []float32))
 	if err != nil {
 		return err
 	}
-	outputs, err := step.call(m.Backend, args, fixed)
+	outputs, err := step.call(m.Backend, args, give)
 	if err != nil {
 		for _, c := range ch.caches {
 			c.broken = true // the fixed-size states' buffers may have been donated

@@ -312,29 +312,16 @@ const attendStep = 1024
 // compileFor returns the step graph for a cache of kvDType compiled for the shapes of args,
 // compiling it unless it already has been (freeing the least recently used beyond
 // maxStepGraphs), and accounts for the time taken.
-func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*stepExec, error) {
-	argShapes := make([]shapes.Shape, len(args))
-	shapesOf := func(from, to int) error {
-		for i := from; i < to; i++ {
-			switch v := args[i].(type) {
-			case *tensors.Tensor:
-				argShapes[i] = v.Shape()
-			case []int32:
-				argShapes[i] = shapes.Make(dtypes.Int32, len(v))
-			case int32:
-				argShapes[i] = shapes.Make(dtypes.Int32)
-			default:
-				return fmt.Errorf("octlm: step argument %d has unexpected type %T", i, args[i])
-			}
+func (m *Model) compileFor(args []*tensors.Tensor, kvDType dtypes.DType) (*stepExec, error) {
+	shapesOf := func(ts []*tensors.Tensor) []shapes.Shape {
+		out := make([]shapes.Shape, len(ts))
+		for i, t := range ts {
+			out[i] = t.Shape()
 		}
-		return nil
+		return out
 	}
 	// The weights' shapes never change: the key leaves them out, and they are read only to compile.
-	weights := numStepInputs + len(m.weights)
-	if err := errors.Join(shapesOf(0, numStepInputs), shapesOf(weights, len(args))); err != nil {
-		return nil, err
-	}
-	key := stepKey(kvDType, argShapes[:numStepInputs], argShapes[weights:])
+	key := stepKey(kvDType, shapesOf(args[:numStepInputs]), shapesOf(args[numStepInputs+len(m.weights):]))
 	m.used++
 	if s, ok := m.steps[key]; ok {
 		s.lastUse = m.used
@@ -353,9 +340,7 @@ func (m *Model) compileFor(args []any, kvDType dtypes.DType) (*stepExec, error) 
 		m.steps[oldest].exec.Finalize()
 		delete(m.steps, oldest)
 	}
-	if err := shapesOf(numStepInputs, weights); err != nil {
-		return nil, err
-	}
+	argShapes := shapesOf(args)
 	begin := time.Now()
 	exec, err := graph.NewExec(m.Backend, func(g *graph.Graph, inputs []*graph.Node) []*graph.Node {
 		return m.stepGraph(g, inputs, kvDType)

@@ -15,10 +15,9 @@ import (
 // 0.5 ms of every decode step on a 2-core AMD EPYC, more than 1% of a bfloat16 step
 // (BenchmarkStepCall is the reproduction).
 
-// call runs s's graph on args (tensors, and int32 slices or scalars, made into tensors here and
-// given to the graph) with the buffers of the tensors at the indices give handed to it (they are
-// not valid after), and returns its outputs.
-func (s *stepExec) call(backend compute.Backend, args []any, give []int) ([]*tensors.Tensor, error) {
+// call runs s's graph on args, the buffers of those at the indices give handed to it (those
+// tensors are not valid after), and returns its outputs.
+func (s *stepExec) call(backend compute.Backend, args []*tensors.Tensor, give []int) ([]*tensors.Tensor, error) {
 	if n := s.graph.NumParameters(); n != len(args) {
 		return nil, fmt.Errorf("octlm: %d step arguments for a graph of %d parameters", len(args), n)
 	}
@@ -27,18 +26,7 @@ func (s *stepExec) call(backend compute.Backend, args []any, give []int) ([]*ten
 	for _, i := range give {
 		donate[i] = true
 	}
-	for i, a := range args {
-		var t *tensors.Tensor
-		switch v := a.(type) {
-		case *tensors.Tensor:
-			t = v
-		case []int32:
-			t, donate[i] = tensors.FromValue(v), true
-		case int32:
-			t, donate[i] = tensors.FromScalar(v), true
-		default:
-			return nil, fmt.Errorf("octlm: step argument %d has unexpected type %T", i, a)
-		}
+	for i, t := range args {
 		var err error
 		if donate[i] {
 			buffers[i], err = t.DonateBuffer(backend, 0)

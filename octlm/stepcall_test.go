@@ -12,7 +12,7 @@ import (
 // stepLike is a graph of a step's arity: a token vector and n tensors, each a weight or a cache
 // block, of which it returns the first plus the token count and the last (as a step returns
 // its logits and states).
-func stepLike(t testing.TB, n int) (*stepExec, []any) {
+func stepLike(t testing.TB, n int) (*stepExec, []*tensors.Tensor) {
 	t.Helper()
 	exec, err := graph.NewExec(goBackend(t), func(g *graph.Graph, in []*graph.Node) []*graph.Node {
 		return []*graph.Node{graph.Add(in[1], graph.ConvertDType(graph.ReduceAllSum(in[0]), dtypes.Float32)), in[n]}
@@ -20,7 +20,7 @@ func stepLike(t testing.TB, n int) (*stepExec, []any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []any{[]int32{1, 2, 3}}
+	args := []*tensors.Tensor{tensors.FromValue([]int32{1, 2, 3})}
 	argShapes := []shapes.Shape{shapes.Make(dtypes.Int32, 3)}
 	for i := range n {
 		args = append(args, tensors.FromValue([]float32{float32(i), 1}))
@@ -33,11 +33,20 @@ func stepLike(t testing.TB, n int) (*stepExec, []any) {
 	return &stepExec{exec: exec, graph: g}, args
 }
 
+// values is args as GoMLX's Exec.Call takes them, values of any type.
+func values(args []*tensors.Tensor) []any {
+	out := make([]any, len(args))
+	for i, t := range args {
+		out[i] = t
+	}
+	return out
+}
+
 // TestStepCallMatchesExec runs a step-like graph both ways, and gives one argument's buffer.
 func TestStepCallMatchesExec(t *testing.T) {
 	s, args := stepLike(t, 40)
 	defer s.exec.Finalize()
-	want, err := s.exec.Call(args...)
+	want, err := s.exec.Call(values(args)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +72,7 @@ func TestStepCallMatchesExec(t *testing.T) {
 func BenchmarkStepCall(b *testing.B) {
 	s, args := stepLike(b, 366)
 	defer s.exec.Finalize()
+	asValues := values(args)
 	run := func(b *testing.B, call func() ([]*tensors.Tensor, error)) {
 		for b.Loop() {
 			out, err := call()
@@ -74,7 +84,7 @@ func BenchmarkStepCall(b *testing.B) {
 			}
 		}
 	}
-	b.Run("Exec.Call", func(b *testing.B) { run(b, func() ([]*tensors.Tensor, error) { return s.exec.Call(args...) }) })
+	b.Run("Exec.Call", func(b *testing.B) { run(b, func() ([]*tensors.Tensor, error) { return s.exec.Call(asValues...) }) })
 	b.Run("direct", func(b *testing.B) {
 		run(b, func() ([]*tensors.Tensor, error) { return s.call(goBackend(b), args, nil) })
 	})
