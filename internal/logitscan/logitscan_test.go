@@ -105,12 +105,7 @@ func TestVectorsMatchThePlainLoops(t *testing.T) {
 					x[r.IntN(n)] = special[r.IntN(len(special))]
 				}
 			}
-			if got, want := Argmax(x), argmaxPlain(x); got != want {
-				t.Fatalf("n=%d trial %d: Argmax = %d, plain %d (%v)", n, trial, got, want, x)
-			}
-			if got, want := FirstNonFinite(x), firstNonFinitePlain(x); got != want {
-				t.Fatalf("n=%d trial %d: FirstNonFinite = %d, plain %d", n, trial, got, want)
-			}
+			checkScans(t, x)
 		}
 	}
 }
@@ -124,42 +119,43 @@ func FuzzScans(f *testing.F) {
 		for i := range x {
 			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 		}
-		if got, want := Argmax(x), argmaxPlain(x); got != want {
-			t.Fatalf("Argmax = %d, plain %d", got, want)
-		}
-		if got, want := FirstNonFinite(x), firstNonFinitePlain(x); got != want {
-			t.Fatalf("FirstNonFinite = %d, plain %d", got, want)
-		}
+		checkScans(t, x)
 	})
 }
 
-// BenchmarkArgmax scans a row of Qwen3's vocabulary, 151,936 logits, on vectors and value by
-// value.
-func BenchmarkArgmax(b *testing.B) {
-	x := row(151936, 1, nil)
-	b.Run("vectors", func(b *testing.B) {
-		for b.Loop() {
-			Argmax(x)
-		}
-	})
-	b.Run("plain", func(b *testing.B) {
-		for b.Loop() {
-			argmaxPlain(x)
-		}
-	})
+// scans are each scan beside its plain loop.
+var scans = []struct {
+	name           string
+	vectors, plain func([]float32) int
+}{
+	{"Argmax", Argmax, argmaxPlain},
+	{"FirstNonFinite", FirstNonFinite, firstNonFinitePlain},
 }
 
-// BenchmarkFirstNonFinite is BenchmarkArgmax for the finite check.
-func BenchmarkFirstNonFinite(b *testing.B) {
+// checkScans fails t where a scan of x and its plain loop disagree.
+func checkScans(t *testing.T, x []float32) {
+	t.Helper()
+	for _, s := range scans {
+		if got, want := s.vectors(x), s.plain(x); got != want {
+			t.Fatalf("%d values: %s = %d, plain %d (%v)", len(x), s.name, got, want, x)
+		}
+	}
+}
+
+// BenchmarkScans runs each scan over a row of Qwen3's vocabulary, 151,936 logits, on vectors and
+// value by value.
+func BenchmarkScans(b *testing.B) {
 	x := row(151936, 1, nil)
-	b.Run("vectors", func(b *testing.B) {
-		for b.Loop() {
-			FirstNonFinite(x)
-		}
-	})
-	b.Run("plain", func(b *testing.B) {
-		for b.Loop() {
-			firstNonFinitePlain(x)
-		}
-	})
+	for _, s := range scans {
+		b.Run(s.name+"/vectors", func(b *testing.B) {
+			for b.Loop() {
+				s.vectors(x)
+			}
+		})
+		b.Run(s.name+"/plain", func(b *testing.B) {
+			for b.Loop() {
+				s.plain(x)
+			}
+		})
+	}
 }
