@@ -555,7 +555,7 @@ func (r *attendRun) head(h int, x headScratch) {
 // softmax turns one row's scores sc [slots+S] into probabilities: the bias added, then
 // normalized over the attended slots [0, attended) and the chunk's [slots, slots+S) (the
 // slots between are attended by no row), rounded to bfloat16 where half. Each pass runs on
-// vectors where this CPU has the kernels (biasMax, expSum, scaleAll): at depth 4,096 the plain
+// vectors where this CPU has the kernels (biasMax, expSum, scaleAll, roundAll): at depth 4,096 the plain
 // loops, math.Exp in float64, were a third of attention's time with the cache in the L3.
 func softmax(sc, bias []float32, attended, slots int, half bool) {
 	parts := [2][2]int{{0, attended}, {slots, len(sc)}}
@@ -571,9 +571,7 @@ func softmax(sc, bias []float32, attended, slots int, half bool) {
 	for _, p := range parts {
 		scaleAll(sc[p[0]:p[1]], inv)
 		if half {
-			for t := p[0]; t < p[1]; t++ {
-				sc[t] = bfloat16.FromFloat32(sc[t]).Float32()
-			}
+			roundAll(sc[p[0]:p[1]])
 		}
 	}
 }
@@ -604,6 +602,13 @@ func expSumPlain(sc []float32, highest float32) float32 {
 func scalePlain(sc []float32, k float32) {
 	for t := range sc {
 		sc[t] *= k
+	}
+}
+
+// roundPlain rounds each of x to bfloat16's precision in place, as bfloat16.FromFloat32 rounds.
+func roundPlain(x []float32) {
+	for t, v := range x {
+		x[t] = bfloat16.FromFloat32(v).Float32()
 	}
 }
 

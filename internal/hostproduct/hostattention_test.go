@@ -11,6 +11,7 @@ import (
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/gomlx/compute/gobackend"
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
@@ -163,6 +164,8 @@ func TestAttentionMatchesTheBackend(t *testing.T) {
 		{"f32/f16-cache-hd128-kv-as-cache", f32, f16, 2, 2, 3, 128, []int{64, 128}, 170, 1e-5},
 		{"f32/f16-cache-hd32-kv-as-cache", f32, f16, 3, 2, 1, 32, []int{64, 64}, 100, 1e-5},
 		{"f32/bf16-cache-kv-as-cache", f32, bf16, 2, 2, 2, 128, []int{64, 128}, 170, 1e-5},
+		{"f32/bf16-cache-hd144", f32, bf16, 2, 2, 1, 144, []int{64, 40}, 101, 1e-5}, // 128 columns, then 16
+		{"f32/bf16-cache-odd-hd", f32, bf16, 2, 2, 1, 24, []int{16, 40}, 41, 1e-5},
 		{"bf16/decode", bf16, bf16, 4, 2, 1, 32, []int{64, 64, 128}, 150, 1e-2},
 		{"bf16/hd64", bf16, bf16, 2, 2, 1, 64, []int{64, 64}, 100, 1e-2},
 		{"bf16/chunk", bf16, bf16, 2, 2, 2, 48, []int{64}, 60, 1e-2},
@@ -459,10 +462,11 @@ func BenchmarkAttention(b *testing.B) {
 	}
 }
 
-// TestSoftmaxPasses checks softmax's three passes (vector kernels where this CPU has them)
+// TestSoftmaxPasses checks softmax's four passes (vector kernels where this CPU has them)
 // against the plain loops on lengths around the vectors' 16: the bias sums and their largest
 // exactly, exp within 3 ulp of math.Exp's (and exactly 0 for a slot masked with −∞, within
-// 1e−38 of it where the true value is that small), the scaling exactly.
+// 1e−38 of it where the true value is that small), the scaling exactly, and the rounding to
+// bfloat16 as bfloat16.FromFloat32 rounds.
 func TestSoftmaxPasses(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{0, 1, 15, 16, 17, 47, 64, 4099} {
@@ -500,6 +504,13 @@ func TestSoftmaxPasses(t *testing.T) {
 		for i := range got {
 			if g, w := got[i], want[i]; math.Abs(float64(g-w)) > 3*math.Abs(float64(w))*0x1p-23+1e-38 {
 				t.Fatalf("n %d slot %d: scaled %v, want %v", n, i, g, w)
+			}
+		}
+		scaled := slices.Clone(got)
+		roundAll(got)
+		for i := range got {
+			if g, w := got[i], bfloat16.FromFloat32(scaled[i]).Float32(); g != w {
+				t.Fatalf("n %d slot %d: rounded to bfloat16 %v, want %v", n, i, g, w)
 			}
 		}
 	}

@@ -205,6 +205,135 @@
 	ADDQ $128, ptr; \
 	NEXT_K_FOUR_ROWS
 
+// HALF_AT widens the 16 float16 values at off(AX) to float32 in reg, exactly (VCVTPH2PS).
+#define HALF_AT(off, reg) VCVTPH2PS off(AX), reg
+
+// BFLOAT16_AT widens the 16 bfloat16 values at off(AX) to float32 in reg: each word
+// zero-extended to a doubleword, then shifted into its high half.
+#define BFLOAT16_AT(off, reg) \
+	VPMOVZXWD off(AX), reg; \
+	VPSLLD $16, reg, reg
+
+// SCORES_STRIP is scoresStrip32Asm for a key block of 2-byte values that WIDEN (HALF_AT or
+// BFLOAT16_AT) makes float32 as they are loaded: each row's 64 slots (128 bytes), the next
+// strip's prefetched.
+#define SCORES_STRIP(WIDEN) \
+	SCORES_ARGS; \
+	ZERO_EIGHT; \
+	TESTQ CX, CX; \
+	JZ store; \
+loop: \
+	PREFETCHT0 128(AX); \
+	PREFETCHT0 192(AX); \
+	VBROADCASTSS (BX), Z20; \
+	VBROADCASTSS (SI), Z21; \
+	WIDEN(0, Z16); \
+	WIDEN(32, Z17); \
+	WIDEN(64, Z18); \
+	WIDEN(96, Z19); \
+	FMA_EIGHT; \
+	ADDQ DX, AX; \
+	ADDQ $4, BX; \
+	ADDQ $4, SI; \
+	DECQ CX; \
+	JNZ loop; \
+store: \
+	STORE_STRIPS; \
+	VZEROUPPER; \
+	RET
+
+// SCORES_VEC is SCORES_STRIP for 16 slots (a strip's tail).
+#define SCORES_VEC(WIDEN) \
+	SCORES_ARGS; \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z4, Z4, Z4; \
+	TESTQ CX, CX; \
+	JZ store; \
+loop: \
+	VBROADCASTSS (BX), Z20; \
+	VBROADCASTSS (SI), Z21; \
+	WIDEN(0, Z16); \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z16, Z21, Z4; \
+	ADDQ DX, AX; \
+	ADDQ $4, BX; \
+	ADDQ $4, SI; \
+	DECQ CX; \
+	JNZ loop; \
+store: \
+	MOVQ s0+40(FP), R8; \
+	MOVQ s1+48(FP), R10; \
+	VMOVUPS Z0, (R8); \
+	VMOVUPS Z4, (R10); \
+	VZEROUPPER; \
+	RET
+
+// CONTEXT_128 is contextPair32x128Asm for value rows of 2-byte values that WIDEN makes float32
+// as they are loaded: each row's 256 bytes, four rows ahead prefetched.
+#define CONTEXT_128(WIDEN) \
+	CONTEXT_ARGS; \
+	LEAQ (AX)(DX*4), R9; \
+	ZERO_ACCUMULATORS; \
+	TESTQ CX, CX; \
+	JZ store; \
+loop: \
+	PREFETCHT0 (R9); \
+	PREFETCHT0 64(R9); \
+	PREFETCHT0 128(R9); \
+	PREFETCHT0 192(R9); \
+	VBROADCASTSS (BX), Z24; \
+	VBROADCASTSS (SI), Z25; \
+	WIDEN(0, Z16); \
+	WIDEN(32, Z17); \
+	WIDEN(64, Z18); \
+	WIDEN(96, Z19); \
+	WIDEN(128, Z20); \
+	WIDEN(160, Z21); \
+	WIDEN(192, Z22); \
+	WIDEN(224, Z23); \
+	FMA_SIXTEEN; \
+	ADDQ DX, AX; \
+	ADDQ DX, R9; \
+	ADDQ $4, BX; \
+	ADDQ $4, SI; \
+	DECQ CX; \
+	JNZ loop; \
+store: \
+	MOVQ c0+40(FP), R8; \
+	MOVQ c1+48(FP), R10; \
+	ADD_STORE_EIGHT(R8, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7); \
+	ADD_STORE_EIGHT(R10, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15); \
+	VZEROUPPER; \
+	RET
+
+// CONTEXT_16 is CONTEXT_128 for 16 columns (a head dimension that is not a multiple of 128).
+#define CONTEXT_16(WIDEN) \
+	CONTEXT_ARGS; \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z8, Z8, Z8; \
+	TESTQ CX, CX; \
+	JZ store; \
+loop: \
+	VBROADCASTSS (BX), Z24; \
+	VBROADCASTSS (SI), Z25; \
+	WIDEN(0, Z16); \
+	VFMADD231PS Z16, Z24, Z0; \
+	VFMADD231PS Z16, Z25, Z8; \
+	ADDQ DX, AX; \
+	ADDQ $4, BX; \
+	ADDQ $4, SI; \
+	DECQ CX; \
+	JNZ loop; \
+store: \
+	MOVQ c0+40(FP), R8; \
+	MOVQ c1+48(FP), R10; \
+	VADDPS (R8), Z0, Z0; \
+	VMOVUPS Z0, (R8); \
+	VADDPS (R10), Z8, Z8; \
+	VMOVUPS Z8, (R10); \
+	VZEROUPPER; \
+	RET
+
 // func panel4x32Asm(w, x0, x1, x2, x3, y0, y1, y2, y3 unsafe.Pointer, in int)
 TEXT ·panel4x32Asm(SB), NOSPLIT, $0-80
 	LOAD_PANEL_AND_ROWS
@@ -587,131 +716,36 @@ storeContext:
 	RET
 
 // func scoresStripHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
-//
-// scoresStrip32Asm for a float16 key block: each row's 64 slots (128 bytes) widened exactly by
-// VCVTPH2PS as they are loaded, the next strip's prefetched.
 TEXT ·scoresStripHalfAsm(SB), NOSPLIT, $0-56
-	SCORES_ARGS
-	ZERO_EIGHT
-	TESTQ CX, CX
-	JZ storeStripHalf
-loopStripHalf:
-	PREFETCHT0 128(AX)
-	PREFETCHT0 192(AX)
-	VBROADCASTSS (BX), Z20
-	VBROADCASTSS (SI), Z21
-	VCVTPH2PS (AX), Z16
-	VCVTPH2PS 32(AX), Z17
-	VCVTPH2PS 64(AX), Z18
-	VCVTPH2PS 96(AX), Z19
-	FMA_EIGHT
-	ADDQ DX, AX
-	ADDQ $4, BX
-	ADDQ $4, SI
-	DECQ CX
-	JNZ loopStripHalf
-storeStripHalf:
-	STORE_STRIPS
-	VZEROUPPER
-	RET
+	SCORES_STRIP(HALF_AT)
 
 // func scoresVecHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
-//
-// scoresStripHalfAsm for 16 slots (a strip's tail).
 TEXT ·scoresVecHalfAsm(SB), NOSPLIT, $0-56
-	SCORES_ARGS
-	VPXORD Z0, Z0, Z0
-	VPXORD Z4, Z4, Z4
-	TESTQ CX, CX
-	JZ storeVecHalf
-loopVecHalf:
-	VBROADCASTSS (BX), Z20
-	VBROADCASTSS (SI), Z21
-	VCVTPH2PS (AX), Z16
-	VFMADD231PS Z16, Z20, Z0
-	VFMADD231PS Z16, Z21, Z4
-	ADDQ DX, AX
-	ADDQ $4, BX
-	ADDQ $4, SI
-	DECQ CX
-	JNZ loopVecHalf
-storeVecHalf:
-	MOVQ s0+40(FP), R8
-	MOVQ s1+48(FP), R10
-	VMOVUPS Z0, (R8)
-	VMOVUPS Z4, (R10)
-	VZEROUPPER
-	RET
+	SCORES_VEC(HALF_AT)
 
 // func contextPairHalfx128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
-//
-// contextPair32x128Asm for float16 value rows: each row's 256 bytes widened by VCVTPH2PS as they
-// are loaded, four rows ahead prefetched.
 TEXT ·contextPairHalfx128Asm(SB), NOSPLIT, $0-56
-	CONTEXT_ARGS
-	LEAQ (AX)(DX*4), R9
-	ZERO_ACCUMULATORS
-	TESTQ CX, CX
-	JZ storeContextHalf
-loopContextHalf:
-	PREFETCHT0 (R9)
-	PREFETCHT0 64(R9)
-	PREFETCHT0 128(R9)
-	PREFETCHT0 192(R9)
-	VBROADCASTSS (BX), Z24
-	VBROADCASTSS (SI), Z25
-	VCVTPH2PS (AX), Z16
-	VCVTPH2PS 32(AX), Z17
-	VCVTPH2PS 64(AX), Z18
-	VCVTPH2PS 96(AX), Z19
-	VCVTPH2PS 128(AX), Z20
-	VCVTPH2PS 160(AX), Z21
-	VCVTPH2PS 192(AX), Z22
-	VCVTPH2PS 224(AX), Z23
-	FMA_SIXTEEN
-	ADDQ DX, AX
-	ADDQ DX, R9
-	ADDQ $4, BX
-	ADDQ $4, SI
-	DECQ CX
-	JNZ loopContextHalf
-storeContextHalf:
-	MOVQ c0+40(FP), R8
-	MOVQ c1+48(FP), R10
-	ADD_STORE_EIGHT(R8, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
-	ADD_STORE_EIGHT(R10, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
-	VZEROUPPER
-	RET
+	CONTEXT_128(HALF_AT)
 
 // func contextPairHalfx16Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
-//
-// contextPairHalfx128Asm for 16 columns (a head dimension that is not a multiple of 128).
 TEXT ·contextPairHalfx16Asm(SB), NOSPLIT, $0-56
-	CONTEXT_ARGS
-	VPXORD Z0, Z0, Z0
-	VPXORD Z8, Z8, Z8
-	TESTQ CX, CX
-	JZ storeContextHalf16
-loopContextHalf16:
-	VBROADCASTSS (BX), Z24
-	VBROADCASTSS (SI), Z25
-	VCVTPH2PS (AX), Z16
-	VFMADD231PS Z16, Z24, Z0
-	VFMADD231PS Z16, Z25, Z8
-	ADDQ DX, AX
-	ADDQ $4, BX
-	ADDQ $4, SI
-	DECQ CX
-	JNZ loopContextHalf16
-storeContextHalf16:
-	MOVQ c0+40(FP), R8
-	MOVQ c1+48(FP), R10
-	VADDPS (R8), Z0, Z0
-	VMOVUPS Z0, (R8)
-	VADDPS (R10), Z8, Z8
-	VMOVUPS Z8, (R10)
-	VZEROUPPER
-	RET
+	CONTEXT_16(HALF_AT)
+
+// func scoresStrip16Asm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
+TEXT ·scoresStrip16Asm(SB), NOSPLIT, $0-56
+	SCORES_STRIP(BFLOAT16_AT)
+
+// func scoresVec16Asm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
+TEXT ·scoresVec16Asm(SB), NOSPLIT, $0-56
+	SCORES_VEC(BFLOAT16_AT)
+
+// func contextPair16x128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
+TEXT ·contextPair16x128Asm(SB), NOSPLIT, $0-56
+	CONTEXT_128(BFLOAT16_AT)
+
+// func contextPair16x16Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
+TEXT ·contextPair16x16Asm(SB), NOSPLIT, $0-56
+	CONTEXT_16(BFLOAT16_AT)
 
 // func narrowHalfAsm(dst, src unsafe.Pointer, n int) (nan bool)
 //
@@ -768,3 +802,4 @@ doneWidenHalf:
 	MOVB AX, nan+24(FP)
 	VZEROUPPER
 	RET
+

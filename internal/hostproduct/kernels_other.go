@@ -36,6 +36,9 @@ func expSum(sc []float32, highest float32) float32 { return expSumPlain(sc, high
 // scaleAll multiplies each of sc by k (plain Go here).
 func scaleAll(sc []float32, k float32) { scalePlain(sc, k) }
 
+// roundAll rounds each of x to bfloat16's precision in place (plain Go here).
+func roundAll(x []float32) { roundPlain(x) }
+
 // kernelWidth is the panel width the vector kernels take elsewhere.
 const kernelWidth = 64
 

@@ -179,7 +179,9 @@ func scoresPair32(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
 
 // scoresPair16 is scoresPair32 for a bfloat16 key block (its bits).
 func scoresPair16(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
-	scoresPairVia(q0, q1, kt, n, m, s0, s1, scoresPair16AVX512, widen16)
+	scoresPairVia(q0, q1, kt, n, m, s0, s1, func(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
+		scoresPairStrips(q0, q1, kt, n, m, s0, s1, scoresStrip16Asm, scoresVec16Asm)
+	}, widen16)
 }
 
 // scoresPairVia is scoresPair32 for a key block of T: the slots vectorSlots gives by vector,
@@ -196,10 +198,11 @@ func scoresPairVia[T any](q0, q1 []float32, kt []T, n, m int, s0, s1 []float32,
 }
 
 // vectorSlots is how many of a key block's n slots the vector kernels score for the first m:
-// m rounded up to the strip kernel's 64 slots, or else to a vector's 16, where the block holds
-// them (the extra slots' scores are never read), and m rounded down to 16 (the rest in plain
-// Go) where it does not. In an 8-sequence step the plain tail and the 16-slot vectors were a
-// third of the scores' time.
+// m rounded up to a vector's 16 where the block holds them (the extra slots' scores are never
+// read), and m rounded down to 16 (the rest in plain Go) where it does not. In an 8-sequence
+// step the plain tail and the 16-slot vectors were a third of the scores' time. Not rounded up
+// to a strip's 64 slots: at decode the cache is read from memory, and a bfloat16 step's attention
+// at depth 150 took 1.2–1.4× as long reading the strips' extra slots (alternated in one process).
 func vectorSlots(n, m int) int {
 	if up := (m + 15) &^ 15; up <= n {
 		return up
@@ -225,25 +228,28 @@ func contextPair32(p0, p1, vb []float32, hd, m int, c0, c1 []float32) {
 	contextPairPlain(p0, p1, vb, hd, m, c0, c1, func(x float32) float32 { return x })
 }
 
-// contextPair16 is contextPair32 for bfloat16 value rows (their bits).
+// contextPair16 is contextPair32 for bfloat16 value rows (their bits). In assembly rather than
+// archsimd (widening 16 values a load, two loads a row of 64 columns), a bfloat16 decode step's
+// attention at depth 150 took half the time (BenchmarkAttention).
 func contextPair16(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
-	if haveAVX512 && hd%kernelWidth == 0 {
-		contextPair16AVX512(p0, p1, vb, hd, m, c0, c1)
-		archsimd.ClearAVXUpperBits()
-		return
-	}
-	contextPairPlain(p0, p1, vb, hd, m, c0, c1, widen16)
+	contextPairHalves(p0, p1, vb, hd, m, c0, c1, contextPair16x128Asm, contextPair16x16Asm, widen16)
 }
 
 // scoresPairHalf is scoresPair32 for a float16 key block (its bits), each key widened exactly
 // (VCVTPH2PS).
 func scoresPairHalf(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
-	scoresPairVia(q0, q1, kt, n, m, s0, s1, scoresPairHalfAVX512, widenHalf)
+	scoresPairVia(q0, q1, kt, n, m, s0, s1, func(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
+		scoresPairStrips(q0, q1, kt, n, m, s0, s1, scoresStripHalfAsm, scoresVecHalfAsm)
+	}, widenHalf)
 }
 
-// scoresPairHalfAVX512 is scoresPairHalf's slots [0, m), m a multiple of 16: 64 slots at a time,
-// then 16.
-func scoresPairHalfAVX512(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
+// twoByteKernel is an assembly kernel over a key block or value rows of 2-byte values (float16
+// or bfloat16), widened as loaded.
+type twoByteKernel func(p, r0, r1 unsafe.Pointer, count, stride int, out0, out1 unsafe.Pointer)
+
+// scoresPairStrips is the slots [0, m) of scoresPair32 for a key block of 2-byte values, m a
+// multiple of 16: 64 slots at a time by strip, then 16 by vec.
+func scoresPairStrips(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32, strip, vec twoByteKernel) {
 	hd := len(q0)
 	if m == 0 || hd == 0 {
 		return
@@ -254,19 +260,26 @@ func scoresPairHalfAVX512(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []floa
 	t := 0
 	for ; t+64 <= m; t += 64 {
 		_, _ = s0[t+63], s1[t+63]
-		scoresStripHalfAsm(unsafe.Add(p, 2*t), data(q0), data(q1), hd, 2*n, data(s0[t:]), data(s1[t:]))
+		strip(unsafe.Add(p, 2*t), data(q0), data(q1), hd, 2*n, data(s0[t:]), data(s1[t:]))
 	}
 	for ; t < m; t += 16 {
 		_, _ = s0[t+15], s1[t+15]
-		scoresVecHalfAsm(unsafe.Add(p, 2*t), data(q0), data(q1), hd, 2*n, data(s0[t:]), data(s1[t:]))
+		vec(unsafe.Add(p, 2*t), data(q0), data(q1), hd, 2*n, data(s0[t:]), data(s1[t:]))
 	}
 }
 
 // contextPairHalf is contextPair32 for float16 value rows (their bits), each value widened
 // exactly (VCVTPH2PS).
 func contextPairHalf(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
+	contextPairHalves(p0, p1, vb, hd, m, c0, c1, contextPairHalfx128Asm, contextPairHalfx16Asm, widenHalf)
+}
+
+// contextPairHalves is contextPair32 for value rows of 2-byte values: 128 columns at a time by
+// x128, then 16 by x16, or in plain Go, each value widened by float, where this CPU lacks
+// AVX-512 or hd is not a multiple of 16.
+func contextPairHalves(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32, x128, x16 twoByteKernel, float func(uint16) float32) {
 	if !haveAVX512 || hd%16 != 0 {
-		contextPairPlain(p0, p1, vb, hd, m, c0, c1, widenHalf)
+		contextPairPlain(p0, p1, vb, hd, m, c0, c1, float)
 		return
 	}
 	if m == 0 {
@@ -275,10 +288,10 @@ func contextPairHalf(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32)
 	_, _, _, _, _ = p0[m-1], p1[m-1], vb[m*hd-1], c0[hd-1], c1[hd-1]
 	c := 0
 	for ; c+128 <= hd; c += 128 {
-		contextPairHalfx128Asm(unsafe.Pointer(&vb[c]), data(p0), data(p1), m, 2*hd, data(c0[c:]), data(c1[c:]))
+		x128(unsafe.Pointer(&vb[c]), data(p0), data(p1), m, 2*hd, data(c0[c:]), data(c1[c:]))
 	}
 	for ; c < hd; c += 16 {
-		contextPairHalfx16Asm(unsafe.Pointer(&vb[c]), data(p0), data(p1), m, 2*hd, data(c0[c:]), data(c1[c:]))
+		x16(unsafe.Pointer(&vb[c]), data(p0), data(p1), m, 2*hd, data(c0[c:]), data(c1[c:]))
 	}
 }
 
@@ -315,44 +328,6 @@ func scoresPair32AVX512(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
 	}
 }
 
-// scoresPair16AVX512 is scoresPair32AVX512 for a bfloat16 key block.
-func scoresPair16AVX512(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
-	hd := len(q0)
-	if m == 0 || hd == 0 {
-		return
-	}
-	_ = kt[(hd-1)*n+m-1]
-	q1, s0, s1 = q1[:hd], s0[:m], s1[:m]
-	p := unsafe.Pointer(unsafe.SliceData(kt))
-	t := 0
-	for ; t+64 <= m; t += 64 {
-		var a0, a1, a2, a3, b0, b1, b2, b3 archsimd.Float32x16
-		off := 2 * t
-		for d, x := range q0 {
-			x0, x1 := archsimd.BroadcastFloat32x16(x), archsimd.BroadcastFloat32x16(q1[d])
-			k0, k1, k2, k3 := load16x16(p, off), load16x16(p, off+32), load16x16(p, off+64), load16x16(p, off+96)
-			a0, b0 = k0.MulAdd(x0, a0), k0.MulAdd(x1, b0)
-			a1, b1 = k1.MulAdd(x0, a1), k1.MulAdd(x1, b1)
-			a2, b2 = k2.MulAdd(x0, a2), k2.MulAdd(x1, b2)
-			a3, b3 = k3.MulAdd(x0, a3), k3.MulAdd(x1, b3)
-			off += 2 * n
-		}
-		store4(s0[t:], a0, a1, a2, a3)
-		store4(s1[t:], b0, b1, b2, b3)
-	}
-	for ; t < m; t += 16 {
-		var a, b archsimd.Float32x16
-		off := 2 * t
-		for d, x := range q0 {
-			k := load16x16(p, off)
-			a, b = k.MulAdd(archsimd.BroadcastFloat32x16(x), a), k.MulAdd(archsimd.BroadcastFloat32x16(q1[d]), b)
-			off += 2 * n
-		}
-		a.Store(s0[t:])
-		b.Store(s1[t:])
-	}
-}
-
 // contextPair32AVX512 is contextPair32 for hd a multiple of 64: 64 columns at a time, the value
 // rows read down the slots.
 func contextPair32AVX512(p0, p1, vb []float32, hd, from, m int, c0, c1 []float32) {
@@ -373,31 +348,6 @@ func contextPair32AVX512(p0, p1, vb []float32, hd, from, m int, c0, c1 []float32
 			a2, b2 = v2.MulAdd(x0, a2), v2.MulAdd(x1, b2)
 			a3, b3 = v3.MulAdd(x0, a3), v3.MulAdd(x1, b3)
 			off += 4 * hd
-		}
-		add4(c0[c:], a0, a1, a2, a3)
-		add4(c1[c:], b0, b1, b2, b3)
-	}
-}
-
-// contextPair16AVX512 is contextPair32AVX512 for bfloat16 value rows.
-func contextPair16AVX512(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
-	if m == 0 {
-		return
-	}
-	_ = vb[m*hd-1]
-	p0, p1, c0, c1 = p0[:m], p1[:m], c0[:hd], c1[:hd]
-	p := unsafe.Pointer(unsafe.SliceData(vb))
-	for c := 0; c < hd; c += kernelWidth {
-		var a0, a1, a2, a3, b0, b1, b2, b3 archsimd.Float32x16
-		off := 2 * c
-		for t, x := range p0 {
-			x0, x1 := archsimd.BroadcastFloat32x16(x), archsimd.BroadcastFloat32x16(p1[t])
-			v0, v1, v2, v3 := load16x16(p, off), load16x16(p, off+32), load16x16(p, off+64), load16x16(p, off+96)
-			a0, b0 = v0.MulAdd(x0, a0), v0.MulAdd(x1, b0)
-			a1, b1 = v1.MulAdd(x0, a1), v1.MulAdd(x1, b1)
-			a2, b2 = v2.MulAdd(x0, a2), v2.MulAdd(x1, b2)
-			a3, b3 = v3.MulAdd(x0, a3), v3.MulAdd(x1, b3)
-			off += 2 * hd
 		}
 		add4(c0[c:], a0, a1, a2, a3)
 		add4(c1[c:], b0, b1, b2, b3)
@@ -592,6 +542,19 @@ func scaleAll(sc []float32, k float32) {
 	scalePlain(sc[v:], k)
 }
 
+// roundAll rounds each of x to bfloat16's precision in place (round16x16), 16 at a time.
+func roundAll(x []float32) {
+	v := 0
+	if haveAVX512 {
+		v = len(x) &^ 15
+		for t := 0; t < v; t += 16 {
+			near16x16(archsimd.LoadFloat32x16(x[t:])).Store(x[t:])
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	roundPlain(x[v:])
+}
+
 // panels32Prefetched is panels32's AVX-512 kernel: each panel's 64 columns in four accumulators,
 // the panels prefetched 4 KiB ahead (kernels_amd64.s).
 func panels32Prefetched(w, x, y []float32, in int) {
@@ -648,15 +611,36 @@ func data(s []float32) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s
 //go:noescape
 func contextPair32x128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 
-// scoresStripHalfAsm is scoresPairHalfAVX512's 64 slots from kt on (kernels_amd64.s).
+// scoresStripHalfAsm is scoresPairHalf's 64 slots from kt on (kernels_amd64.s).
 //
 //go:noescape
 func scoresStripHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
 
-// scoresVecHalfAsm is scoresPairHalfAVX512's 16 slots from kt on (kernels_amd64.s).
+// scoresVecHalfAsm is scoresPairHalf's 16 slots from kt on (kernels_amd64.s).
 //
 //go:noescape
 func scoresVecHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
+
+// scoresStrip16Asm is scoresPair16's 64 slots from kt on (kernels_amd64.s).
+//
+//go:noescape
+func scoresStrip16Asm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
+
+// scoresVec16Asm is scoresPair16's 16 slots from kt on (kernels_amd64.s).
+//
+//go:noescape
+func scoresVec16Asm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
+
+// contextPair16x128Asm is contextPair16's 128 columns from vb on, the rows rowBytes apart
+// (kernels_amd64.s).
+//
+//go:noescape
+func contextPair16x128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
+
+// contextPair16x16Asm is contextPair16's 16 columns from vb on (kernels_amd64.s).
+//
+//go:noescape
+func contextPair16x16Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 
 // contextPairHalfx128Asm is contextPairHalf's 128 columns from vb on, the rows rowBytes apart
 // (kernels_amd64.s).
