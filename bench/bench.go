@@ -502,7 +502,7 @@ func batchDecode(ctx context.Context, m *octlm.Model, opts Options, fill, prompt
 		for i, l := range logits {
 			seqs[i] = []int{octlm.Argmax(l)}
 		}
-		logits, err = m.NextBatch(seqs, caches)
+		logits, err = m.NextBatchInto(seqs, caches, logits)
 		return err
 	}
 	if err := step(); err != nil {
@@ -631,11 +631,12 @@ func generate(ctx context.Context, m *octlm.Model, cache *octlm.Cache, prompt []
 	t.kvBytesPerPosition = cache.BytesPerPosition()
 	compiled := m.CompileStats().Time
 	var wall, cpu time.Duration
+	var logits []float32 // the last step's, written over by the next as Generate does
 	step := func(ids []int) (int, time.Duration, error) {
 		cpu0 := cpuTime()
 		begin := time.Now()
-		logits, err := m.Next(ids, cache)
-		if err != nil {
+		var err error
+		if logits, err = m.NextInto(ids, cache, logits); err != nil {
 			return 0, 0, err
 		}
 		id := octlm.Argmax(logits)

@@ -46,17 +46,26 @@ func (m *Model) ForwardCachedBatch(seqs [][]int, caches []*Cache) ([]Logits, err
 			rows[b][i] = i
 		}
 	}
-	return m.runBatch(seqs, caches, rows)
+	return m.runBatch(seqs, caches, rows, nil)
 }
 
 // NextBatch is Next for several sequences at once: seqs[b] runs on top of caches[b], and the
 // logits of each one's last position come back (a decoding step of B sequences).
 func (m *Model) NextBatch(seqs [][]int, caches []*Cache) ([][]float32, error) {
+	return m.NextBatchInto(seqs, caches, nil)
+}
+
+// NextBatchInto is NextBatch writing sequence b's logits into into[b] where it has the room
+// (len(into) may be less than len(seqs)): a decoding loop gives back the last step's logits,
+// done with them. Fresh, a step's 0.6 MB of logits a sequence (Qwen3's vocabulary) were most of
+// a decode step's garbage, and the heap, growing towards the collector's goal, took each from
+// fresh pages, faulted in one by one.
+func (m *Model) NextBatchInto(seqs [][]int, caches []*Cache, into [][]float32) ([][]float32, error) {
 	rows := make([][]int, len(seqs))
 	for b, ids := range seqs {
 		rows[b] = []int{len(ids) - 1}
 	}
-	out, err := m.runBatch(seqs, caches, rows)
+	out, err := m.runBatch(seqs, caches, rows, into)
 	if err != nil {
 		return nil, err
 	}
@@ -67,10 +76,11 @@ func (m *Model) NextBatch(seqs [][]int, caches []*Cache) ([][]float32, error) {
 	return next, nil
 }
 
-// runBatch runs seqs[b] on top of caches[b] and returns the logits of rows[b] (ascending) of each.
+// runBatch runs seqs[b] on top of caches[b] and returns the logits of rows[b] (ascending) of each,
+// sequence b's in into[b] where it has the room (len(into) may be less than len(seqs)).
 // Long sequences run as consecutive chunks (see chunkRows), all the sequences with tokens left in
 // each step.
-func (m *Model) runBatch(seqs [][]int, caches []*Cache, rows [][]int) ([]Logits, error) {
+func (m *Model) runBatch(seqs [][]int, caches []*Cache, rows [][]int, into [][]float32) ([]Logits, error) {
 	if len(seqs) == 0 || len(caches) != len(seqs) || len(rows) != len(seqs) {
 		return nil, fmt.Errorf("octlm: a batch of %d sequences with %d caches: %w", len(seqs), len(caches), ErrBadInput)
 	}
@@ -103,7 +113,14 @@ func (m *Model) runBatch(seqs [][]int, caches []*Cache, rows [][]int) ([]Logits,
 		if err := c.reserve(c.Len() + len(seqs[b])); err != nil {
 			return nil, err
 		}
-		out[b] = Logits{Rows: len(rows[b]), Vocab: m.shape.Vocab, Data: make([]float32, 0, len(rows[b])*m.shape.Vocab)}
+		size := len(rows[b]) * m.shape.Vocab
+		var data []float32
+		if b < len(into) && cap(into[b]) >= size {
+			data = into[b][:0]
+		} else {
+			data = make([]float32, 0, size)
+		}
+		out[b] = Logits{Rows: len(rows[b]), Vocab: m.shape.Vocab, Data: data}
 	}
 	at := make([]int, len(seqs)) // tokens of each sequence run so far
 	for {
@@ -382,12 +399,14 @@ func (m *Model) GenerateBatch(prompts [][]int, opts GenerateOptions) ([]Generati
 		active[b] = b
 		inputs[b] = prompts[b]
 	}
+	var logits [][]float32 // each step's, the next step's to write into
+	var err error
 	for len(active) > 0 {
 		stepCaches := make([]*Cache, len(active))
 		for i, b := range active {
 			stepCaches[i] = caches[b]
 		}
-		logits, err := m.NextBatch(inputs, stepCaches)
+		logits, err = m.NextBatchInto(inputs, stepCaches, logits)
 		if err != nil {
 			return gens, err
 		}

@@ -257,3 +257,73 @@ func BenchmarkNextBatch(b *testing.B) {
 		})
 	}
 }
+
+// TestNextInto: NextInto and NextBatchInto give Next's and NextBatch's logits step after step,
+// written into the buffers given where they have the room (and into new ones where they do
+// not), for both architectures.
+func TestNextInto(t *testing.T) {
+	t.Parallel()
+	for _, fixture := range []string{"tiny-qwen3", "tiny-qwen35"} {
+		t.Run(fixture, func(t *testing.T) {
+			m := loadFixture(t, fixture, Float32)
+			newCaches := func(n int) []*Cache {
+				cs := make([]*Cache, n)
+				for i := range cs {
+					c, err := m.NewCache(64)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(c.Close)
+					cs[i] = c
+				}
+				return cs
+			}
+			plain, reused := newCaches(2), newCaches(2)
+			seqs := [][]int{{5, 9, 2, 77}, {12, 3}}
+			into := [][]float32{make([]float32, 1), nil} // too small, then none
+			for step := range 4 {
+				want, err := m.NextBatch(seqs, plain)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := slices.Clone(into)
+				got, err := m.NextBatchInto(seqs, reused, into)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for b := range want {
+					if !slices.Equal(got[b], want[b]) {
+						t.Fatalf("step %d, sequence %d: NextBatchInto's logits differ from NextBatch's", step, b)
+					}
+					roomy := cap(before[b]) >= len(want[b])
+					if same := len(got[b]) > 0 && cap(before[b]) > 0 && &got[b][:1][0] == &before[b][:1][0]; same != roomy {
+						t.Fatalf("step %d, sequence %d: written into the buffer given: %v, want %v (its room %d for %d)", step, b, same, roomy, cap(before[b]), len(want[b]))
+					}
+				}
+				into = got
+				for b := range seqs {
+					seqs[b] = []int{Argmax(got[b])}
+				}
+			}
+			// One sequence: NextInto as Next.
+			c1, c2 := newCaches(1)[0], newCaches(1)[0]
+			var buf []float32
+			for step, ids := range [][]int{{4, 8, 15}, {16}, {23}} {
+				want, err := m.Next(ids, c1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				old := buf
+				if buf, err = m.NextInto(ids, c2, buf); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(buf, want) {
+					t.Fatalf("step %d: NextInto's logits differ from Next's", step)
+				}
+				if step > 0 && &buf[0] != &old[0] {
+					t.Fatalf("step %d: NextInto wrote into a new buffer, not the one given", step)
+				}
+			}
+		})
+	}
+}

@@ -199,7 +199,7 @@ func (m *Model) generate(cache *Cache, prompt []int, opts GenerateOptions) (Gene
 		if len(g.GeneratedIDs) >= maxNew {
 			break
 		}
-		if logits, err = m.Next([]int{id}, cache); err != nil {
+		if logits, err = m.NextInto([]int{id}, cache, logits); err != nil {
 			return g, err
 		}
 	}

@@ -192,13 +192,19 @@ func (m *Model) ForwardCached(ids []int, cache *Cache) (Logits, error) {
 	for i := range rows {
 		rows[i] = i
 	}
-	return m.run(ids, cache, rows)
+	return m.run(ids, cache, rows, nil)
 }
 
 // Next runs ids on top of cache and returns the logits of the last position only: the step
 // generation uses, which skips the vocabulary projection for every other row.
 func (m *Model) Next(ids []int, cache *Cache) ([]float32, error) {
-	l, err := m.run(ids, cache, []int{len(ids) - 1})
+	return m.NextInto(ids, cache, nil)
+}
+
+// NextInto is Next writing the logits into into where it has the room: a decoding loop gives
+// back the last step's logits, done with them (see NextBatchInto).
+func (m *Model) NextInto(ids []int, cache *Cache, into []float32) ([]float32, error) {
+	l, err := m.run(ids, cache, []int{len(ids) - 1}, into)
 	if err != nil {
 		return nil, err
 	}
@@ -244,10 +250,10 @@ func (e *ContextError) Error() string {
 // Is makes errors.Is(err, ErrBadInput) true.
 func (e *ContextError) Is(target error) bool { return target == ErrBadInput }
 
-// run executes ids on top of cache and returns the logits of the given rows (ascending): runBatch
-// of one sequence.
-func (m *Model) run(ids []int, cache *Cache, rows []int) (Logits, error) {
-	out, err := m.runBatch([][]int{ids}, []*Cache{cache}, [][]int{rows})
+// run executes ids on top of cache and returns the logits of the given rows (ascending), in into
+// where it has the room: runBatch of one sequence.
+func (m *Model) run(ids []int, cache *Cache, rows []int, into []float32) (Logits, error) {
+	out, err := m.runBatch([][]int{ids}, []*Cache{cache}, [][]int{rows}, [][]float32{into})
 	if err != nil {
 		return Logits{}, err
 	}

@@ -87,7 +87,9 @@ type Backend struct {
 	crewOnce       sync.Once
 	products       *crew // started by the first product run that shares its work
 	scratchMu      sync.Mutex
-	scratches      []*scratch // free, for runProducts
+	scratches      []*scratch   // free, for runProducts
+	spares         spares       // the shared buffers of steps' results, for newResult
+	resultsMade    atomic.Int64 // buffers newResult made, not spare: for the tests
 }
 
 // Wrap returns inner wrapped. inner must share its buffers with Go (HasSharedBuffers): the
@@ -120,6 +122,7 @@ func (b *Backend) Finalize() {
 	if b.products != nil {
 		b.products.stop()
 	}
+	b.dropSpares()
 	b.Backend.Finalize()
 }
 
@@ -238,9 +241,40 @@ func (b *Backend) NewSharedBuffer(deviceNum compute.DeviceNum, shape shapes.Shap
 type buffer struct {
 	compute.Buffer
 	owner *Backend
+	spare bool        // made by newResult: kept spare when finalized
+	gone  atomic.Bool // finalized, or donated to a run of an executable
 }
 
 func (b *Backend) wrap(buf compute.Buffer) compute.Buffer { return &buffer{Buffer: buf, owner: b} }
+
+// wrapResult wraps a run's output, held as hold.
+func (b *Backend) wrapResult(buf compute.Buffer, hold holding) compute.Buffer {
+	return &buffer{Buffer: buf, owner: b, spare: hold == heldSpare}
+}
+
+// Finalize implements compute.Buffer: a buffer newResult made is kept spare (a decode step's
+// logits and new keys and values). A second Finalize, or one after the buffer was donated to a
+// run, does nothing.
+func (x *buffer) Finalize() error {
+	if x.gone.Swap(true) {
+		return nil
+	}
+	if x.spare && x.owner.keep(x.Buffer) {
+		return nil
+	}
+	return x.Buffer.Finalize()
+}
+
+// donate hands x's buffer to a run that owns it from now on, held as it may be.
+func (x *buffer) donate() (compute.Buffer, holding, error) {
+	if x.gone.Swap(true) {
+		return nil, notHeld, errors.New("hostproduct: a buffer donated after it was finalized or donated")
+	}
+	if x.spare {
+		return x.Buffer, heldSpare, nil
+	}
+	return x.Buffer, held, nil
+}
 
 // Backend returns the Backend that made the buffer.
 func (x *buffer) Backend() compute.Backend { return x.owner }

@@ -35,7 +35,7 @@ func floatDType(dtype dtypes.DType) bool { return dtype == dtypes.Float32 || dty
 // owns, and the step the call is.
 type callState struct {
 	slots  []compute.Buffer
-	owned  []bool
+	owned  []holding
 	device compute.DeviceNum
 	step   int
 }
@@ -52,7 +52,7 @@ func (c *callState) read(slot int, what string) (floats, error) {
 // reusable says whether the call may write its result into slot's buffer: the call owns it,
 // nothing reads it after, and it is no output of the graph.
 func (e *executable) reusable(c *callState, slot int) bool {
-	return c.owned[slot] && e.lastUse[slot] == c.step && !e.isOutput[slot]
+	return c.owned[slot] != notHeld && e.lastUse[slot] == c.step && !e.isOutput[slot]
 }
 
 // result is the buffer of the call's result of shape, put in slot out with its data: the buffer
@@ -62,20 +62,21 @@ func (e *executable) result(c *callState, out, from int, shape shapes.Shape) (fl
 	var buf compute.Buffer
 	var flat any
 	var err error
+	hold := heldSpare
 	if from >= 0 && c.slots[from] != nil && e.reusable(c, from) {
 		if s, err := c.slots[from].Shape(); err == nil && s.Equal(shape) {
-			buf = c.slots[from]
-			c.slots[from], c.owned[from] = nil, false
+			buf, hold = c.slots[from], c.owned[from]
+			c.slots[from], c.owned[from] = nil, notHeld
 		}
 	}
 	if buf == nil {
-		if buf, flat, err = e.backend.Backend.NewSharedBuffer(c.device, shape); err != nil {
+		if buf, flat, err = e.backend.newResult(c.device, shape); err != nil {
 			return floats{}, fmt.Errorf("hostproduct: a host function's result: %w", err)
 		}
 	} else if flat, err = buf.Data(); err != nil {
 		return floats{}, fmt.Errorf("hostproduct: a host function's result: %w", err)
 	}
-	c.slots[out], c.owned[out] = buf, true
+	c.slots[out], c.owned[out] = buf, hold
 	x, err := floatsOf(flat)
 	if err != nil {
 		return floats{}, fmt.Errorf("hostproduct: a host function's result: %w", err)

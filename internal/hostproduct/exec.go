@@ -182,18 +182,32 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 	var spent [stepKinds]time.Duration // by the kind of step
 	defer func(begin time.Time) { e.backend.spent.add(spent, time.Since(begin)) }(time.Now())
 	slots := make([]compute.Buffer, e.slots)
-	owned := make([]bool, e.slots) // this call must finalize the buffer (or hand it on)
+	owned := make([]holding, e.slots) // this call must finalize the buffer (or hand it on)
 	for i, in := range inputs {
-		if slots[i], err = unwrap(in); err != nil {
+		if i < len(donate) && donate[i] {
+			x, ok := in.(*buffer)
+			if !ok {
+				err = fmt.Errorf("hostproduct: buffer %T is not this backend's", in)
+			} else {
+				slots[i], owned[i], err = x.donate()
+			}
+		} else {
+			slots[i], err = unwrap(in)
+		}
+		if err != nil {
+			for j, buf := range slots[:i] { // the donated inputs so far
+				if owned[j] != notHeld {
+					e.backend.release(buf, owned[j] == heldSpare)
+				}
+			}
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
-		owned[i] = i < len(donate) && donate[i]
 	}
 	defer func() {
 		if err != nil {
 			for i, buf := range slots {
-				if owned[i] && buf != nil {
-					_ = buf.Finalize()
+				if owned[i] != notHeld {
+					e.backend.release(buf, owned[i] == heldSpare)
 				}
 			}
 		}
@@ -222,7 +236,10 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			give := make([]bool, len(s.inputs))
 			for j, slot := range s.inputs {
 				ins[j] = slots[slot]
-				give[j] = owned[slot] && e.lastUse[slot] == i && !e.isOutput[slot]
+				// A buffer made for a step's result is not given: the wrapped backend would
+				// drop it (compute pools only the buffers it makes), where it is kept spare
+				// after this piece and the piece's outputs come from the backend's pool.
+				give[j] = owned[slot] == held && e.lastUse[slot] == i && !e.isOutput[slot]
 			}
 			outs, err := s.exe.Execute(ins, give, device)
 			if err != nil {
@@ -231,11 +248,11 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			e.backend.piecesRun.Add(1)
 			for j, slot := range s.inputs {
 				if give[j] {
-					slots[slot], owned[slot] = nil, false
+					slots[slot], owned[slot] = nil, notHeld
 				}
 			}
 			for j, slot := range s.outputs {
-				slots[slot], owned[slot] = outs[j], true
+				slots[slot], owned[slot] = outs[j], held
 			}
 		} else {
 			kind = productStep
@@ -253,9 +270,9 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		}
 		spent[kind] += time.Since(begin)
 		for _, slot := range e.free[i] {
-			if owned[slot] && slots[slot] != nil {
-				_ = slots[slot].Finalize()
-				slots[slot], owned[slot] = nil, false
+			if owned[slot] != notHeld {
+				e.backend.release(slots[slot], owned[slot] == heldSpare)
+				slots[slot], owned[slot] = nil, notHeld
 			}
 		}
 	}
@@ -265,19 +282,20 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		if buf == nil {
 			return nil, fmt.Errorf("hostproduct: output %d has no buffer", i)
 		}
-		if owned[slot] {
-			owned[slot] = false // handed to the caller
+		hold := owned[slot]
+		if hold != notHeld {
+			owned[slot] = notHeld // handed to the caller
 		} else if buf, err = e.copyBuffer(buf, device); err != nil { // given already, or the caller's
 			for _, given := range outputs[:i] {
 				_ = given.Finalize()
 			}
 			return nil, err
 		}
-		outputs[i] = e.backend.wrap(buf)
+		outputs[i] = e.backend.wrapResult(buf, hold)
 	}
 	for i, buf := range slots { // anything left that this call owns
-		if owned[i] && buf != nil {
-			_ = buf.Finalize()
+		if owned[i] != notHeld {
+			e.backend.release(buf, owned[i] == heldSpare)
 		}
 	}
 	return outputs, nil

@@ -354,7 +354,7 @@ type headScratch struct {
 // among the workers at once: a step of 8 sequences ran 1.03–1.07× as fast as with one call at a
 // time and a piece of the wrapped backend's between calls (docs/performance.md, "A batch's
 // attention in one step").
-func (e *executable) runAttentions(as []*attention, slots []compute.Buffer, owned []bool, device compute.DeviceNum) error {
+func (e *executable) runAttentions(as []*attention, slots []compute.Buffer, owned []holding, device compute.DeviceNum) error {
 	e.backend.attentionSteps.Add(1)
 	var runs []attendRun                         // one per sequence of every call
 	heads, rows, seq, width, hd := 0, 0, 0, 0, 0 // the most any call needs: a worker's scratch
@@ -398,7 +398,7 @@ func (e *executable) runAttentions(as []*attention, slots []compute.Buffer, owne
 // prepareAttention reads a's operands and checks them against its shapes, makes its output
 // buffer, put in its slot, and appends to runs a run for each of a's sequences: its parts of the
 // operands and of the output.
-func (e *executable) prepareAttention(a *attention, slots []compute.Buffer, owned []bool, device compute.DeviceNum, runs []attendRun) ([]attendRun, error) {
+func (e *executable) prepareAttention(a *attention, slots []compute.Buffer, owned []holding, device compute.DeviceNum, runs []attendRun) ([]attendRun, error) {
 	e.backend.attendedRun.Add(1)
 	var err error
 	read := func(what string, slot int) floats {
@@ -431,11 +431,11 @@ func (e *executable) prepareAttention(a *attention, slots []compute.Buffer, owne
 			return runs, fmt.Errorf("hostproduct: attention's block %d does not hold its shape's values", i)
 		}
 	}
-	buf, flat, err := e.backend.Backend.NewSharedBuffer(device, a.outShape)
+	buf, flat, err := e.backend.newResult(device, a.outShape)
 	if err != nil {
 		return runs, fmt.Errorf("hostproduct: attention's output: %w", err)
 	}
-	slots[a.out], owned[a.out] = buf, true
+	slots[a.out], owned[a.out] = buf, heldSpare
 	out32, _ := flat.([]float32)
 	out16, _ := flat.([]bfloat16.BFloat16)
 	if out32 == nil && out16 == nil {

@@ -205,17 +205,17 @@ func (f *function) hostJoin(axis int, operands []compute.Value) (*join, error) {
 
 // runJoin makes j's result buffer, put in its slot: each operand's blocks of its axis and the
 // axes after it, operand after operand, for each index of the axes before it.
-func (e *executable) runJoin(j *join, slots []compute.Buffer, owned []bool, device compute.DeviceNum) error {
+func (e *executable) runJoin(j *join, slots []compute.Buffer, owned []holding, device compute.DeviceNum) error {
 	if j.direct { // written by its products
 		e.backend.joinsRun.Add(1)
 		e.backend.joinedInPlace.Add(1)
 		return nil
 	}
-	buf, flat, err := e.backend.Backend.NewSharedBuffer(device, j.outShape)
+	buf, flat, err := e.backend.newResult(device, j.outShape)
 	if err != nil {
 		return fmt.Errorf("hostproduct: Concatenate's result: %w", err)
 	}
-	slots[j.out], owned[j.out] = buf, true
+	slots[j.out], owned[j.out] = buf, heldSpare
 	out, err := bytesOf(flat)
 	if err != nil {
 		return err

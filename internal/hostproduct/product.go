@@ -86,18 +86,18 @@ type chunk struct{ run, q0, q1 int }
 // runProducts runs products that do not read each other's results, their panels shared out
 // among the workers, and puts each result in its slot.
 // spin is how long the crew waits for the next run awake (crew.run).
-func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []bool, device compute.DeviceNum, spin time.Duration) error {
+func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []holding, device compute.DeviceNum, spin time.Duration) error {
 	e.backend.productsRun.Add(int64(len(ps)))
-	runs := make([]productRun, len(ps))
 	s := e.backend.takeScratch()
 	defer e.backend.putScratch(s)
+	runs := s.runs[:0]
 	total, weightBytes := 0, 0
-	for i, p := range ps {
+	for _, p := range ps {
 		r, err := e.prepare(p, slots, device, owned, s)
 		if err != nil {
 			return err
 		}
-		runs[i] = r
+		runs = append(runs, r)
 		total += p.rows * p.count * p.in * p.width // multiply-adds
 		weightBytes += 4*len(r.w32) + 2*len(r.w16)
 	}
@@ -105,7 +105,7 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 	workers := min(e.backend.opts.Workers, total/(64<<10)+1) // at least 64 Ki multiply-adds each
 	// The workers (the caller and the crew) take chunks of about chunkMACs multiply-adds in
 	// turn, so that one that starts late or runs slow takes fewer.
-	var chunks []chunk
+	chunks := s.chunks[:0]
 	for i, r := range runs {
 		per := r.p.rows * r.p.in * r.p.width // one panel's multiply-adds
 		step := max(1, chunkMACs/per)
@@ -125,6 +125,7 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 		}
 	}
 	e.backend.shareOut(workers, func(int) { work() }, spin)
+	s.runs, s.chunks = runs, chunks
 	return nil
 }
 
@@ -208,6 +209,10 @@ type scratch struct {
 	buf     []float32
 	used    int
 	widened []widenedRows
+	// runs and chunks are runProducts', kept for the next run: made anew, they were a decode
+	// step's largest garbage after its results (0.4 MB of 4).
+	runs   []productRun
+	chunks []chunk
 }
 
 // widenedRows is a slot's bfloat16 rows widened to float32 in a run.
@@ -240,14 +245,15 @@ func (b *Backend) takeScratch() *scratch {
 
 // putScratch frees s for the next run.
 func (b *Backend) putScratch(s *scratch) {
-	s.used, s.widened = 0, s.widened[:0]
+	clear(s.runs) // the operands they point at
+	s.used, s.widened, s.runs, s.chunks = 0, s.widened[:0], s.runs[:0], s.chunks[:0]
 	b.scratchMu.Lock()
 	defer b.scratchMu.Unlock()
 	b.scratches = append(b.scratches, s)
 }
 
 // prepare reads p's operands and makes its output buffer, put in its slot.
-func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.DeviceNum, owned []bool, s *scratch) (productRun, error) {
+func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.DeviceNum, owned []holding, s *scratch) (productRun, error) {
 	r := productRun{p: p}
 	xFlat, err := slots[p.x].Data()
 	if err != nil {
@@ -307,22 +313,22 @@ func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.
 
 // productOutput is the memory p writes its output to: a new buffer in its slot, or its part of
 // the buffer of the join it writes into (made by the first of the join's products to run).
-func (e *executable) productOutput(p *product, slots []compute.Buffer, device compute.DeviceNum, owned []bool) (any, error) {
+func (e *executable) productOutput(p *product, slots []compute.Buffer, device compute.DeviceNum, owned []holding) (any, error) {
 	if p.into == nil {
-		buf, flat, err := e.backend.Backend.NewSharedBuffer(device, p.outShape)
+		buf, flat, err := e.backend.newResult(device, p.outShape)
 		if err != nil {
 			return nil, fmt.Errorf("hostproduct: product's output: %w", err)
 		}
-		slots[p.out], owned[p.out] = buf, true
+		slots[p.out], owned[p.out] = buf, heldSpare
 		return flat, nil
 	}
 	j := p.into
 	if slots[j.out] == nil {
-		buf, _, err := e.backend.Backend.NewSharedBuffer(device, j.outShape)
+		buf, _, err := e.backend.newResult(device, j.outShape)
 		if err != nil {
 			return nil, fmt.Errorf("hostproduct: Concatenate's result: %w", err)
 		}
-		slots[j.out], owned[j.out] = buf, true
+		slots[j.out], owned[j.out] = buf, heldSpare
 	}
 	flat, err := slots[j.out].Data()
 	if err != nil {
