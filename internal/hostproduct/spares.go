@@ -17,7 +17,7 @@ import (
 // a step on the AMD EPYC guest (Zen 4) until the first collection. So the backend keeps the
 // shared buffers its steps are done with, by shape, and hands them out again; with the logits
 // written into the last step's (Model.NextInto) a step leaves 0.8–1.7 MB and takes 380–390
-// faults (TestSparesAreReused, TestSparesKeep).
+// faults (TestSparesAreReused, TestSparesKeep; the reproduction: TestComputeDropsSharedBuffers).
 
 // maxSpareBytes bounds the bytes of buffers kept spare, and maxSpareBuffer one buffer's: a
 // decode step's results are kilobytes, a long prompt's megabytes, and a prompt's spares would
