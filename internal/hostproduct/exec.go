@@ -236,10 +236,11 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			give := make([]bool, len(s.inputs))
 			for j, slot := range s.inputs {
 				ins[j] = slots[slot]
-				// A buffer made for a step's result is not given: the wrapped backend would
-				// drop it (compute pools only the buffers it makes), where it is kept spare
-				// after this piece and the piece's outputs come from the backend's pool.
-				give[j] = owned[slot] == held && e.lastUse[slot] == i && !e.isOutput[slot]
+				// A buffer made for a step's result is given too, though the wrapped backend
+				// drops it when done (compute pools only the buffers it makes): a piece that
+				// writes its output over its input ran a decode step 1.00–1.01× as fast as one
+				// that takes a buffer from compute's pool and leaves ours spare (alternated).
+				give[j] = owned[slot] != notHeld && e.lastUse[slot] == i && !e.isOutput[slot]
 			}
 			outs, err := s.exe.Execute(ins, give, device)
 			if err != nil {
