@@ -91,8 +91,8 @@ func ConvertDTypeTensor(t *testing.T, o *tensors.Tensor) *tensors.Tensor {
 }
 
 // TestSparesKeep checks which buffers are kept spare: a shape's up to maxSpareBuffer bytes and
-// maxSpareRank axes, while the spares hold at most maxSpareBytes; a buffer finalized twice is
-// kept once.
+// maxSpareRank axes, while the spares hold at most maxSpareBytes (the other shapes' going first);
+// a buffer finalized twice is kept once.
 func TestSparesKeep(t *testing.T) {
 	_, wrapped := newBackends(t, 4)
 	for _, tc := range []struct {
@@ -156,6 +156,18 @@ func TestSparesKeep(t *testing.T) {
 		}
 		if got := wrapped.spares.bytes; got > maxSpareBytes {
 			t.Fatalf("the spares hold %d bytes, more than %d", got, maxSpareBytes)
+		}
+		// Full of one shape, the spares make room for another: the first shape's go.
+		small := shapes.Make(dtypes.BFloat16, 8, 128)
+		buf, _, err := wrapped.Backend.NewSharedBuffer(0, small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wrapped.wrapResult(buf, heldSpare).Finalize(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := wrapped.spares.bytes, small.ByteSize(); got != want {
+			t.Fatalf("the spares hold %d bytes after a buffer of another shape, want its %d alone", got, want)
 		}
 	})
 }
