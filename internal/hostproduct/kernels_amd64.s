@@ -242,9 +242,12 @@ store: \
 	VZEROUPPER; \
 	RET
 
-// SCORES_VEC is SCORES_STRIP for 16 slots (a strip's tail).
-#define SCORES_VEC(WIDEN) \
-	SCORES_ARGS; \
+// PAIR_16 is SCORES_STRIP for 16 slots (a strip's tail), or CONTEXT_128 for 16 columns (a head
+// dimension that is not a multiple of 128): ARGS (SCORES_ARGS or CONTEXT_ARGS) loads the two
+// rows' factors at BX and SI, the count of rows to walk CX bytes DX apart from AX; each row's
+// 16 values, widened by WIDEN, times each factor go into Z0 and Z4, and FINISH stores them.
+#define PAIR_16(ARGS, WIDEN, FINISH) \
+	ARGS; \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z4, Z4, Z4; \
 	TESTQ CX, CX; \
@@ -261,12 +264,25 @@ loop: \
 	DECQ CX; \
 	JNZ loop; \
 store: \
+	FINISH; \
+	VZEROUPPER; \
+	RET
+
+// STORE_SCORES_16 stores PAIR_16's sums as the scores of 16 slots: Z0 at s0, Z4 at s1.
+#define STORE_SCORES_16 \
 	MOVQ s0+40(FP), R8; \
 	MOVQ s1+48(FP), R10; \
 	VMOVUPS Z0, (R8); \
-	VMOVUPS Z4, (R10); \
-	VZEROUPPER; \
-	RET
+	VMOVUPS Z4, (R10)
+
+// ADD_CONTEXT_16 adds PAIR_16's sums to 16 columns of the context: Z0 to c0, Z4 to c1.
+#define ADD_CONTEXT_16 \
+	MOVQ c0+40(FP), R8; \
+	MOVQ c1+48(FP), R10; \
+	VADDPS (R8), Z0, Z0; \
+	VMOVUPS Z0, (R8); \
+	VADDPS (R10), Z4, Z4; \
+	VMOVUPS Z4, (R10)
 
 // CONTEXT_128 is contextPair32x128Asm for value rows of 2-byte values that WIDEN makes float32
 // as they are loaded: each row's 256 bytes, four rows ahead prefetched.
@@ -303,34 +319,6 @@ store: \
 	MOVQ c1+48(FP), R10; \
 	ADD_STORE_EIGHT(R8, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7); \
 	ADD_STORE_EIGHT(R10, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15); \
-	VZEROUPPER; \
-	RET
-
-// CONTEXT_16 is CONTEXT_128 for 16 columns (a head dimension that is not a multiple of 128).
-#define CONTEXT_16(WIDEN) \
-	CONTEXT_ARGS; \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z8, Z8, Z8; \
-	TESTQ CX, CX; \
-	JZ store; \
-loop: \
-	VBROADCASTSS (BX), Z24; \
-	VBROADCASTSS (SI), Z25; \
-	WIDEN(0, Z16); \
-	VFMADD231PS Z16, Z24, Z0; \
-	VFMADD231PS Z16, Z25, Z8; \
-	ADDQ DX, AX; \
-	ADDQ $4, BX; \
-	ADDQ $4, SI; \
-	DECQ CX; \
-	JNZ loop; \
-store: \
-	MOVQ c0+40(FP), R8; \
-	MOVQ c1+48(FP), R10; \
-	VADDPS (R8), Z0, Z0; \
-	VMOVUPS Z0, (R8); \
-	VADDPS (R10), Z8, Z8; \
-	VMOVUPS Z8, (R10); \
 	VZEROUPPER; \
 	RET
 
@@ -721,7 +709,7 @@ TEXT ·scoresStripHalfAsm(SB), NOSPLIT, $0-56
 
 // func scoresVecHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
 TEXT ·scoresVecHalfAsm(SB), NOSPLIT, $0-56
-	SCORES_VEC(HALF_AT)
+	PAIR_16(SCORES_ARGS, HALF_AT, STORE_SCORES_16)
 
 // func contextPairHalfx128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 TEXT ·contextPairHalfx128Asm(SB), NOSPLIT, $0-56
@@ -729,7 +717,7 @@ TEXT ·contextPairHalfx128Asm(SB), NOSPLIT, $0-56
 
 // func contextPairHalfx16Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 TEXT ·contextPairHalfx16Asm(SB), NOSPLIT, $0-56
-	CONTEXT_16(HALF_AT)
+	PAIR_16(CONTEXT_ARGS, HALF_AT, ADD_CONTEXT_16)
 
 // func scoresStrip16Asm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
 TEXT ·scoresStrip16Asm(SB), NOSPLIT, $0-56
@@ -737,7 +725,7 @@ TEXT ·scoresStrip16Asm(SB), NOSPLIT, $0-56
 
 // func scoresVec16Asm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
 TEXT ·scoresVec16Asm(SB), NOSPLIT, $0-56
-	SCORES_VEC(BFLOAT16_AT)
+	PAIR_16(SCORES_ARGS, BFLOAT16_AT, STORE_SCORES_16)
 
 // func contextPair16x128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 TEXT ·contextPair16x128Asm(SB), NOSPLIT, $0-56
@@ -745,7 +733,7 @@ TEXT ·contextPair16x128Asm(SB), NOSPLIT, $0-56
 
 // func contextPair16x16Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 TEXT ·contextPair16x16Asm(SB), NOSPLIT, $0-56
-	CONTEXT_16(BFLOAT16_AT)
+	PAIR_16(CONTEXT_ARGS, BFLOAT16_AT, ADD_CONTEXT_16)
 
 // func narrowHalfAsm(dst, src unsafe.Pointer, n int) (nan bool)
 //
