@@ -183,6 +183,13 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 	defer func(begin time.Time) { e.backend.spent.add(spent, time.Since(begin)) }(time.Now())
 	slots := make([]compute.Buffer, e.slots)
 	owned := make([]holding, e.slots) // this call must finalize the buffer (or hand it on)
+	defer func() {
+		if err != nil {
+			for i, buf := range slots {
+				e.backend.release(buf, owned[i])
+			}
+		}
+	}()
 	for i, in := range inputs {
 		if i < len(donate) && donate[i] {
 			x, ok := in.(*buffer)
@@ -195,23 +202,9 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			slots[i], err = unwrap(in)
 		}
 		if err != nil {
-			for j, buf := range slots[:i] { // the donated inputs so far
-				if owned[j] != notHeld {
-					e.backend.release(buf, owned[j] == heldSpare)
-				}
-			}
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
 	}
-	defer func() {
-		if err != nil {
-			for i, buf := range slots {
-				if owned[i] != notHeld {
-					e.backend.release(buf, owned[i] == heldSpare)
-				}
-			}
-		}
-	}()
 	lastRun, lastEnd := -1, time.Time{} // the last run of products and when it ended
 	calls := callState{slots: slots, owned: owned, device: device}
 	for i, s := range e.steps {
@@ -271,10 +264,8 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		}
 		spent[kind] += time.Since(begin)
 		for _, slot := range e.free[i] {
-			if owned[slot] != notHeld {
-				e.backend.release(slots[slot], owned[slot] == heldSpare)
-				slots[slot], owned[slot] = nil, notHeld
-			}
+			e.backend.release(slots[slot], owned[slot])
+			slots[slot], owned[slot] = nil, notHeld
 		}
 	}
 	outputs = make([]compute.Buffer, len(e.outputs))
@@ -295,9 +286,7 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		outputs[i] = e.backend.wrapResult(buf, hold)
 	}
 	for i, buf := range slots { // anything left that this call owns
-		if owned[i] != notHeld {
-			e.backend.release(buf, owned[i] == heldSpare)
-		}
+		e.backend.release(buf, owned[i])
 	}
 	return outputs, nil
 }

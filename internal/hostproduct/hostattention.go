@@ -431,11 +431,10 @@ func (e *executable) prepareAttention(a *attention, slots []compute.Buffer, owne
 			return runs, fmt.Errorf("hostproduct: attention's block %d does not hold its shape's values", i)
 		}
 	}
-	buf, flat, err := e.backend.newResult(device, a.outShape)
+	flat, err := e.backend.putResult(slots, owned, a.out, device, a.outShape)
 	if err != nil {
 		return runs, fmt.Errorf("hostproduct: attention's output: %w", err)
 	}
-	slots[a.out], owned[a.out] = buf, heldSpare
 	out32, _ := flat.([]float32)
 	out16, _ := flat.([]bfloat16.BFloat16)
 	if out32 == nil && out16 == nil {

@@ -211,11 +211,10 @@ func (e *executable) runJoin(j *join, slots []compute.Buffer, owned []holding, d
 		e.backend.joinedInPlace.Add(1)
 		return nil
 	}
-	buf, flat, err := e.backend.newResult(device, j.outShape)
+	flat, err := e.backend.putResult(slots, owned, j.out, device, j.outShape)
 	if err != nil {
 		return fmt.Errorf("hostproduct: Concatenate's result: %w", err)
 	}
-	slots[j.out], owned[j.out] = buf, heldSpare
 	out, err := bytesOf(flat)
 	if err != nil {
 		return err

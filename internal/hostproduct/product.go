@@ -315,20 +315,17 @@ func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.
 // the buffer of the join it writes into (made by the first of the join's products to run).
 func (e *executable) productOutput(p *product, slots []compute.Buffer, device compute.DeviceNum, owned []holding) (any, error) {
 	if p.into == nil {
-		buf, flat, err := e.backend.newResult(device, p.outShape)
+		flat, err := e.backend.putResult(slots, owned, p.out, device, p.outShape)
 		if err != nil {
 			return nil, fmt.Errorf("hostproduct: product's output: %w", err)
 		}
-		slots[p.out], owned[p.out] = buf, heldSpare
 		return flat, nil
 	}
 	j := p.into
 	if slots[j.out] == nil {
-		buf, _, err := e.backend.newResult(device, j.outShape)
-		if err != nil {
+		if _, err := e.backend.putResult(slots, owned, j.out, device, j.outShape); err != nil {
 			return nil, fmt.Errorf("hostproduct: Concatenate's result: %w", err)
 		}
-		slots[j.out], owned[j.out] = buf, heldSpare
 	}
 	flat, err := slots[j.out].Data()
 	if err != nil {

@@ -92,16 +92,26 @@ func (b *Backend) newResult(device compute.DeviceNum, shape shapes.Shape) (compu
 	return b.Backend.NewSharedBuffer(device, shape)
 }
 
-// release finalizes buf, a buffer a step owned, or keeps it spare where newResult made it
-// (mine) and there is room.
-func (b *Backend) release(buf compute.Buffer, mine bool) {
-	if buf == nil {
+// release is done with buf, held by a run as hold: it finalizes a buffer the run held, or keeps
+// it spare where newResult made it (heldSpare) and there is room.
+func (b *Backend) release(buf compute.Buffer, hold holding) {
+	if buf == nil || hold == notHeld {
 		return
 	}
-	if mine && b.keep(buf) {
+	if hold == heldSpare && b.keep(buf) {
 		return
 	}
 	_ = buf.Finalize()
+}
+
+// putResult is newResult's buffer put in slot out, held spare by the run, and its data.
+func (b *Backend) putResult(slots []compute.Buffer, owned []holding, out int, device compute.DeviceNum, shape shapes.Shape) (any, error) {
+	buf, flat, err := b.newResult(device, shape)
+	if err != nil {
+		return nil, err
+	}
+	slots[out], owned[out] = buf, heldSpare
+	return flat, nil
 }
 
 // keep puts buf among the spares: false where its shape's buffers are not kept or the spares
@@ -132,8 +142,8 @@ func (b *Backend) keep(buf compute.Buffer) bool {
 		}
 		for _, sp := range list {
 			_ = sp.buf.Finalize()
-			s.bytes -= other.byteSize()
 		}
+		s.bytes -= int64(len(list)) * other.byteSize()
 		delete(s.free, other)
 	}
 	if s.bytes+size > maxSpareBytes {
