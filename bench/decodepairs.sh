@@ -4,7 +4,8 @@
 # little about a ratio near 1.0: here each pair is one llama.cpp run (the llamacpp-bench peer
 # script, LLAMACPP_BENCH) and one `octlm bench --backend go` run back to back, the same dtype,
 # prompt 128 and decode 32, 2 threads each, which of the two goes first swapped from pair to pair,
-# PAIRS pairs (default 12) for float32 weights and then as many for bfloat16, alternated pair by pair.
+# PAIRS pairs (default 12) for float32 weights and then as many for bfloat16, alternated pair by pair
+# (DTYPES="bf16", or "f32", for one of them).
 # With OLD_OCTLM=BINARY each pair also runs that build ("octlm-old"), between the two.
 #
 #   bash bench/decodepairs.sh [OCTLM_BINARY] [MODEL_DIR] > pairs.jsonl
@@ -17,6 +18,7 @@ set -uo pipefail
 octlm="${1:-octlm}"
 model="${2:-/tmp/q06}"
 pairs="${PAIRS:-12}"
+dtypes="${DTYPES:-f32 bf16}"
 script=decodepairs.sh
 # shellcheck source=bench/sitting.sh
 . "$(dirname "$0")/sitting.sh"
@@ -41,7 +43,7 @@ run() { # pair, dtype, engine
 }
 
 for pair in $(seq "$pairs"); do
-	for dtype in f32 bf16; do
+	for dtype in $dtypes; do
 		engines=(llama.cpp octlm)
 		if [ $((pair % 2)) -eq 0 ]; then
 			engines=(octlm llama.cpp)

@@ -30,6 +30,7 @@ type product struct {
 type productRun struct {
 	p    *product
 	x    []float32
+	x16  []uint16 // x's bfloat16 bits, where the rows came as bfloat16 (dotPanels)
 	w32  []float32
 	w16  []uint16
 	y    []float32
@@ -47,6 +48,14 @@ const widenRows = 32
 // widenedPanels holds float32 panels widened from bfloat16 (*[]float32), one for each worker
 // multiplying at a time.
 var widenedPanels = sync.Pool{New: func() any { return new([]float32) }}
+
+// pairedPanels holds bfloat16 panels interleaved as pairs of rows (*[]uint32, dotPanels), one
+// for each worker multiplying at a time.
+var pairedPanels = sync.Pool{New: func() any { return new([]uint32) }}
+
+// dotOff turns dotPanels off, for the tests and benchmarks that compare it with the widening
+// kernels.
+var dotOff bool
 
 // rowGroup is a kernel pair that multiplies a group of rows by one panel at once, each weight
 // loaded once for the group.
@@ -139,6 +148,11 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 // float32 once and multiplied by the float32 kernels.
 func (r productRun) panels(q0, q1 int) {
 	p := r.p
+	if r.dots() {
+		r.dotPanels(q0, q1)
+		r.round(q0, q1)
+		return
+	}
 	step := q1 - q0
 	if p.rows > 1 {
 		step = 1
@@ -192,10 +206,57 @@ func (r productRun) panels(q0, q1 int) {
 			}
 		}
 	}
-	if r.half != nil { // rounded by the worker that computed them
-		for i := range p.rows {
-			lo, hi, at := i*r.yStride+q0*p.width, i*r.yStride+q1*p.width, i*r.halfStride+q0*p.width
-			narrowAll(bitsOf(r.half[at:at+hi-lo]), r.y[lo:hi])
+	r.round(q0, q1)
+}
+
+// round rounds panels [q0, q1) of a bfloat16 output's rows from y into half, by the worker that
+// computed them.
+func (r productRun) round(q0, q1 int) {
+	p := r.p
+	if r.half == nil {
+		return
+	}
+	for i := range p.rows {
+		lo, hi, at := i*r.yStride+q0*p.width, i*r.yStride+q1*p.width, i*r.halfStride+q0*p.width
+		narrowAll(bitsOf(r.half[at:at+hi-lo]), r.y[lo:hi])
+	}
+}
+
+// dots says whether r's panels go to dotPanels: bfloat16 rows, as many as a panel is widened
+// for, by bfloat16 panels of the kernels' width, on a CPU with VDPBF16PS. On the AMD EPYC guest
+// (Zen 4) VDPBF16PS retires at the rate of a float32 multiply-add, each doing two
+// multiply-adds, where the widened panels' kernels take one multiply-add each.
+func (r productRun) dots() bool {
+	p := r.p
+	return r.x16 != nil && r.w16 != nil && p.rows >= widenRows && p.in%2 == 0 && p.width == kernelWidth && dotKernels() && !dotOff
+}
+
+// dotPanels computes panels [q0, q1) of every row: each panel interleaved as pairs of rows once
+// (interleavePairs), then multiplied by the bfloat16 rows four at a time (panel4dp). Each
+// product of two bfloat16 values is exact in float32, and VDPBF16PS adds them in float32 (with
+// denormals flushed to zero, as PyTorch's bfloat16 products on such a CPU do), so the sums
+// differ from the widening kernels' only in their order: k's pairs odd value first.
+func (r productRun) dotPanels(q0, q1 int) {
+	p := r.p
+	pairs := p.in / 2
+	buf := pairedPanels.Get().(*[]uint32)
+	defer pairedPanels.Put(buf)
+	if len(*buf) < pairs*kernelWidth {
+		*buf = make([]uint32, pairs*kernelWidth)
+	}
+	panel := (*buf)[:pairs*kernelWidth]
+	var xs [4][]uint16
+	var ys [4][]float32
+	for q := q0; q < q1; q++ {
+		interleavePairs(panel, r.w16[q*p.in*kernelWidth:(q+1)*p.in*kernelWidth], p.in)
+		for first := 0; first < p.rows; first += len(xs) {
+			n := min(len(xs), p.rows-first)
+			for i := range n {
+				row := first + i
+				xs[i] = r.x16[row*p.in : (row+1)*p.in]
+				ys[i] = r.y[row*r.yStride+q*kernelWidth : row*r.yStride+(q+1)*kernelWidth]
+			}
+			panel4dp(panel, xs[:n], ys[:n], p.in)
 		}
 	}
 }
@@ -276,6 +337,7 @@ func (e *executable) prepare(p *product, slots []compute.Buffer, device compute.
 	case []float32:
 		r.x = x
 	case []bfloat16.BFloat16:
+		r.x16 = bitsOf(x)
 		for _, w := range s.widened {
 			if w.slot == p.x {
 				r.x = w.x

@@ -1,0 +1,172 @@
+package hostproduct
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gomlx/compute/dtypes/bfloat16"
+)
+
+// TestDotKernels multiplies up to four bfloat16 rows by an interleaved bfloat16 panel
+// (interleavePairs, panel4dp: VDPBF16PS where this CPU has it) for lengths around the kernel's
+// pairs: on small integers, where every order of the sums is exact, each column against the
+// plain sum, and on random values against panel4dpPlain, which sums as VDPBF16PS does, to the
+// bit.
+func TestDotKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, in := range []int{0, 2, 4, 30, 64, 130, 1024} {
+		for rows := 1; rows <= 4; rows++ {
+			t.Run(fmt.Sprintf("in%d/rows%d", in, rows), func(t *testing.T) {
+				for _, random := range []bool{false, true} {
+					value := func(i, mod int) float32 {
+						if random {
+							return float32(rng.NormFloat64())
+						}
+						return float32(i%mod) - float32(mod/2)
+					}
+					w := make([]uint16, in*kernelWidth)
+					for i := range w {
+						w[i] = uint16(bfloat16.FromFloat32(value(i, 7)))
+					}
+					xs, ys, plain := make([][]uint16, rows), make([][]float32, rows), make([][]float32, rows)
+					for r := range xs {
+						xs[r] = make([]uint16, in)
+						for k := range xs[r] {
+							xs[r][k] = uint16(bfloat16.FromFloat32(value(k+3*r, 5)))
+						}
+						ys[r], plain[r] = make([]float32, kernelWidth), make([]float32, kernelWidth)
+						for j := range ys[r] { // stale values the kernel must overwrite
+							ys[r][j] = 99
+						}
+					}
+					panel, want := make([]uint32, in/2*kernelWidth), make([]uint32, in/2*kernelWidth)
+					interleavePairs(panel, w, in)
+					if interleavePairsPlain(want, w, in); !slices.Equal(panel, want) {
+						t.Fatal("interleavePairs differs from interleavePairsPlain")
+					}
+					panel4dp(panel, xs, ys, in)
+					panel4dpPlain(panel, xs, plain, in)
+					for r := range rows {
+						for j := range kernelWidth {
+							want := plain[r][j]
+							if !random {
+								want = 0
+								for k := range in {
+									want += widen16(w[k*kernelWidth+j]) * widen16(xs[r][k])
+								}
+							}
+							if ys[r][j] != want {
+								t.Fatalf("random %v, row %d, column %d: %v, want %v", random, r, j, ys[r][j], want)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDotPanels runs a prompt's bfloat16 products (rows past widenRows, an odd count of them,
+// bfloat16 output) through dotPanels and through the widening kernels, on random values, and
+// checks that the two agree within float32 sums' rounding, and that dotPanels ran only where
+// the rows and panels allow it.
+func TestDotPanels(t *testing.T) {
+	if !dotKernels() {
+		t.Skip("no VDPBF16PS kernels on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	const rows, in, count = widenRows + 5, 96, 3
+	p := &product{rows: rows, in: in, count: count, width: kernelWidth}
+	w := make([]uint16, count*in*kernelWidth)
+	for i := range w {
+		w[i] = uint16(bfloat16.FromFloat32(float32(rng.NormFloat64() * 0.05)))
+	}
+	x16 := make([]uint16, rows*in)
+	x := make([]float32, len(x16))
+	for i := range x16 {
+		x16[i] = uint16(bfloat16.FromFloat32(float32(rng.NormFloat64())))
+		x[i] = widen16(x16[i])
+	}
+	run := func(dot bool) []float32 {
+		r := productRun{p: p, x: x, w16: w, y: make([]float32, rows*count*kernelWidth), yStride: count * kernelWidth}
+		if dot {
+			r.x16 = x16
+		}
+		if r.dots() != dot {
+			t.Fatalf("dots() = %v with the rows' bits %v", r.dots(), dot)
+		}
+		r.panels(0, count)
+		return r.y
+	}
+	got, want := run(true), run(false)
+	for i := range want {
+		var exact float64 // the sum in float64, to bound both float32 sums' rounding
+		row, col := i/(count*kernelWidth), i%(count*kernelWidth)
+		q, j := col/kernelWidth, col%kernelWidth
+		var size float64
+		for k := range in {
+			v := float64(widen16(w[(q*in+k)*kernelWidth+j])) * float64(x[row*in+k])
+			exact += v
+			size += math.Abs(v)
+		}
+		bound := 1e-6 * size
+		if math.Abs(float64(got[i])-exact) > bound || math.Abs(float64(want[i])-exact) > bound {
+			t.Fatalf("value %d: dotPanels %v, widening kernels %v, float64 %v", i, got[i], want[i], exact)
+		}
+	}
+	odd := &product{rows: rows, in: in + 1, count: 1, width: kernelWidth}
+	if (productRun{p: odd, x16: make([]uint16, rows*(in+1)), w16: make([]uint16, (in+1)*kernelWidth)}).dots() {
+		t.Error("dotPanels would run on an odd number of values a row")
+	}
+	few := &product{rows: widenRows - 1, in: in, count: 1, width: kernelWidth}
+	if (productRun{p: few, x16: x16[:few.rows*in], w16: w[:in*kernelWidth]}).dots() {
+		t.Error("dotPanels would run on fewer rows than widenRows")
+	}
+}
+
+// BenchmarkDotPanels multiplies a prompt's 128 bfloat16 rows by bfloat16 weights of
+// Qwen3-0.6B's q, k and v (1024 → 4096), gate and up (1024 → 6144) and down (3072 → 1024)
+// shapes on one core, by dotPanels (VDPBF16PS) and by the widening kernels (a panel widened to
+// float32 once, then the eight- and four-row kernels), alternated call by call, and reports each
+// one's GFLOP/s and x_dot/widen, the first's speed over the second's.
+//
+//	GOEXPERIMENT=simd go test ./internal/hostproduct -run '^$' -bench DotPanels
+func BenchmarkDotPanels(b *testing.B) {
+	if !dotKernels() {
+		b.Skip("no VDPBF16PS kernels on this CPU or build")
+	}
+	const rows = 128
+	for _, sh := range []struct{ in, out int }{{1024, 4096}, {1024, 6144}, {3072, 1024}} {
+		b.Run(fmt.Sprintf("%dx%d", sh.in, sh.out), func(b *testing.B) {
+			count := sh.out / kernelWidth
+			p := &product{rows: rows, in: sh.in, count: count, width: kernelWidth}
+			w := make([]uint16, count*sh.in*kernelWidth)
+			for i := range w {
+				w[i] = uint16(bfloat16.FromFloat32(float32(i%7) * 0.01))
+			}
+			x16 := make([]uint16, rows*sh.in)
+			x := make([]float32, len(x16))
+			for i := range x16 {
+				x16[i] = uint16(bfloat16.FromFloat32(float32(i%13) * 0.1))
+				x[i] = widen16(x16[i])
+			}
+			r := productRun{p: p, x: x, x16: x16, w16: w, y: make([]float32, rows*count*kernelWidth), yStride: count * kernelWidth}
+			var spent [2]time.Duration
+			defer func() { dotOff = false }()
+			for i := 0; b.Loop(); i++ {
+				dotOff = i%2 == 1
+				begin := time.Now()
+				r.panels(0, count)
+				spent[i%2] += time.Since(begin)
+			}
+			flops := 2 * float64(rows*sh.in*sh.out) * float64(b.N/2)
+			b.ReportMetric(flops/spent[0].Seconds()/1e9, "GFLOP/s_dot")
+			b.ReportMetric(flops/spent[1].Seconds()/1e9, "GFLOP/s_widen")
+			b.ReportMetric(spent[1].Seconds()/spent[0].Seconds(), "x_dot/widen")
+		})
+	}
+}
