@@ -70,78 +70,83 @@ func TestDotKernels(t *testing.T) {
 	}
 }
 
-// TestDotPanels runs a prompt's bfloat16 products (rows past widenRows, an odd count of them,
-// bfloat16 output) through dotPanels and through the widening kernels, on random values, and
-// checks that the two agree within float32 sums' rounding, and that dotPanels ran only where
-// the rows and panels allow it.
+// TestDotPanels runs bfloat16 products (dotRows + 1 rows, in place of the eight-row kernel and a row
+// left over, and 37, in place of the widened panels) through dotPanels and
+// through the kernels it replaces, on random values, and checks that the two agree within
+// float32 sums' rounding, and that dotPanels runs only where the rows and panels allow it.
 func TestDotPanels(t *testing.T) {
 	if !dotKernels() {
 		t.Skip("no VDPBF16PS kernels on this CPU or build")
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
-	const rows, in, count = widenRows + 5, 96, 3
-	p := &product{rows: rows, in: in, count: count, width: kernelWidth}
+	const in, count = 96, 3
 	w := make([]uint16, count*in*kernelWidth)
 	for i := range w {
 		w[i] = uint16(bfloat16.FromFloat32(float32(rng.NormFloat64() * 0.05)))
 	}
-	x16 := make([]uint16, rows*in)
-	x := make([]float32, len(x16))
-	for i := range x16 {
-		x16[i] = uint16(bfloat16.FromFloat32(float32(rng.NormFloat64())))
-		x[i] = widen16(x16[i])
+	for _, rows := range []int{dotRows + 1, widenRows + 5} {
+		p := &product{rows: rows, in: in, count: count, width: kernelWidth}
+		x16 := make([]uint16, rows*in)
+		x := make([]float32, len(x16))
+		for i := range x16 {
+			x16[i] = uint16(bfloat16.FromFloat32(float32(rng.NormFloat64())))
+			x[i] = widen16(x16[i])
+		}
+		run := func(dot bool) []float32 {
+			r := productRun{p: p, x: x, w16: w, y: make([]float32, rows*count*kernelWidth), yStride: count * kernelWidth}
+			if dot {
+				r.x16 = x16
+			}
+			if r.dots() != dot {
+				t.Fatalf("%d rows: dots() = %v with the rows' bits %v", rows, r.dots(), dot)
+			}
+			r.panels(0, count)
+			return r.y
+		}
+		got, want := run(true), run(false)
+		for i := range want {
+			row, col := i/(count*kernelWidth), i%(count*kernelWidth)
+			q, j := col/kernelWidth, col%kernelWidth
+			var exact, size float64 // the sum in float64, to bound both float32 sums' rounding
+			for k := range in {
+				v := float64(widen16(w[(q*in+k)*kernelWidth+j])) * float64(x[row*in+k])
+				exact += v
+				size += math.Abs(v)
+			}
+			bound := 1e-6 * size
+			if math.Abs(float64(got[i])-exact) > bound || math.Abs(float64(want[i])-exact) > bound {
+				t.Fatalf("%d rows, value %d: dotPanels %v, the other kernels %v, float64 %v", rows, i, got[i], want[i], exact)
+			}
+		}
 	}
-	run := func(dot bool) []float32 {
-		r := productRun{p: p, x: x, w16: w, y: make([]float32, rows*count*kernelWidth), yStride: count * kernelWidth}
-		if dot {
-			r.x16 = x16
-		}
-		if r.dots() != dot {
-			t.Fatalf("dots() = %v with the rows' bits %v", r.dots(), dot)
-		}
-		r.panels(0, count)
-		return r.y
-	}
-	got, want := run(true), run(false)
-	for i := range want {
-		var exact float64 // the sum in float64, to bound both float32 sums' rounding
-		row, col := i/(count*kernelWidth), i%(count*kernelWidth)
-		q, j := col/kernelWidth, col%kernelWidth
-		var size float64
-		for k := range in {
-			v := float64(widen16(w[(q*in+k)*kernelWidth+j])) * float64(x[row*in+k])
-			exact += v
-			size += math.Abs(v)
-		}
-		bound := 1e-6 * size
-		if math.Abs(float64(got[i])-exact) > bound || math.Abs(float64(want[i])-exact) > bound {
-			t.Fatalf("value %d: dotPanels %v, widening kernels %v, float64 %v", i, got[i], want[i], exact)
-		}
-	}
-	odd := &product{rows: rows, in: in + 1, count: 1, width: kernelWidth}
-	if (productRun{p: odd, x16: make([]uint16, rows*(in+1)), w16: make([]uint16, (in+1)*kernelWidth)}).dots() {
+	odd := &product{rows: widenRows, in: in + 1, count: 1, width: kernelWidth}
+	if (productRun{p: odd, x16: make([]uint16, odd.rows*(in+1)), w16: make([]uint16, (in+1)*kernelWidth)}).dots() {
 		t.Error("dotPanels would run on an odd number of values a row")
 	}
-	few := &product{rows: widenRows - 1, in: in, count: 1, width: kernelWidth}
-	if (productRun{p: few, x16: x16[:few.rows*in], w16: w[:in*kernelWidth]}).dots() {
-		t.Error("dotPanels would run on fewer rows than widenRows")
+	few := &product{rows: dotRows - 1, in: in, count: 1, width: kernelWidth}
+	if (productRun{p: few, x16: make([]uint16, few.rows*in), w16: w[:in*kernelWidth]}).dots() {
+		t.Error("dotPanels would run on fewer rows than dotRows")
 	}
 }
 
-// BenchmarkDotPanels multiplies a prompt's 128 bfloat16 rows by bfloat16 weights of
-// Qwen3-0.6B's q, k and v (1024 → 4096), gate and up (1024 → 6144) and down (3072 → 1024)
-// shapes on one core, by dotPanels (VDPBF16PS) and by the widening kernels (a panel widened to
-// float32 once, then the eight- and four-row kernels), alternated call by call, and reports each
-// one's GFLOP/s and x_dot/widen, the first's speed over the second's.
+// BenchmarkDotPanels multiplies dotRows (16) and 128 bfloat16 rows (a short and a long
+// prompt) by bfloat16 weights of Qwen3-0.6B's q, k and v (1024 → 4096), gate and up
+// (1024 → 6144) and down (3072 → 1024) shapes on one core, by dotPanels (VDPBF16PS) and by the
+// kernels it replaces (the eight-row bfloat16 kernel, or from 32 rows on a panel widened to
+// float32 once, then the float32 row kernels), alternated call by call, on panels the L3 holds,
+// and reports each one's GFLOP/s and x_dot/widen, the first's speed over the second's.
 //
 //	GOEXPERIMENT=simd go test ./internal/hostproduct -run '^$' -bench DotPanels
 func BenchmarkDotPanels(b *testing.B) {
 	if !dotKernels() {
 		b.Skip("no VDPBF16PS kernels on this CPU or build")
 	}
-	const rows = 128
-	for _, sh := range []struct{ in, out int }{{1024, 4096}, {1024, 6144}, {3072, 1024}} {
-		b.Run(fmt.Sprintf("%dx%d", sh.in, sh.out), func(b *testing.B) {
+	for _, c := range []struct{ rows, in, out int }{
+		{dotRows, 1024, 4096}, {dotRows, 3072, 1024},
+		{128, 1024, 4096}, {128, 1024, 6144}, {128, 3072, 1024},
+	} {
+		rows, sh := c.rows, c
+		b.Run(fmt.Sprintf("rows%d/%dx%d", rows, sh.in, sh.out), func(b *testing.B) {
 			count := sh.out / kernelWidth
 			p := &product{rows: rows, in: sh.in, count: count, width: kernelWidth}
 			w := make([]uint16, count*sh.in*kernelWidth)
