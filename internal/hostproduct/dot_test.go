@@ -4,64 +4,56 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/gomlx/compute/dtypes/bfloat16"
 )
 
-// TestDotKernels multiplies up to four bfloat16 rows by an interleaved bfloat16 panel
-// (interleavePairs, panel4dp: VDPBF16PS where this CPU has it) for lengths around the kernel's
-// pairs: on small integers, where every order of the sums is exact, each column against the
-// plain sum, and on random values against panel4dpPlain, which sums as VDPBF16PS does, to the
-// bit.
+// TestDotKernels multiplies eight bfloat16 rows by a bfloat16 panel (panel8dp: VDPBF16PS where
+// this CPU has it) for lengths around the kernel's blocks of 32 pairs: on small integers, where
+// every order of the sums is exact, each column against the plain sum, and on random values
+// against panel8dpPlain, which sums as VDPBF16PS does, to the bit.
 func TestDotKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, in := range []int{0, 2, 4, 30, 64, 130, 1024} {
-		for rows := 1; rows <= 4; rows++ {
-			t.Run(fmt.Sprintf("in%d/rows%d", in, rows), func(t *testing.T) {
-				for _, random := range []bool{false, true} {
-					value := func(i, mod int) float32 {
-						if random {
-							return float32(rng.NormFloat64())
-						}
-						return float32(i%mod) - float32(mod/2)
+	for _, in := range []int{0, 2, 4, 30, 62, 64, 66, 130, 1024} {
+		for _, random := range []bool{false, true} {
+			t.Run(fmt.Sprintf("in%d/random=%v", in, random), func(t *testing.T) {
+				value := func(i, mod int) float32 {
+					if random {
+						return float32(rng.NormFloat64())
 					}
-					w := make([]uint16, in*kernelWidth)
-					for i := range w {
-						w[i] = uint16(bfloat16.FromFloat32(value(i, 7)))
+					return float32(i%mod) - float32(mod/2)
+				}
+				w := make([]uint16, in*kernelWidth)
+				for i := range w {
+					w[i] = uint16(bfloat16.FromFloat32(value(i, 7)))
+				}
+				var xs [8][]uint16
+				var ys, plain [8][]float32
+				for r := range xs {
+					xs[r] = make([]uint16, in)
+					for k := range xs[r] {
+						xs[r][k] = uint16(bfloat16.FromFloat32(value(k+3*r, 5)))
 					}
-					xs, ys, plain := make([][]uint16, rows), make([][]float32, rows), make([][]float32, rows)
-					for r := range xs {
-						xs[r] = make([]uint16, in)
-						for k := range xs[r] {
-							xs[r][k] = uint16(bfloat16.FromFloat32(value(k+3*r, 5)))
-						}
-						ys[r], plain[r] = make([]float32, kernelWidth), make([]float32, kernelWidth)
-						for j := range ys[r] { // stale values the kernel must overwrite
-							ys[r][j] = 99
-						}
+					ys[r], plain[r] = make([]float32, kernelWidth), make([]float32, kernelWidth)
+					for j := range ys[r] { // stale values the kernel must overwrite
+						ys[r][j] = 99
 					}
-					panel, want := make([]uint32, in/2*kernelWidth), make([]uint32, in/2*kernelWidth)
-					interleavePairs(panel, w, in)
-					if interleavePairsPlain(want, w, in); !slices.Equal(panel, want) {
-						t.Fatal("interleavePairs differs from interleavePairsPlain")
-					}
-					panel4dp(panel, xs, ys, in)
-					panel4dpPlain(panel, xs, plain, in)
-					for r := range rows {
-						for j := range kernelWidth {
-							want := plain[r][j]
-							if !random {
-								want = 0
-								for k := range in {
-									want += widen16(w[k*kernelWidth+j]) * widen16(xs[r][k])
-								}
+				}
+				panel8dp(w, &xs, &ys, in)
+				panel8dpPlain(w, &xs, &plain, in)
+				for r := range xs {
+					for j := range kernelWidth {
+						want := plain[r][j]
+						if !random {
+							want = 0
+							for k := range in {
+								want += widen16(w[k*kernelWidth+j]) * widen16(xs[r][k])
 							}
-							if ys[r][j] != want {
-								t.Fatalf("random %v, row %d, column %d: %v, want %v", random, r, j, ys[r][j], want)
-							}
+						}
+						if ys[r][j] != want {
+							t.Fatalf("row %d, column %d: %v, want %v", r, j, ys[r][j], want)
 						}
 					}
 				}
@@ -70,10 +62,10 @@ func TestDotKernels(t *testing.T) {
 	}
 }
 
-// TestDotPanels runs bfloat16 products (dotRows + 1 rows, in place of the eight-row kernel and a row
-// left over, and 37, in place of the widened panels) through dotPanels and
-// through the kernels it replaces, on random values, and checks that the two agree within
-// float32 sums' rounding, and that dotPanels runs only where the rows and panels allow it.
+// TestDotPanels runs bfloat16 products (11 rows: eight by VDPBF16PS, three left to the other
+// kernels; 37 rows, in place of the widened panels) through productRun.panels with and without
+// the VDPBF16PS kernel, on random values, and checks that the two agree within float32 sums'
+// rounding, and that the kernel runs only where the rows and panels allow it.
 func TestDotPanels(t *testing.T) {
 	if !dotKernels() {
 		t.Skip("no VDPBF16PS kernels on this CPU or build")
@@ -84,7 +76,7 @@ func TestDotPanels(t *testing.T) {
 	for i := range w {
 		w[i] = uint16(bfloat16.FromFloat32(float32(rng.NormFloat64() * 0.05)))
 	}
-	for _, rows := range []int{dotRows + 1, widenRows + 5} {
+	for _, rows := range []int{11, widenRows + 5} {
 		p := &product{rows: rows, in: in, count: count, width: kernelWidth}
 		x16 := make([]uint16, rows*in)
 		x := make([]float32, len(x16))
@@ -115,24 +107,24 @@ func TestDotPanels(t *testing.T) {
 			}
 			bound := 1e-6 * size
 			if math.Abs(float64(got[i])-exact) > bound || math.Abs(float64(want[i])-exact) > bound {
-				t.Fatalf("%d rows, value %d: dotPanels %v, the other kernels %v, float64 %v", rows, i, got[i], want[i], exact)
+				t.Fatalf("%d rows, value %d: VDPBF16PS %v, the other kernels %v, float64 %v", rows, i, got[i], want[i], exact)
 			}
 		}
 	}
-	odd := &product{rows: widenRows, in: in + 1, count: 1, width: kernelWidth}
+	odd := &product{rows: 8, in: in + 1, count: 1, width: kernelWidth}
 	if (productRun{p: odd, x16: make([]uint16, odd.rows*(in+1)), w16: make([]uint16, (in+1)*kernelWidth)}).dots() {
-		t.Error("dotPanels would run on an odd number of values a row")
+		t.Error("VDPBF16PS would run on an odd number of values a row")
 	}
-	few := &product{rows: dotRows - 1, in: in, count: 1, width: kernelWidth}
+	few := &product{rows: 7, in: in, count: 1, width: kernelWidth}
 	if (productRun{p: few, x16: make([]uint16, few.rows*in), w16: w[:in*kernelWidth]}).dots() {
-		t.Error("dotPanels would run on fewer rows than dotRows")
+		t.Error("VDPBF16PS would run on fewer than eight rows")
 	}
 }
 
-// BenchmarkDotPanels multiplies dotRows (16) and 128 bfloat16 rows (a short and a long
-// prompt) by bfloat16 weights of Qwen3-0.6B's q, k and v (1024 → 4096), gate and up
-// (1024 → 6144) and down (3072 → 1024) shapes on one core, by dotPanels (VDPBF16PS) and by the
-// kernels it replaces (the eight-row bfloat16 kernel, or from 32 rows on a panel widened to
+// BenchmarkDotPanels multiplies 8, 16 and 128 bfloat16 rows (eight sequences' decode step, a
+// short and a long prompt) by bfloat16 weights of Qwen3-0.6B's q, k and v (1024 → 4096), gate
+// and up (1024 → 6144) and down (3072 → 1024) shapes on one core, by the VDPBF16PS kernel and by
+// the kernels it replaces (the eight-row bfloat16 kernel, or from 32 rows on a panel widened to
 // float32 once, then the float32 row kernels), alternated call by call, on panels the L3 holds,
 // and reports each one's GFLOP/s and x_dot/widen, the first's speed over the second's.
 //
@@ -142,18 +134,17 @@ func BenchmarkDotPanels(b *testing.B) {
 		b.Skip("no VDPBF16PS kernels on this CPU or build")
 	}
 	for _, c := range []struct{ rows, in, out int }{
-		{dotRows, 1024, 4096}, {dotRows, 3072, 1024},
+		{8, 1024, 4096}, {8, 3072, 1024}, {16, 1024, 4096},
 		{128, 1024, 4096}, {128, 1024, 6144}, {128, 3072, 1024},
 	} {
-		rows, sh := c.rows, c
-		b.Run(fmt.Sprintf("rows%d/%dx%d", rows, sh.in, sh.out), func(b *testing.B) {
-			count := sh.out / kernelWidth
-			p := &product{rows: rows, in: sh.in, count: count, width: kernelWidth}
-			w := make([]uint16, count*sh.in*kernelWidth)
+		b.Run(fmt.Sprintf("rows%d/%dx%d", c.rows, c.in, c.out), func(b *testing.B) {
+			rows, count := c.rows, c.out/kernelWidth
+			p := &product{rows: rows, in: c.in, count: count, width: kernelWidth}
+			w := make([]uint16, count*c.in*kernelWidth)
 			for i := range w {
 				w[i] = uint16(bfloat16.FromFloat32(float32(i%7) * 0.01))
 			}
-			x16 := make([]uint16, rows*sh.in)
+			x16 := make([]uint16, rows*c.in)
 			x := make([]float32, len(x16))
 			for i := range x16 {
 				x16[i] = uint16(bfloat16.FromFloat32(float32(i%13) * 0.1))
@@ -168,7 +159,7 @@ func BenchmarkDotPanels(b *testing.B) {
 				r.panels(0, count)
 				spent[i%2] += time.Since(begin)
 			}
-			flops := 2 * float64(rows*sh.in*sh.out) * float64(b.N/2)
+			flops := 2 * float64(rows*c.in*c.out) * float64(b.N/2)
 			b.ReportMetric(flops/spent[0].Seconds()/1e9, "GFLOP/s_dot")
 			b.ReportMetric(flops/spent[1].Seconds()/1e9, "GFLOP/s_widen")
 			b.ReportMetric(spent[1].Seconds()/spent[0].Seconds(), "x_dot/widen")

@@ -658,6 +658,101 @@ done8x16:
 	VZEROUPPER
 	RET
 
+// FOUR_ROWS_DP(reg) multiplies one pair of k of four bfloat16 rows (BX, SI, DI, R9: their pair
+// broadcast) by the panel rows 2k and 2k+1 at reg (256 bytes), paired word by word in registers
+// (VPUNPCKLWD, VPUNPCKHWD: Z24–Z27, each 32-bit word a column's two values), into Z0–Z15 (each
+// row's four vectors, in pairedColumn's order), and steps the pointers on. VDPBF16PS
+// (AVX512_BF16) adds the products of each lane's two bfloat16 pairs into its float32 sum; Go's
+// assembler has no mnemonic for it, so each is written out as its EVEX bytes (62 P0 P1 P2 52
+// ModRM: EVEX.512.F3.0F38.W0 52 /r, register operands only). The BYTE lines are, in order,
+// VDPBF16PS Z(24+c), Z(20+r), Z(4r+c) (Go's operand order) for row r and vector c, 0–3 each.
+#define FOUR_ROWS_DP(reg) \
+	VMOVDQU32 (reg), Z16; \
+	VMOVDQU32 64(reg), Z17; \
+	VMOVDQU32 128(reg), Z18; \
+	VMOVDQU32 192(reg), Z19; \
+	VPUNPCKLWD Z18, Z16, Z24; \
+	VPUNPCKHWD Z18, Z16, Z25; \
+	VPUNPCKLWD Z19, Z17, Z26; \
+	VPUNPCKHWD Z19, Z17, Z27; \
+	VPBROADCASTD (BX), Z20; \
+	VPBROADCASTD (SI), Z21; \
+	VPBROADCASTD (DI), Z22; \
+	VPBROADCASTD (R9), Z23; \
+	BYTE $0x62; BYTE $0x92; BYTE $0x5E; BYTE $0x40; BYTE $0x52; BYTE $0xC0; \
+	BYTE $0x62; BYTE $0x92; BYTE $0x5E; BYTE $0x40; BYTE $0x52; BYTE $0xC9; \
+	BYTE $0x62; BYTE $0x92; BYTE $0x5E; BYTE $0x40; BYTE $0x52; BYTE $0xD2; \
+	BYTE $0x62; BYTE $0x92; BYTE $0x5E; BYTE $0x40; BYTE $0x52; BYTE $0xDB; \
+	BYTE $0x62; BYTE $0x92; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xE0; \
+	BYTE $0x62; BYTE $0x92; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xE9; \
+	BYTE $0x62; BYTE $0x92; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xF2; \
+	BYTE $0x62; BYTE $0x92; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xFB; \
+	BYTE $0x62; BYTE $0x12; BYTE $0x4E; BYTE $0x40; BYTE $0x52; BYTE $0xC0; \
+	BYTE $0x62; BYTE $0x12; BYTE $0x4E; BYTE $0x40; BYTE $0x52; BYTE $0xC9; \
+	BYTE $0x62; BYTE $0x12; BYTE $0x4E; BYTE $0x40; BYTE $0x52; BYTE $0xD2; \
+	BYTE $0x62; BYTE $0x12; BYTE $0x4E; BYTE $0x40; BYTE $0x52; BYTE $0xDB; \
+	BYTE $0x62; BYTE $0x12; BYTE $0x46; BYTE $0x40; BYTE $0x52; BYTE $0xE0; \
+	BYTE $0x62; BYTE $0x12; BYTE $0x46; BYTE $0x40; BYTE $0x52; BYTE $0xE9; \
+	BYTE $0x62; BYTE $0x12; BYTE $0x46; BYTE $0x40; BYTE $0x52; BYTE $0xF2; \
+	BYTE $0x62; BYTE $0x12; BYTE $0x46; BYTE $0x40; BYTE $0x52; BYTE $0xFB; \
+	ADDQ $256, reg; \
+	ADDQ $4, BX; \
+	ADDQ $4, SI; \
+	ADDQ $4, DI; \
+	ADDQ $4, R9
+
+// func panel8dpAsm(w unsafe.Pointer, x *[8]unsafe.Pointer, acc unsafe.Pointer, pairs int)
+//
+// Eight bfloat16 rows x (pairs 32-bit words each) by one bfloat16 panel w [2·pairs, 64] as it is
+// stored, into acc [8][64] (each row's four vectors in pairedColumn's order), the
+// panel read from memory once: k in blocks of 32 pairs (8 KiB of the panel, held in the
+// level-1 cache), each block paired in registers (FOUR_ROWS_DP) for rows 0–3, prefetching the
+// panel ahead, and again for rows 4–7, their accumulators kept at acc between blocks.
+TEXT ·panel8dpAsm(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), AX
+	MOVQ x+8(FP), R12
+	MOVQ acc+16(FP), R10
+	MOVQ pairs+24(FP), CX
+	ZERO_ACCUMULATORS
+	SIXTEEN_TO(0)
+	SIXTEEN_TO(1024)
+	XORQ R13, R13
+	TESTQ CX, CX
+	JZ done8dp
+block8dp:
+	MOVQ $32, DX
+	CMPQ CX, DX
+	CMOVQLT CX, DX
+	SIXTEEN_FROM(0)
+	ROWS_AT(0)
+	MOVQ AX, R8
+	MOVQ DX, R11
+first8dp:
+	PREFETCHT1 16384(R8)
+	PREFETCHT1 16448(R8)
+	FOUR_ROWS_DP(R8)
+	DECQ R11
+	JNZ first8dp
+	SIXTEEN_TO(0)
+	SIXTEEN_FROM(1024)
+	ROWS_AT(32)
+	MOVQ AX, R8
+	MOVQ DX, R11
+second8dp:
+	PREFETCHT1 16512(R8)
+	PREFETCHT1 16576(R8)
+	FOUR_ROWS_DP(R8)
+	DECQ R11
+	JNZ second8dp
+	SIXTEEN_TO(1024)
+	MOVQ R8, AX
+	LEAQ (R13)(DX*4), R13
+	SUBQ DX, CX
+	JNZ block8dp
+done8dp:
+	VZEROUPPER
+	RET
+
 // func contextPair32x128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 //
 // 128 columns of the context of two rows of probabilities: c0[j] += Σ_t p0[t]·vb[t][j] and the

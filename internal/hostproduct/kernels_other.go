@@ -116,12 +116,8 @@ func narrowHalf(dst []uint16, src []float32) { narrowHalfPlain(dst, src) }
 // widenHalfAll writes the float16 values src into dst as float32 (plain Go here).
 func widenHalfAll(dst []float32, src []uint16) { widenHalfPlain(dst, src) }
 
-// dotKernels says whether VDPBF16PS multiplies a prompt's bfloat16 rows: not in this build.
+// dotKernels says whether VDPBF16PS multiplies bfloat16 rows: not in this build.
 func dotKernels() bool { return false }
 
-// interleavePairs writes the bfloat16 panel w [in, 64] (in even) into dst as pairs of rows
-// (plain Go here).
-func interleavePairs(dst []uint32, w []uint16, in int) { interleavePairsPlain(dst, w, in) }
-
-// panel4dp multiplies up to four bfloat16 rows by a panel interleaved as pairs (plain Go here).
-func panel4dp(panel []uint32, x [][]uint16, y [][]float32, in int) { panel4dpPlain(panel, x, y, in) }
+// panel8dp multiplies eight bfloat16 rows by a bfloat16 panel as VDPBF16PS sums (plain Go here).
+func panel8dp(w []uint16, x *[8][]uint16, y *[8][]float32, in int) { panel8dpPlain(w, x, y, in) }

@@ -30,7 +30,7 @@ type product struct {
 type productRun struct {
 	p    *product
 	x    []float32
-	x16  []uint16 // x's bfloat16 bits, where the rows came as bfloat16 (dotPanels)
+	x16  []uint16 // x's bfloat16 bits, where the rows came as bfloat16 (dotRows)
 	w32  []float32
 	w16  []uint16
 	y    []float32
@@ -49,19 +49,8 @@ const widenRows = 32
 // multiplying at a time.
 var widenedPanels = sync.Pool{New: func() any { return new([]float32) }}
 
-// pairedPanels holds bfloat16 panels interleaved as pairs of rows (*[]uint32, dotPanels), one
-// for each worker multiplying at a time.
-var pairedPanels = sync.Pool{New: func() any { return new([]uint32) }}
-
-// dotRows is the fewest rows multiplied by VDPBF16PS (dotPanels): each panel is interleaved
-// once for them all, which fewer rows do not repay where the panels come from memory. On the
-// Zen 4 guest, alternated in one process, a bfloat16 prompt of 8 tokens prefilled at 0.89× the
-// widening kernels' speed, 16 tokens at 1.10×, 24 at 1.19× and 128 at 1.51×, and eight
-// sequences' decode steps (8 rows) ran at 0.85×.
-const dotRows = 16
-
-// dotOff turns dotPanels off, for the tests and benchmarks that compare it with the widening
-// kernels.
+// dotOff turns the VDPBF16PS kernels off (productRun.dots), for the tests and benchmarks that
+// compare them with the widening kernels.
 var dotOff bool
 
 // rowGroup is a kernel pair that multiplies a group of rows by one panel at once, each weight
@@ -155,18 +144,14 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 // float32 once and multiplied by the float32 kernels.
 func (r productRun) panels(q0, q1 int) {
 	p := r.p
-	if r.dots() {
-		r.dotPanels(q0, q1)
-		r.round(q0, q1)
-		return
-	}
+	dots := r.dots()
 	step := q1 - q0
 	if p.rows > 1 {
 		step = 1
 	}
 	panel := p.in * p.width
 	var widened *[]float32
-	if r.w16 != nil && p.rows >= widenRows {
+	if r.w16 != nil && p.rows >= widenRows && !dots {
 		widened = widenedPanels.Get().(*[]float32)
 		defer widenedPanels.Put(widened)
 		if len(*widened) < panel {
@@ -190,6 +175,9 @@ func (r productRun) panels(q0, q1 int) {
 			w16 = r.w16[q*panel : end*panel]
 		}
 		first := 0 // the first row left to the one-row kernels
+		if dots {  // step is 1: one panel
+			first = r.dotRows(q)
+		}
 		for _, g := range rowGroups {
 			if step != 1 || (g.below > 0 && p.rows >= g.below) {
 				continue
@@ -229,42 +217,36 @@ func (r productRun) round(q0, q1 int) {
 	}
 }
 
-// dots says whether r's panels go to dotPanels: at least dotRows bfloat16 rows by bfloat16 panels of the kernels' width, on a CPU with VDPBF16PS. On the AMD EPYC guest
-// (Zen 4) VDPBF16PS retires at the rate of a float32 multiply-add, each doing two
-// multiply-adds, where the widened panels' kernels take one multiply-add each.
+// dots says whether r's rows go eight at a time to the VDPBF16PS kernel (dotRows): bfloat16
+// rows, at least eight, by bfloat16 panels of the kernels' width and an even length, on a CPU
+// with AVX512_BF16. That kernel does two multiply-adds an instruction lane where the widening
+// kernels do one, and on the AMD EPYC guest (Zen 4) it retires as often.
 func (r productRun) dots() bool {
 	p := r.p
-	return r.x16 != nil && r.w16 != nil && p.rows >= dotRows && p.in%2 == 0 && p.width == kernelWidth && dotKernels() && !dotOff
+	return r.x16 != nil && r.w16 != nil && p.rows >= 8 && p.in%2 == 0 && p.width == kernelWidth && dotKernels() && !dotOff
 }
 
-// dotPanels computes panels [q0, q1) of every row: each panel interleaved as pairs of rows once
-// (interleavePairs), then multiplied by the bfloat16 rows four at a time (panel4dp). Each
-// product of two bfloat16 values is exact in float32, and VDPBF16PS adds them in float32 (with
-// denormals flushed to zero, as PyTorch's bfloat16 products on such a CPU do), so the sums
-// differ from the widening kernels' only in their order: k's pairs odd value first.
-func (r productRun) dotPanels(q0, q1 int) {
+// dotRows multiplies r's rows, eight at a time, by panel q with VDPBF16PS (panel8dp), and returns
+// how many it multiplied (the rest, fewer than eight, are left to the other kernels). Each
+// product of two bfloat16 values is exact in float32 and each of VDPBF16PS's two adds a lane
+// rounds once, as a multiply-add does: the sums differ from the widening kernels' only in their
+// order (a pair of k's odd product first), and denormals are flushed to zero, as PyTorch's
+// bfloat16 products on such a CPU flush them.
+func (r productRun) dotRows(q int) int {
 	p := r.p
-	pairs := p.in / 2
-	buf := pairedPanels.Get().(*[]uint32)
-	defer pairedPanels.Put(buf)
-	if len(*buf) < pairs*kernelWidth {
-		*buf = make([]uint32, pairs*kernelWidth)
-	}
-	panel := (*buf)[:pairs*kernelWidth]
-	var xs [4][]uint16
-	var ys [4][]float32
-	for q := q0; q < q1; q++ {
-		interleavePairs(panel, r.w16[q*p.in*kernelWidth:(q+1)*p.in*kernelWidth], p.in)
-		for first := 0; first < p.rows; first += len(xs) {
-			n := min(len(xs), p.rows-first)
-			for i := range n {
-				row := first + i
-				xs[i] = r.x16[row*p.in : (row+1)*p.in]
-				ys[i] = r.y[row*r.yStride+q*kernelWidth : row*r.yStride+(q+1)*kernelWidth]
-			}
-			panel4dp(panel, xs[:n], ys[:n], p.in)
+	w := r.w16[q*p.in*kernelWidth : (q+1)*p.in*kernelWidth]
+	var xs [8][]uint16
+	var ys [8][]float32
+	first := 0
+	for ; first+len(xs) <= p.rows; first += len(xs) {
+		for i := range xs {
+			row := first + i
+			xs[i] = r.x16[row*p.in : (row+1)*p.in]
+			ys[i] = r.y[row*r.yStride+q*kernelWidth : row*r.yStride+(q+1)*kernelWidth]
 		}
+		panel8dp(w, &xs, &ys, p.in)
 	}
+	return first
 }
 
 // scratch is float32 memory that a run of products borrows for its rows widened from bfloat16
