@@ -141,7 +141,8 @@ func (e *executable) runProducts(ps []*product, slots []compute.Buffer, owned []
 // 1.30–1.35× (float32) and 1.84–2.01× (bfloat16) as fast four at a time as one at a time on a
 // 2-core Xeon, and 1.21–1.35× (float32) and 1.07–1.17× (bfloat16) as fast eight at a time as four
 // (BenchmarkRowKernels, alternated). From widenRows rows on, a bfloat16 panel is widened to
-// float32 once and multiplied by the float32 kernels.
+// float32 once and multiplied by the float32 kernels, except where bfloat16 rows go eight at a
+// time to VDPBF16PS (dots, dotRows): then the rows left over take the bfloat16 kernels.
 func (r productRun) panels(q0, q1 int) {
 	p := r.p
 	dots := r.dots()
