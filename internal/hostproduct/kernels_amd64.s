@@ -322,6 +322,64 @@ store: \
 	VZEROUPPER; \
 	RET
 
+// EIGHT_ROWS(count, steps, FIRST, SECOND) is the eight-row kernels' body: their arguments taken
+// (the panel w in AX, the rows' pointers x in R12, acc in R10, k's steps, the argument named
+// count, in CX), the accumulators zeroed at acc, then k in blocks of steps (8 KiB of the panel, held in the
+// level-1 cache), each block multiplied by rows 0–3 (FIRST(R8): one step of k, prefetching the
+// panel ahead) and then by rows 4–7 (SECOND(R8)), their accumulators kept at acc between blocks.
+// A step of k reads 4 bytes of each row.
+#define EIGHT_ROWS(count, steps, FIRST, SECOND) \
+	MOVQ w+0(FP), AX; \
+	MOVQ x+8(FP), R12; \
+	MOVQ acc+16(FP), R10; \
+	MOVQ count+24(FP), CX; \
+	ZERO_ACCUMULATORS; \
+	SIXTEEN_TO(0); \
+	SIXTEEN_TO(1024); \
+	XORQ R13, R13; \
+	TESTQ CX, CX; \
+	JZ done; \
+block: \
+	MOVQ $steps, DX; \
+	CMPQ CX, DX; \
+	CMOVQLT CX, DX; \
+	SIXTEEN_FROM(0); \
+	ROWS_AT(0); \
+	MOVQ AX, R8; \
+	MOVQ DX, R11; \
+first: \
+	FIRST(R8); \
+	DECQ R11; \
+	JNZ first; \
+	SIXTEEN_TO(0); \
+	SIXTEEN_FROM(1024); \
+	ROWS_AT(32); \
+	MOVQ AX, R8; \
+	MOVQ DX, R11; \
+second: \
+	SECOND(R8); \
+	DECQ R11; \
+	JNZ second; \
+	SIXTEEN_TO(1024); \
+	MOVQ R8, AX; \
+	LEAQ (R13)(DX*4), R13; \
+	SUBQ DX, CX; \
+	JNZ block; \
+done: \
+	VZEROUPPER; \
+	RET
+
+// EIGHT_ROWS' steps for the float32 panels (two lines of 128 bytes a step: rows 0–3 prefetch
+// the first 16 KiB ahead, rows 4–7 the second), the bfloat16 panels (one line a step: rows 0–3
+// the first of each pair of steps, rows 4–7 the second) and the bfloat16 pairs of k (four lines
+// a step, two for each four rows).
+#define FIRST_8X32(reg) PREFETCHT1 16384(reg); PREFETCHT1 16448(reg); FOUR_ROWS_STEP_32(reg)
+#define SECOND_8X32(reg) PREFETCHT1 16512(reg); PREFETCHT1 16576(reg); FOUR_ROWS_STEP_32(reg)
+#define FIRST_8X16(reg) PREFETCHT1 16384(reg); FOUR_ROWS_STEP_16(reg)
+#define SECOND_8X16(reg) PREFETCHT1 16448(reg); FOUR_ROWS_STEP_16(reg)
+#define FIRST_8DP(reg) PREFETCHT1 16384(reg); PREFETCHT1 16448(reg); FOUR_ROWS_DP(reg)
+#define SECOND_8DP(reg) PREFETCHT1 16512(reg); PREFETCHT1 16576(reg); FOUR_ROWS_DP(reg)
+
 // func panel4x32Asm(w, x0, x1, x2, x3, y0, y1, y2, y3 unsafe.Pointer, in int)
 TEXT ·panel4x32Asm(SB), NOSPLIT, $0-80
 	LOAD_PANEL_AND_ROWS
@@ -557,71 +615,13 @@ done1x32:
 	MOVQ (off+24)(R12), R9; \
 	ADDQ R13, R9
 
-// EIGHT_ROWS(steps, FIRST, SECOND) is the eight-row kernels' body once their arguments are in
-// registers (the panel at AX, the rows' pointers at R12, acc at R10, k's steps in CX): the
-// accumulators zeroed at acc, then k in blocks of steps (8 KiB of the panel, held in the
-// level-1 cache), each block multiplied by rows 0–3 (FIRST(R8): one step of k, prefetching the
-// panel ahead) and then by rows 4–7 (SECOND(R8)), their accumulators kept at acc between blocks.
-// A step of k reads 4 bytes of each row.
-#define EIGHT_ROWS(steps, FIRST, SECOND) \
-	ZERO_ACCUMULATORS; \
-	SIXTEEN_TO(0); \
-	SIXTEEN_TO(1024); \
-	XORQ R13, R13; \
-	TESTQ CX, CX; \
-	JZ done; \
-block: \
-	MOVQ $steps, DX; \
-	CMPQ CX, DX; \
-	CMOVQLT CX, DX; \
-	SIXTEEN_FROM(0); \
-	ROWS_AT(0); \
-	MOVQ AX, R8; \
-	MOVQ DX, R11; \
-first: \
-	FIRST(R8); \
-	DECQ R11; \
-	JNZ first; \
-	SIXTEEN_TO(0); \
-	SIXTEEN_FROM(1024); \
-	ROWS_AT(32); \
-	MOVQ AX, R8; \
-	MOVQ DX, R11; \
-second: \
-	SECOND(R8); \
-	DECQ R11; \
-	JNZ second; \
-	SIXTEEN_TO(1024); \
-	MOVQ R8, AX; \
-	LEAQ (R13)(DX*4), R13; \
-	SUBQ DX, CX; \
-	JNZ block; \
-done: \
-	VZEROUPPER; \
-	RET
-
-// EIGHT_ROWS' steps for the float32 panels (two lines of 128 bytes a step: rows 0–3 prefetch
-// the first 16 KiB ahead, rows 4–7 the second), the bfloat16 panels (one line a step: rows 0–3
-// the first of each pair of steps, rows 4–7 the second) and the bfloat16 pairs of k (four lines
-// a step, two for each four rows).
-#define FIRST_8X32(reg) PREFETCHT1 16384(reg); PREFETCHT1 16448(reg); FOUR_ROWS_STEP_32(reg)
-#define SECOND_8X32(reg) PREFETCHT1 16512(reg); PREFETCHT1 16576(reg); FOUR_ROWS_STEP_32(reg)
-#define FIRST_8X16(reg) PREFETCHT1 16384(reg); FOUR_ROWS_STEP_16(reg)
-#define SECOND_8X16(reg) PREFETCHT1 16448(reg); FOUR_ROWS_STEP_16(reg)
-#define FIRST_8DP(reg) PREFETCHT1 16384(reg); PREFETCHT1 16448(reg); FOUR_ROWS_DP(reg)
-#define SECOND_8DP(reg) PREFETCHT1 16512(reg); PREFETCHT1 16576(reg); FOUR_ROWS_DP(reg)
-
 // func panel8x32Asm(w unsafe.Pointer, x *[8]unsafe.Pointer, acc unsafe.Pointer, in int)
 //
 // Eight rows by one float32 panel w [in, 64] into acc [8][64], the panel read from memory once:
 // k in blocks of 32 steps, each block multiplied by rows 0–3 (prefetching the panel ahead) and
 // then by rows 4–7 (EIGHT_ROWS).
 TEXT ·panel8x32Asm(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), AX
-	MOVQ x+8(FP), R12
-	MOVQ acc+16(FP), R10
-	MOVQ in+24(FP), CX
-	EIGHT_ROWS(32, FIRST_8X32, SECOND_8X32)
+	EIGHT_ROWS(in, 32, FIRST_8X32, SECOND_8X32)
 
 // func panel8x16Asm(w unsafe.Pointer, x *[8]unsafe.Pointer, acc unsafe.Pointer, in int)
 //
@@ -629,13 +629,9 @@ TEXT ·panel8x32Asm(SB), NOSPLIT, $0-32
 // for rows 4–7, from the level-1 cache): acc holds each row's four accumulators in
 // panel4x16Asm's order, k in blocks of 64 steps (8 KiB of the panel).
 TEXT ·panel8x16Asm(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), AX
-	MOVQ x+8(FP), R12
-	MOVQ acc+16(FP), R10
-	MOVQ in+24(FP), CX
 	MOVL $0xffff0000, R11
 	VPBROADCASTD R11, Z28
-	EIGHT_ROWS(64, FIRST_8X16, SECOND_8X16)
+	EIGHT_ROWS(in, 64, FIRST_8X16, SECOND_8X16)
 
 // FOUR_ROWS_DP(reg) multiplies one pair of k of four bfloat16 rows (BX, SI, DI, R9: their pair
 // broadcast) by the panel rows 2k and 2k+1 at reg (256 bytes), paired word by word in registers
@@ -687,11 +683,7 @@ TEXT ·panel8x16Asm(SB), NOSPLIT, $0-32
 // from memory once: k in blocks of 32 pairs (EIGHT_ROWS), each pair of panel rows paired in
 // registers (FOUR_ROWS_DP) for rows 0–3 and again, from the level-1 cache, for rows 4–7.
 TEXT ·panel8dpAsm(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), AX
-	MOVQ x+8(FP), R12
-	MOVQ acc+16(FP), R10
-	MOVQ pairs+24(FP), CX
-	EIGHT_ROWS(32, FIRST_8DP, SECOND_8DP)
+	EIGHT_ROWS(pairs, 32, FIRST_8DP, SECOND_8DP)
 
 // func contextPair32x128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 //
