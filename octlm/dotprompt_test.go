@@ -16,10 +16,7 @@ func TestHalfPromptPanels(t *testing.T) {
 	t.Parallel()
 	cfg := synth.QwenLike{VocabSize: 512, HiddenSize: 128, NumLayers: 2, NumHeads: 4, NumKVHeads: 2, HeadDim: 32,
 		IntermediateSize: 256, MaxPositionEmbeddings: 512, RopeTheta: 1_000_000, RMSNormEps: 1e-6, EOSTokenID: 1}
-	dir := t.TempDir()
-	if err := synth.WriteWith(dir, cfg, synth.Options{Seed: 9, NoTokenizer: true}); err != nil {
-		t.Fatal(err)
-	}
+	dir := synthModel(t, cfg, 9)
 	ids := make([]int, 45)
 	for i := range ids {
 		ids[i] = (i*977 + 13) % cfg.VocabSize

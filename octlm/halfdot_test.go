@@ -143,10 +143,7 @@ func matMulReference(t *testing.T, batch int, x, w *tensors.Tensor) []float64 {
 func TestHalfForward(t *testing.T) {
 	cfg := synth.QwenLike{VocabSize: 4096, HiddenSize: 64, NumLayers: 2, NumHeads: 4, NumKVHeads: 2, HeadDim: 16,
 		IntermediateSize: 128, MaxPositionEmbeddings: 4096, RopeTheta: 1_000_000, RMSNormEps: 1e-6, EOSTokenID: 1}
-	dir := t.TempDir()
-	if err := synth.WriteWith(dir, cfg, synth.Options{Seed: 5, NoTokenizer: true}); err != nil {
-		t.Fatal(err)
-	}
+	dir := synthModel(t, cfg, 5)
 	ids := make([]int, 48)
 	for i := range ids {
 		ids[i] = (i*977 + 13) % cfg.VocabSize

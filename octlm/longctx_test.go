@@ -113,10 +113,7 @@ func TestLongContextMemory(t *testing.T) {
 	}
 	cfg := synth.QwenLike{VocabSize: 64, HiddenSize: 32, NumLayers: 1, NumHeads: 1, NumKVHeads: 1, HeadDim: 16,
 		IntermediateSize: 32, MaxPositionEmbeddings: 40960, RopeTheta: 1_000_000, RMSNormEps: 1e-6, EOSTokenID: 1}
-	dir := t.TempDir()
-	if err := synth.WriteWith(dir, cfg, synth.Options{Seed: 3, NoTokenizer: true}); err != nil {
-		t.Fatal(err)
-	}
+	dir := synthModel(t, cfg, 3)
 	m, err := Load(dir, LoadOptions{Backend: goBackend(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -41,10 +41,7 @@ func benchCheckpoint(b *testing.B, layers, vocab int) string {
 	if vocab < fullVocab {
 		cfg.BOSTokenID, cfg.EOSTokenID = 0, 1
 	}
-	dir := b.TempDir()
-	if err := synth.WriteWith(dir, cfg, synth.Options{Seed: 1, NoTokenizer: true}); err != nil {
-		b.Fatal(err)
-	}
+	dir := synthModel(b, cfg, 1)
 	return dir
 }
 

@@ -2,6 +2,7 @@ package octlm
 
 import (
 	"fmt"
+	"github.com/octlm/octlm/octlm/synth"
 	"math"
 	"os"
 	"path/filepath"
@@ -35,6 +36,17 @@ func goBackend(t testing.TB) compute.Backend {
 		testBackend = b
 	})
 	return testBackend
+}
+
+// synthModel writes a synthetic model of cfg's shape (weights from seed, no tokenizer) into a
+// temporary folder of tb's and returns the folder.
+func synthModel(tb testing.TB, cfg synth.QwenLike, seed int64) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	if err := synth.WriteWith(dir, cfg, synth.Options{Seed: seed, NoTokenizer: true}); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
 }
 
 func fixtureDir(name string) string { return filepath.Join("..", "testdata", name) }

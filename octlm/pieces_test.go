@@ -356,10 +356,7 @@ func TestHalfPieces(t *testing.T) {
 	t.Parallel()
 	cfg := synth.QwenLike{VocabSize: 512, HiddenSize: 64, NumLayers: 2, NumHeads: 4, NumKVHeads: 2, HeadDim: 16,
 		IntermediateSize: 128, MaxPositionEmbeddings: 512, RopeTheta: 1_000_000, RMSNormEps: 1e-6, EOSTokenID: 1}
-	dir := t.TempDir()
-	if err := synth.WriteWith(dir, cfg, synth.Options{Seed: 7, NoTokenizer: true}); err != nil {
-		t.Fatal(err)
-	}
+	dir := synthModel(t, cfg, 7)
 	const steps, batch = 12, 4
 	ids := make([][]int, batch)
 	for b := range ids {
