@@ -241,15 +241,21 @@ func (b *Backend) NewSharedBuffer(deviceNum compute.DeviceNum, shape shapes.Shap
 type buffer struct {
 	compute.Buffer
 	owner *Backend
-	spare bool        // made by newResult: kept spare when finalized
+	hold  holding     // held, or heldSpare where newResult made it: kept spare when finalized
 	gone  atomic.Bool // finalized, or donated to a run of an executable
 }
 
-func (b *Backend) wrap(buf compute.Buffer) compute.Buffer { return &buffer{Buffer: buf, owner: b} }
+func (b *Backend) wrap(buf compute.Buffer) compute.Buffer {
+	return &buffer{Buffer: buf, owner: b, hold: held}
+}
 
-// wrapResult wraps a run's output, held as hold.
+// wrapResult wraps a run's output, handed to the caller, who holds it from now on: spare where
+// the run held it so, else to finalize.
 func (b *Backend) wrapResult(buf compute.Buffer, hold holding) compute.Buffer {
-	return &buffer{Buffer: buf, owner: b, spare: hold == heldSpare}
+	if hold != heldSpare {
+		hold = held
+	}
+	return &buffer{Buffer: buf, owner: b, hold: hold}
 }
 
 // Finalize implements compute.Buffer: a buffer newResult made is kept spare (a decode step's
@@ -259,21 +265,15 @@ func (x *buffer) Finalize() error {
 	if x.gone.Swap(true) {
 		return nil
 	}
-	if x.spare && x.owner.keep(x.Buffer) {
-		return nil
-	}
-	return x.Buffer.Finalize()
+	return x.owner.release(x.Buffer, x.hold)
 }
 
-// donate hands x's buffer to a run that owns it from now on, held as it may be.
+// donate hands x's buffer to a run that holds it from now on as x did.
 func (x *buffer) donate() (compute.Buffer, holding, error) {
 	if x.gone.Swap(true) {
 		return nil, notHeld, errors.New("hostproduct: a buffer donated after it was finalized or donated")
 	}
-	if x.spare {
-		return x.Buffer, heldSpare, nil
-	}
-	return x.Buffer, held, nil
+	return x.Buffer, x.hold, nil
 }
 
 // Backend returns the Backend that made the buffer.

@@ -186,7 +186,7 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 	defer func() {
 		if err != nil {
 			for i, buf := range slots {
-				e.backend.release(buf, owned[i])
+				_ = e.backend.release(buf, owned[i])
 			}
 		}
 	}()
@@ -264,7 +264,7 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		}
 		spent[kind] += time.Since(begin)
 		for _, slot := range e.free[i] {
-			e.backend.release(slots[slot], owned[slot])
+			_ = e.backend.release(slots[slot], owned[slot])
 			slots[slot], owned[slot] = nil, notHeld
 		}
 	}
@@ -286,7 +286,7 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		outputs[i] = e.backend.wrapResult(buf, hold)
 	}
 	for i, buf := range slots { // anything left that this call owns
-		e.backend.release(buf, owned[i])
+		_ = e.backend.release(buf, owned[i])
 	}
 	return outputs, nil
 }

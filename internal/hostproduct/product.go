@@ -160,7 +160,7 @@ func (r productRun) panels(q0, q1 int) {
 		}
 	}
 	row := func(row, q, end int) ([]float32, []float32) {
-		return r.x[row*p.in : (row+1)*p.in], r.y[row*r.yStride+q*p.width : row*r.yStride+end*p.width]
+		return r.x[row*p.in : (row+1)*p.in], r.out(row, q, end)
 	}
 	for q := q0; q < q1; q += step {
 		end := min(q+step, q1)
@@ -176,8 +176,8 @@ func (r productRun) panels(q0, q1 int) {
 			w16 = r.w16[q*panel : end*panel]
 		}
 		first := 0 // the first row left to the one-row kernels
-		if dots {  // step is 1: one panel
-			first = r.dotRows(q)
+		if dots {  // step is 1: w16 is panel q
+			first = r.dotRows(w16, q)
 		}
 		for _, g := range rowGroups {
 			if step != 1 || (g.below > 0 && p.rows >= g.below) {
@@ -202,20 +202,17 @@ func (r productRun) panels(q0, q1 int) {
 			}
 		}
 	}
-	r.round(q0, q1)
+	if r.half != nil { // rounded by the worker that computed them
+		for i := range p.rows {
+			lo, hi, at := i*r.yStride+q0*p.width, i*r.yStride+q1*p.width, i*r.halfStride+q0*p.width
+			narrowAll(bitsOf(r.half[at:at+hi-lo]), r.y[lo:hi])
+		}
+	}
 }
 
-// round rounds panels [q0, q1) of a bfloat16 output's rows from y into half, by the worker that
-// computed them.
-func (r productRun) round(q0, q1 int) {
-	p := r.p
-	if r.half == nil {
-		return
-	}
-	for i := range p.rows {
-		lo, hi, at := i*r.yStride+q0*p.width, i*r.yStride+q1*p.width, i*r.halfStride+q0*p.width
-		narrowAll(bitsOf(r.half[at:at+hi-lo]), r.y[lo:hi])
-	}
+// out is row's output of panels [q0, q1).
+func (r productRun) out(row, q0, q1 int) []float32 {
+	return r.y[row*r.yStride+q0*r.p.width : row*r.yStride+q1*r.p.width]
 }
 
 // dots says whether r's rows go eight at a time to the VDPBF16PS kernel (dotRows): bfloat16
@@ -227,23 +224,21 @@ func (r productRun) dots() bool {
 	return r.x16 != nil && r.w16 != nil && p.rows >= 8 && p.in%2 == 0 && p.width == kernelWidth && dotKernels() && !dotOff
 }
 
-// dotRows multiplies r's rows, eight at a time, by panel q with VDPBF16PS (panel8dp), and returns
-// how many it multiplied (the rest, fewer than eight, are left to the other kernels). Each
+// dotRows multiplies r's rows, eight at a time, by panel q (w) with VDPBF16PS (panel8dp), and
+// returns how many it multiplied (the rest, fewer than eight, are left to the other kernels). Each
 // product of two bfloat16 values is exact in float32 and each of VDPBF16PS's two adds a lane
 // rounds once, as a multiply-add does: the sums differ from the widening kernels' only in their
 // order (a pair of k's odd product first), and denormals are flushed to zero, as PyTorch's
 // bfloat16 products on such a CPU flush them.
-func (r productRun) dotRows(q int) int {
+func (r productRun) dotRows(w []uint16, q int) int {
 	p := r.p
-	w := r.w16[q*p.in*kernelWidth : (q+1)*p.in*kernelWidth]
 	var xs [8][]uint16
 	var ys [8][]float32
 	first := 0
 	for ; first+len(xs) <= p.rows; first += len(xs) {
 		for i := range xs {
 			row := first + i
-			xs[i] = r.x16[row*p.in : (row+1)*p.in]
-			ys[i] = r.y[row*r.yStride+q*kernelWidth : row*r.yStride+(q+1)*kernelWidth]
+			xs[i], ys[i] = r.x16[row*p.in:(row+1)*p.in], r.out(row, q, q+1)
 		}
 		panel8dp(w, &xs, &ys, p.in)
 	}

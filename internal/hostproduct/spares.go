@@ -92,16 +92,17 @@ func (b *Backend) newResult(device compute.DeviceNum, shape shapes.Shape) (compu
 	return b.Backend.NewSharedBuffer(device, shape)
 }
 
-// release is done with buf, held by a run as hold: it finalizes a buffer the run held, or keeps
-// it spare where newResult made it (heldSpare) and there is room.
-func (b *Backend) release(buf compute.Buffer, hold holding) {
+// release is done with buf, held as hold (by a run, or by the caller it was handed to): it
+// finalizes a buffer held, or keeps it spare where newResult made it (heldSpare) and there is
+// room. A buffer not held is let be.
+func (b *Backend) release(buf compute.Buffer, hold holding) error {
 	if buf == nil || hold == notHeld {
-		return
+		return nil
 	}
 	if hold == heldSpare && b.keep(buf) {
-		return
+		return nil
 	}
-	_ = buf.Finalize()
+	return buf.Finalize()
 }
 
 // putResult is newResult's buffer put in slot out, held spare by the run, and its data.
@@ -140,9 +141,7 @@ func (b *Backend) keep(buf compute.Buffer) bool {
 		if other == k {
 			continue
 		}
-		for _, sp := range list {
-			_ = sp.buf.Finalize()
-		}
+		finalizeSpares(list)
 		s.bytes -= int64(len(list)) * other.byteSize()
 		delete(s.free, other)
 	}
@@ -187,11 +186,16 @@ func (b *Backend) dropSpares() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, list := range s.free {
-		for _, sp := range list {
-			_ = sp.buf.Finalize()
-		}
+		finalizeSpares(list)
 	}
 	s.free, s.bytes = nil, 0
+}
+
+// finalizeSpares finalizes the buffers of list.
+func finalizeSpares(list []spare) {
+	for _, sp := range list {
+		_ = sp.buf.Finalize()
+	}
 }
 
 // holding is how a run of an executable holds the buffer in a slot.

@@ -136,7 +136,7 @@ func TestSparesKeep(t *testing.T) {
 			if again != buf {
 				t.Fatal("a buffer of the same shape was made anew, not the spare one")
 			}
-			wrapped.release(again, heldSpare)
+			_ = wrapped.release(again, heldSpare)
 		})
 	}
 	t.Run("full", func(t *testing.T) {
