@@ -380,6 +380,127 @@ done: \
 #define FIRST_8DP(reg) PREFETCHT1 16384(reg); PREFETCHT1 16448(reg); FOUR_ROWS_DP(reg)
 #define SECOND_8DP(reg) PREFETCHT1 16512(reg); PREFETCHT1 16576(reg); FOUR_ROWS_DP(reg)
 
+// SCORES_ROWS is a key kernel that walks a block by its rows (scoresPairRows): two rows at a
+// time, each along the slots, so that the block is read as two neighbouring streams. LOAD widens
+// the 16 slots at an address to float32, O1–O3 are the offsets of a row's next three vectors and
+// STEP64, STEP16 the bytes of 64 and 16 slots. PREFETCH reads ahead of R12, four rows ahead of the
+// pair, STEP64 bytes of each of two rows. Registers: the block's pair of rows at AX, R9 walking
+// them; the query rows at BX and SI (their two values broadcast to Z16, Z17 and Z24, Z25); hd
+// counted down in CX; the bytes between rows in DX; the slots in R8, up to R10 = m − 64 by 64,
+// then to m by 16; the scores at DI and R13 (Z0–Z3 and Z4–Z7 for 64 slots).
+#define SCORES_ROWS(LOAD, O1, O2, O3, STEP64, STEP16, PREFETCH) \
+	MOVQ kt+0(FP), AX; \
+	MOVQ q0+8(FP), BX; \
+	MOVQ q1+16(FP), SI; \
+	MOVQ hd+24(FP), CX; \
+	MOVQ stride+32(FP), DX; \
+	MOVQ m+40(FP), R10; \
+	MOVQ s0+48(FP), DI; \
+	MOVQ s1+56(FP), R13; \
+	TESTQ R10, R10; \
+	JLE done; \
+	SUBQ $64, R10; \
+	CMPQ CX, $2; \
+	JLT done; \
+pair: \
+	VBROADCASTSS (BX), Z16; \
+	VBROADCASTSS 4(BX), Z17; \
+	VBROADCASTSS (SI), Z24; \
+	VBROADCASTSS 4(SI), Z25; \
+	MOVQ AX, R9; \
+	LEAQ (AX)(DX*4), R12; \
+	XORQ R8, R8; \
+	CMPQ R8, R10; \
+	JGT tail; \
+loop64: \
+	VMOVUPS (DI)(R8*4), Z0; \
+	VMOVUPS 64(DI)(R8*4), Z1; \
+	VMOVUPS 128(DI)(R8*4), Z2; \
+	VMOVUPS 192(DI)(R8*4), Z3; \
+	VMOVUPS (R13)(R8*4), Z4; \
+	VMOVUPS 64(R13)(R8*4), Z5; \
+	VMOVUPS 128(R13)(R8*4), Z6; \
+	VMOVUPS 192(R13)(R8*4), Z7; \
+	PREFETCH; \
+	KEY_ROW64(LOAD, O1, O2, O3, (R9), Z16, Z24); \
+	KEY_ROW64(LOAD, O1, O2, O3, (R9)(DX*1), Z17, Z25); \
+	VMOVUPS Z0, (DI)(R8*4); \
+	VMOVUPS Z1, 64(DI)(R8*4); \
+	VMOVUPS Z2, 128(DI)(R8*4); \
+	VMOVUPS Z3, 192(DI)(R8*4); \
+	VMOVUPS Z4, (R13)(R8*4); \
+	VMOVUPS Z5, 64(R13)(R8*4); \
+	VMOVUPS Z6, 128(R13)(R8*4); \
+	VMOVUPS Z7, 192(R13)(R8*4); \
+	ADDQ $STEP64, R9; \
+	ADDQ $64, R8; \
+	CMPQ R8, R10; \
+	JLE loop64; \
+tail: \
+	CMPQ R8, m+40(FP); \
+	JGE next; \
+	VMOVUPS (DI)(R8*4), Z0; \
+	VMOVUPS (R13)(R8*4), Z4; \
+	LOAD((R9), Z8); \
+	VFMADD231PS Z8, Z16, Z0; \
+	VFMADD231PS Z8, Z24, Z4; \
+	LOAD((R9)(DX*1), Z8); \
+	VFMADD231PS Z8, Z17, Z0; \
+	VFMADD231PS Z8, Z25, Z4; \
+	VMOVUPS Z0, (DI)(R8*4); \
+	VMOVUPS Z4, (R13)(R8*4); \
+	ADDQ $STEP16, R9; \
+	ADDQ $16, R8; \
+	JMP tail; \
+next: \
+	LEAQ (AX)(DX*2), AX; \
+	ADDQ $8, BX; \
+	ADDQ $8, SI; \
+	SUBQ $2, CX; \
+	CMPQ CX, $2; \
+	JGE pair; \
+done: \
+	VZEROUPPER; \
+	RET
+
+// KEY_ROW64 adds a key row's 64 slots at ADDR (LOAD widens them into Z8–Z11 from offsets 0, O1,
+// O2 and O3) times QA to Z0–Z3 and times QB to Z4–Z7.
+#define KEY_ROW64(LOAD, O1, O2, O3, ADDR, QA, QB) \
+	LOAD(ADDR, Z8); \
+	LOAD(O1 ADDR, Z9); \
+	LOAD(O2 ADDR, Z10); \
+	LOAD(O3 ADDR, Z11); \
+	VFMADD231PS Z8, QA, Z0; \
+	VFMADD231PS Z9, QA, Z1; \
+	VFMADD231PS Z10, QA, Z2; \
+	VFMADD231PS Z11, QA, Z3; \
+	VFMADD231PS Z8, QB, Z4; \
+	VFMADD231PS Z9, QB, Z5; \
+	VFMADD231PS Z10, QB, Z6; \
+	VFMADD231PS Z11, QB, Z7
+
+// HALF_LOAD, BFLOAT16_LOAD and FLOAT32_LOAD load 16 values at addr as float32 into reg.
+#define HALF_LOAD(addr, reg) VCVTPH2PS addr, reg
+#define BFLOAT16_LOAD(addr, reg) \
+	VPMOVZXWD addr, reg; \
+	VPSLLD $16, reg, reg
+#define FLOAT32_LOAD(addr, reg) VMOVUPS addr, reg
+
+// PREFETCH_AHEAD_256 prefetches the 256 bytes at R12 and moves R12 past them: a 2-byte block's
+// 64 slots of two rows, or, where the rows are m slots long, a pair's 128 slots of each row
+// four rows on, in the order they are read.
+#define PREFETCH_AHEAD_256 \
+	PREFETCHT0 (R12); \
+	PREFETCHT0 64(R12); \
+	PREFETCHT0 128(R12); \
+	PREFETCHT0 192(R12); \
+	ADDQ $256, R12
+
+// PREFETCH_AHEAD_512 is PREFETCH_AHEAD_256 for a float32 block's 64 slots of two rows.
+#define PREFETCH_AHEAD_512 \
+	PREFETCH_AHEAD_256; \
+	PREFETCH_AHEAD_256
+
 // func panel4x32Asm(w, x0, x1, x2, x3, y0, y1, y2, y3 unsafe.Pointer, in int)
 TEXT ·panel4x32Asm(SB), NOSPLIT, $0-80
 	LOAD_PANEL_AND_ROWS
@@ -738,6 +859,10 @@ TEXT ·scoresStripHalfAsm(SB), NOSPLIT, $0-56
 TEXT ·scoresVecHalfAsm(SB), NOSPLIT, $0-56
 	PAIR_16(SCORES_ARGS, HALF_AT, STORE_SCORES_16)
 
+// func scoresRowsHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride, m int, s0, s1 unsafe.Pointer)
+TEXT ·scoresRowsHalfAsm(SB), NOSPLIT, $0-64
+	SCORES_ROWS(HALF_LOAD, 32, 64, 96, 128, 32, PREFETCH_AHEAD_256)
+
 // func contextPairHalfx128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 TEXT ·contextPairHalfx128Asm(SB), NOSPLIT, $0-56
 	CONTEXT_128(HALF_AT)
@@ -753,6 +878,10 @@ TEXT ·scoresStrip16Asm(SB), NOSPLIT, $0-56
 // func scoresVec16Asm(kt, q0, q1 unsafe.Pointer, hd, stride int, s0, s1 unsafe.Pointer)
 TEXT ·scoresVec16Asm(SB), NOSPLIT, $0-56
 	PAIR_16(SCORES_ARGS, BFLOAT16_AT, STORE_SCORES_16)
+
+// func scoresRows16Asm(kt, q0, q1 unsafe.Pointer, hd, stride, m int, s0, s1 unsafe.Pointer)
+TEXT ·scoresRows16Asm(SB), NOSPLIT, $0-64
+	SCORES_ROWS(BFLOAT16_LOAD, 32, 64, 96, 128, 32, PREFETCH_AHEAD_256)
 
 // func contextPair16x128Asm(vb, p0, p1 unsafe.Pointer, m, rowBytes int, c0, c1 unsafe.Pointer)
 TEXT ·contextPair16x128Asm(SB), NOSPLIT, $0-56
@@ -818,3 +947,6 @@ doneWidenHalf:
 	VZEROUPPER
 	RET
 
+// func scoresRows32Asm(kt, q0, q1 unsafe.Pointer, hd, stride, m int, s0, s1 unsafe.Pointer)
+TEXT ·scoresRows32Asm(SB), NOSPLIT, $0-64
+	SCORES_ROWS(FLOAT32_LOAD, 64, 128, 192, 256, 64, PREFETCH_AHEAD_512)

@@ -180,7 +180,7 @@ func scoresPair32(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
 // scoresPair16 is scoresPair32 for a bfloat16 key block (its bits).
 func scoresPair16(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
 	scoresPairVia(q0, q1, kt, n, m, s0, s1, func(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
-		scoresPairStrips(q0, q1, kt, n, m, s0, s1, scoresStrip16Asm, scoresVec16Asm)
+		scoresPairStrips(q0, q1, kt, n, m, s0, s1, scoresStrip16Asm, scoresVec16Asm, scoresRows16Asm)
 	}, widen16)
 }
 
@@ -239,7 +239,7 @@ func contextPair16(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
 // (VCVTPH2PS).
 func scoresPairHalf(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
 	scoresPairVia(q0, q1, kt, n, m, s0, s1, func(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
-		scoresPairStrips(q0, q1, kt, n, m, s0, s1, scoresStripHalfAsm, scoresVecHalfAsm)
+		scoresPairStrips(q0, q1, kt, n, m, s0, s1, scoresStripHalfAsm, scoresVecHalfAsm, scoresRowsHalfAsm)
 	}, widenHalf)
 }
 
@@ -248,8 +248,8 @@ func scoresPairHalf(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
 type twoByteKernel func(p, r0, r1 unsafe.Pointer, count, stride int, out0, out1 unsafe.Pointer)
 
 // scoresPairStrips is the slots [0, m) of scoresPair32 for a key block of 2-byte values, m a
-// multiple of 16: 64 slots at a time by strip, then 16 by vec.
-func scoresPairStrips(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32, strip, vec twoByteKernel) {
+// multiple of 16: 64 slots at a time by strip, then 16 by vec; or by rows (byRows).
+func scoresPairStrips(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32, strip, vec twoByteKernel, rows rowsKernel) {
 	hd := len(q0)
 	if m == 0 || hd == 0 {
 		return
@@ -257,6 +257,10 @@ func scoresPairStrips(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32,
 	_ = kt[(hd-1)*n+m-1]
 	q1, s0, s1 = q1[:hd], s0[:m], s1[:m]
 	p := unsafe.Pointer(unsafe.SliceData(kt))
+	if byRows(hd, m) {
+		scoresPairRows(p, q0, q1, hd, 2*n, m, s0, s1, rows)
+		return
+	}
 	t := 0
 	for ; t+64 <= m; t += 64 {
 		_, _ = s0[t+63], s1[t+63]
@@ -301,7 +305,7 @@ func load16x16(p unsafe.Pointer, off int) archsimd.Float32x16 {
 }
 
 // scoresPair32AVX512 is scoresPair32's slots [0, m), m a multiple of 16: 64 slots at a time
-// (four vectors of each row's sums), the key block read down its hd rows.
+// (four vectors of each row's sums), the key block read down its hd rows; or by rows (byRows).
 func scoresPair32AVX512(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
 	hd := len(q0)
 	if m == 0 || hd == 0 {
@@ -310,6 +314,10 @@ func scoresPair32AVX512(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
 	_ = kt[(hd-1)*n+m-1]
 	q1, s0, s1 = q1[:hd], s0[:m], s1[:m]
 	p := unsafe.Pointer(unsafe.SliceData(kt))
+	if byRows(hd, m) {
+		scoresPairRows(p, q0, q1, hd, 4*n, m, s0, s1, scoresRows32Asm)
+		return
+	}
 	t := 0
 	for ; t+64 <= m; t += 64 {
 		_, _ = s0[t+63], s1[t+63]
@@ -904,3 +912,49 @@ func convertHalves[D, S any](dst []D, src []S, vec func(dst, src unsafe.Pointer,
 	}
 	plain(dst[v:], src[v:])
 }
+
+// rowsFrom is the fewest attended slots of a key block that byRows scores by rows. At depth
+// 4,096 (blocks of 512 slots) a float32 Qwen3-0.6B decode step's attention over its float16
+// cache took 21.5–22.7 ms scored two rows at a time against 27.0–28.7 by strips (alternated in
+// one process on a 2-core AMD EPYC, Zen 4); after a 512-token prompt (blocks up to 256) the two
+// took the same, and after 128 tokens by rows took 1.16× as long (a block's strips are then in
+// the caches, and the sums' loads and stores cost more than they save). A variable for the tests.
+var rowsFrom = 256
+
+// byRows says whether a key block of hd rows, m of its slots attended, is scored by rows
+// (scoresPairRows) rather than by strips. A strip walks 64 slots down all hd rows: 128 streams
+// of 128 or 256 bytes each, the rows a block's 1 or 2 KiB apart at 512 slots, so that the
+// hardware's prefetchers do not follow them, nor do the L1's sets hold them (each 4 KiB of the
+// block maps to the same 64 sets), and one core scored such a block from memory at 7.3–9.0 GB/s
+// where the value rows' context ran at 20.4–22.4 (BenchmarkKeyWalks). Two rows at a time, each
+// along its slots and prefetched four rows ahead, it ran at 10.8–14.0.
+func byRows(hd, m int) bool { return hd%2 == 0 && m >= rowsFrom }
+
+// rowsKernel is a key kernel that walks a block by its rows (kernels_amd64.s): it adds to s0 and
+// s1 [0, m) (m a multiple of 16) the products of query rows q0 and q1 [hd] (hd even) by the
+// block kt's slots [0, m), its rows stride bytes apart.
+type rowsKernel func(kt, q0, q1 unsafe.Pointer, hd, stride, m int, s0, s1 unsafe.Pointer)
+
+// scoresPairRows stores in s0 and s1 [0, m) the scores of a key block at p by rows: each sum over
+// d in order, as a strip's, so the same to the bit.
+func scoresPairRows(p unsafe.Pointer, q0, q1 []float32, hd, stride, m int, s0, s1 []float32, rows rowsKernel) {
+	s0, s1 = s0[:m], s1[:m]
+	clear(s0)
+	clear(s1)
+	rows(p, data(q0), data(q1[:hd]), hd, stride, m, data(s0), data(s1))
+}
+
+// scoresRowsHalfAsm is the rowsKernel for float16 keys (kernels_amd64.s).
+//
+//go:noescape
+func scoresRowsHalfAsm(kt, q0, q1 unsafe.Pointer, hd, stride, m int, s0, s1 unsafe.Pointer)
+
+// scoresRows16Asm is the rowsKernel for bfloat16 keys (kernels_amd64.s).
+//
+//go:noescape
+func scoresRows16Asm(kt, q0, q1 unsafe.Pointer, hd, stride, m int, s0, s1 unsafe.Pointer)
+
+// scoresRows32Asm is the rowsKernel for float32 keys (kernels_amd64.s).
+//
+//go:noescape
+func scoresRows32Asm(kt, q0, q1 unsafe.Pointer, hd, stride, m int, s0, s1 unsafe.Pointer)
