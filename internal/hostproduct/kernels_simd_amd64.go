@@ -914,20 +914,20 @@ func convertHalves[D, S any](dst []D, src []S, vec func(dst, src unsafe.Pointer,
 }
 
 // rowsFrom is the fewest attended slots of a key block that byRows scores by rows. At depth
-// 4,096 (blocks of 512 slots) a float32 Qwen3-0.6B decode step's attention over its float16
-// cache took 21.5–22.7 ms scored two rows at a time against 27.0–28.7 by strips (alternated in
-// one process on a 2-core AMD EPYC, Zen 4); after a 512-token prompt (blocks up to 256) the two
-// took the same, and after 128 tokens by rows took 1.16× as long (a block's strips are then in
-// the caches, and the sums' loads and stores cost more than they save). A variable for the tests.
+// 4,096 (blocks of 512 slots) a Qwen3-0.6B decode step's attention took 22.9–24.0 ms by rows
+// against 27.3–30.3 by strips (float32 weights, float16 cache) and 21.2–23.3 against 26.3–29.3
+// (bfloat16), alternated in one process on a 2-core AMD EPYC (Zen 4). After a 512-token prompt
+// (blocks up to 256 slots) the two took the same, and after 128 tokens by rows took 1.16× as long:
+// a small block's strips are then in the caches, and the sums' loads and stores cost more than
+// they save. A variable for the tests.
 var rowsFrom = 256
 
 // byRows says whether a key block of hd rows, m of its slots attended, is scored by rows
 // (scoresPairRows) rather than by strips. A strip walks 64 slots down all hd rows: 128 streams
-// of 128 or 256 bytes each, the rows a block's 1 or 2 KiB apart at 512 slots, so that the
-// hardware's prefetchers do not follow them, nor do the L1's sets hold them (each 4 KiB of the
-// block maps to the same 64 sets), and one core scored such a block from memory at 7.3–9.0 GB/s
-// where the value rows' context ran at 20.4–22.4 (BenchmarkKeyWalks). Two rows at a time, each
-// along its slots and prefetched four rows ahead, it ran at 10.8–14.0.
+// of 128 or 256 bytes each, the rows 1 or 2 KiB apart in a block of 512 slots, which the
+// hardware's prefetchers do not follow and the L1 cannot hold (every 4 KiB of the block maps to
+// the same sets). One core scored such blocks from memory at 7.1–8.2 GB/s by strips where the
+// value rows' context ran at 18.2–20.8, and at 11.1–11.2 by rows (BenchmarkKeyWalks).
 func byRows(hd, m int) bool { return hd%2 == 0 && m >= rowsFrom }
 
 // rowsKernel is a key kernel that walks a block by its rows (kernels_amd64.s): it adds to s0 and
