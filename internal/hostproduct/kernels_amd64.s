@@ -387,7 +387,10 @@ done: \
 // STEP64 bytes from R12 on, which starts four rows past the pair and moves on in a line: where the
 // block's rows are all attended (its slots as many as m) that is the pair after next, in the
 // order it is read. Prefetched so rather than as two rows, one core read the blocks at 11.1–11.2
-// GB/s against 7.8–8.2 (BenchmarkKeyWalks). Registers: the block's pair of rows at AX, R9 walking
+// GB/s against 7.8–8.2, and into the L2 (PREFETCHT1) rather than the L1 at 18.3–18.7: the L1's
+// few misses in flight no longer bound it (BenchmarkKeyWalks, a 2-core AMD EPYC, Zen 4; the strip
+// kernels prefetched into the L2 ran 14.8–16.4 there, but no faster in a step at depths of 128 and
+// 512, where their blocks are small). Registers: the block's pair of rows at AX, R9 walking
 // them; the query rows at BX and SI (their two values broadcast to Z16, Z17 and Z24, Z25); hd
 // counted down in CX; the bytes between rows in DX; the slots in R8, up to R10 = m − 64 by 64,
 // then to m by 16; the scores at DI and R13 (Z0–Z3 and Z4–Z7 for 64 slots).
@@ -489,13 +492,13 @@ done: \
 	VPSLLD $16, reg, reg
 #define FLOAT32_LOAD(addr, reg) VMOVUPS addr, reg
 
-// PREFETCH_AHEAD_256 prefetches the 256 bytes at R12 and moves R12 past them (a 2-byte block's 64
-// slots of two rows).
+// PREFETCH_AHEAD_256 prefetches the 256 bytes at R12 into the L2 and moves R12 past them (a
+// 2-byte block's 64 slots of two rows).
 #define PREFETCH_AHEAD_256 \
-	PREFETCHT0 (R12); \
-	PREFETCHT0 64(R12); \
-	PREFETCHT0 128(R12); \
-	PREFETCHT0 192(R12); \
+	PREFETCHT1 (R12); \
+	PREFETCHT1 64(R12); \
+	PREFETCHT1 128(R12); \
+	PREFETCHT1 192(R12); \
 	ADDQ $256, R12
 
 // PREFETCH_AHEAD_512 is PREFETCH_AHEAD_256 for a float32 block's 64 slots of two rows.

@@ -926,8 +926,8 @@ var rowsFrom = 256
 // (scoresPairRows) rather than by strips. A strip walks 64 slots down all hd rows: 128 streams
 // of 128 or 256 bytes each, the rows 1 or 2 KiB apart in a block of 512 slots, which the
 // hardware's prefetchers do not follow and the L1 cannot hold (every 4 KiB of the block maps to
-// the same sets). One core scored such blocks from memory at 7.1–8.2 GB/s by strips where the
-// value rows' context ran at 18.2–20.8, and at 11.1–11.2 by rows (BenchmarkKeyWalks).
+// the same sets). One core scored such blocks from memory at 7.1–8.9 GB/s by strips where the
+// value rows' context ran at 18.2–23.9, and at 18.3–18.7 by rows (BenchmarkKeyWalks).
 func byRows(hd, m int) bool { return hd%2 == 0 && m >= rowsFrom }
 
 // rowsKernel is a key kernel that walks a block by its rows (kernels_amd64.s): it adds to s0 and
