@@ -47,17 +47,20 @@
 	VPXORD Z6, Z6, Z6; \
 	VPXORD Z7, Z7, Z7
 
-// FMA_EIGHT adds Z16–Z19 (64 values: a key row's slots, a panel's weights) times Z20 (one row's
-// factor) to Z0–Z3, and times Z21 (the other row's) to Z4–Z7.
-#define FMA_EIGHT \
-	VFMADD231PS Z16, Z20, Z0; \
-	VFMADD231PS Z17, Z20, Z1; \
-	VFMADD231PS Z18, Z20, Z2; \
-	VFMADD231PS Z19, Z20, Z3; \
-	VFMADD231PS Z16, Z21, Z4; \
-	VFMADD231PS Z17, Z21, Z5; \
-	VFMADD231PS Z18, Z21, Z6; \
-	VFMADD231PS Z19, Z21, Z7
+// FMA_EIGHT_BY adds Z16–Z19 (64 values: a key row's slots, a panel's weights) times QA (one
+// row's factor) to Z0–Z3, and times QB (the other row's) to Z4–Z7.
+#define FMA_EIGHT_BY(QA, QB) \
+	VFMADD231PS Z16, QA, Z0; \
+	VFMADD231PS Z17, QA, Z1; \
+	VFMADD231PS Z18, QA, Z2; \
+	VFMADD231PS Z19, QA, Z3; \
+	VFMADD231PS Z16, QB, Z4; \
+	VFMADD231PS Z17, QB, Z5; \
+	VFMADD231PS Z18, QB, Z6; \
+	VFMADD231PS Z19, QB, Z7
+
+// FMA_EIGHT is FMA_EIGHT_BY the factors in Z20 and Z21.
+#define FMA_EIGHT FMA_EIGHT_BY(Z20, Z21)
 
 // STORE_STRIPS stores a key strip's scores: Z0–Z3 at s0, Z4–Z7 at s1.
 #define STORE_STRIPS \
@@ -391,7 +394,7 @@ done: \
 // few misses in flight no longer bound it (BenchmarkKeyWalks, a 2-core AMD EPYC, Zen 4; the strip
 // kernels prefetched into the L2 ran 14.8–16.4 there, but no faster in a step at depths of 128 and
 // 512, where their blocks are small). Registers: the block's pair of rows at AX, R9 walking
-// them; the query rows at BX and SI (their two values broadcast to Z16, Z17 and Z24, Z25); hd
+// them; the query rows at BX and SI (their two values broadcast to Z24, Z25 and Z26, Z27); hd
 // counted down in CX; the bytes between rows in DX; the slots in R8, up to R10 = m − 64 by 64,
 // then to m by 16; the scores at DI and R13 (Z0–Z3 and Z4–Z7 for 64 slots).
 #define SCORES_ROWS(LOAD, O1, O2, O3, STEP64, STEP16, PREFETCH) \
@@ -409,10 +412,10 @@ done: \
 	CMPQ CX, $2; \
 	JLT done; \
 pair: \
-	VBROADCASTSS (BX), Z16; \
-	VBROADCASTSS 4(BX), Z17; \
-	VBROADCASTSS (SI), Z24; \
-	VBROADCASTSS 4(SI), Z25; \
+	VBROADCASTSS (BX), Z24; \
+	VBROADCASTSS 4(BX), Z25; \
+	VBROADCASTSS (SI), Z26; \
+	VBROADCASTSS 4(SI), Z27; \
 	MOVQ AX, R9; \
 	LEAQ (AX)(DX*4), R12; \
 	XORQ R8, R8; \
@@ -428,8 +431,8 @@ loop64: \
 	VMOVUPS 128(R13)(R8*4), Z6; \
 	VMOVUPS 192(R13)(R8*4), Z7; \
 	PREFETCH; \
-	KEY_ROW64(LOAD, O1, O2, O3, (R9), Z16, Z24); \
-	KEY_ROW64(LOAD, O1, O2, O3, (R9)(DX*1), Z17, Z25); \
+	KEY_ROW64(LOAD, O1, O2, O3, (R9), Z24, Z26); \
+	KEY_ROW64(LOAD, O1, O2, O3, (R9)(DX*1), Z25, Z27); \
 	VMOVUPS Z0, (DI)(R8*4); \
 	VMOVUPS Z1, 64(DI)(R8*4); \
 	VMOVUPS Z2, 128(DI)(R8*4); \
@@ -447,12 +450,12 @@ tail: \
 	JGE next; \
 	VMOVUPS (DI)(R8*4), Z0; \
 	VMOVUPS (R13)(R8*4), Z4; \
-	LOAD((R9), Z8); \
-	VFMADD231PS Z8, Z16, Z0; \
-	VFMADD231PS Z8, Z24, Z4; \
-	LOAD((R9)(DX*1), Z8); \
-	VFMADD231PS Z8, Z17, Z0; \
-	VFMADD231PS Z8, Z25, Z4; \
+	LOAD((R9), Z16); \
+	VFMADD231PS Z16, Z24, Z0; \
+	VFMADD231PS Z16, Z26, Z4; \
+	LOAD((R9)(DX*1), Z16); \
+	VFMADD231PS Z16, Z25, Z0; \
+	VFMADD231PS Z16, Z27, Z4; \
 	VMOVUPS Z0, (DI)(R8*4); \
 	VMOVUPS Z4, (R13)(R8*4); \
 	ADDQ $STEP16, R9; \
@@ -469,21 +472,14 @@ done: \
 	VZEROUPPER; \
 	RET
 
-// KEY_ROW64 adds a key row's 64 slots at ADDR (LOAD widens them into Z8–Z11 from offsets 0, O1,
-// O2 and O3) times QA to Z0–Z3 and times QB to Z4–Z7.
+// KEY_ROW64 adds a key row's 64 slots at ADDR (LOAD widens them into Z16–Z19 from offsets 0,
+// O1, O2 and O3) times QA to Z0–Z3 and times QB to Z4–Z7.
 #define KEY_ROW64(LOAD, O1, O2, O3, ADDR, QA, QB) \
-	LOAD(ADDR, Z8); \
-	LOAD(O1 ADDR, Z9); \
-	LOAD(O2 ADDR, Z10); \
-	LOAD(O3 ADDR, Z11); \
-	VFMADD231PS Z8, QA, Z0; \
-	VFMADD231PS Z9, QA, Z1; \
-	VFMADD231PS Z10, QA, Z2; \
-	VFMADD231PS Z11, QA, Z3; \
-	VFMADD231PS Z8, QB, Z4; \
-	VFMADD231PS Z9, QB, Z5; \
-	VFMADD231PS Z10, QB, Z6; \
-	VFMADD231PS Z11, QB, Z7
+	LOAD(ADDR, Z16); \
+	LOAD(O1 ADDR, Z17); \
+	LOAD(O2 ADDR, Z18); \
+	LOAD(O3 ADDR, Z19); \
+	FMA_EIGHT_BY(QA, QB)
 
 // HALF_LOAD, BFLOAT16_LOAD and FLOAT32_LOAD load 16 values at addr as float32 into reg.
 #define HALF_LOAD(addr, reg) VCVTPH2PS addr, reg

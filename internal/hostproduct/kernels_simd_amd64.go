@@ -180,7 +180,7 @@ func scoresPair32(q0, q1, kt []float32, n, m int, s0, s1 []float32) {
 // scoresPair16 is scoresPair32 for a bfloat16 key block (its bits).
 func scoresPair16(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
 	scoresPairVia(q0, q1, kt, n, m, s0, s1, func(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
-		scoresPairStrips(q0, q1, kt, n, m, s0, s1, scoresStrip16Asm, scoresVec16Asm, scoresRows16Asm)
+		scoresPairTwoByte(q0, q1, kt, n, m, s0, s1, scoresStrip16Asm, scoresVec16Asm, scoresRows16Asm)
 	}, widen16)
 }
 
@@ -239,7 +239,7 @@ func contextPair16(p0, p1 []float32, vb []uint16, hd, m int, c0, c1 []float32) {
 // (VCVTPH2PS).
 func scoresPairHalf(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
 	scoresPairVia(q0, q1, kt, n, m, s0, s1, func(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
-		scoresPairStrips(q0, q1, kt, n, m, s0, s1, scoresStripHalfAsm, scoresVecHalfAsm, scoresRowsHalfAsm)
+		scoresPairTwoByte(q0, q1, kt, n, m, s0, s1, scoresStripHalfAsm, scoresVecHalfAsm, scoresRowsHalfAsm)
 	}, widenHalf)
 }
 
@@ -247,9 +247,9 @@ func scoresPairHalf(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32) {
 // or bfloat16), widened as loaded.
 type twoByteKernel func(p, r0, r1 unsafe.Pointer, count, stride int, out0, out1 unsafe.Pointer)
 
-// scoresPairStrips is the slots [0, m) of scoresPair32 for a key block of 2-byte values, m a
+// scoresPairTwoByte is the slots [0, m) of scoresPair32 for a key block of 2-byte values, m a
 // multiple of 16: 64 slots at a time by strip, then 16 by vec; or by rows (byRows).
-func scoresPairStrips(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32, strip, vec twoByteKernel, rows rowsKernel) {
+func scoresPairTwoByte(q0, q1 []float32, kt []uint16, n, m int, s0, s1 []float32, strip, vec twoByteKernel, rows rowsKernel) {
 	hd := len(q0)
 	if m == 0 || hd == 0 {
 		return

@@ -16,7 +16,7 @@ import (
 var keyScorers = []struct {
 	name  string
 	score func(q0, q1 []float32, k32 []float32, k16 []uint16, n, m int, s0, s1 []float32)
-	make  func(x float32) (float32, uint16) // a key as stored, and its value
+	store func(x float32) (float32, uint16) // x as stored: its value, and its bits in a 2-byte block
 }{
 	{"float32", func(q0, q1, k32 []float32, _ []uint16, n, m int, s0, s1 []float32) {
 		scoresPair32(q0, q1, k32, n, m, s0, s1)
@@ -52,7 +52,7 @@ func TestScoresByRows(t *testing.T) {
 				k32, k16 := make([]float32, hd*n), make([]uint16, hd*n)
 				values := make([]float32, hd*n)
 				for i := range k32 {
-					values[i], k16[i] = ks.make(float32(r.NormFloat64()))
+					values[i], k16[i] = ks.store(float32(r.NormFloat64()))
 					k32[i] = values[i]
 				}
 				for _, m := range []int{1, 15, 16, 17, 63, 64, 65, 80, 128, 200, 256, 511, 512} {
