@@ -208,14 +208,21 @@
 	ADDQ $128, ptr; \
 	NEXT_K_FOUR_ROWS
 
-// HALF_AT widens the 16 float16 values at off(AX) to float32 in reg, exactly (VCVTPH2PS).
-#define HALF_AT(off, reg) VCVTPH2PS off(AX), reg
+// HALF_LOAD widens the 16 float16 values at addr to float32 in reg, exactly (VCVTPH2PS).
+#define HALF_LOAD(addr, reg) VCVTPH2PS addr, reg
 
-// BFLOAT16_AT widens the 16 bfloat16 values at off(AX) to float32 in reg: each word
-// zero-extended to a doubleword, then shifted into its high half.
-#define BFLOAT16_AT(off, reg) \
-	VPMOVZXWD off(AX), reg; \
+// BFLOAT16_LOAD widens the 16 bfloat16 values at addr to float32 in reg: each word zero-extended
+// to a doubleword, then shifted into its high half.
+#define BFLOAT16_LOAD(addr, reg) \
+	VPMOVZXWD addr, reg; \
 	VPSLLD $16, reg, reg
+
+// FLOAT32_LOAD loads the 16 float32 values at addr into reg.
+#define FLOAT32_LOAD(addr, reg) VMOVUPS addr, reg
+
+// HALF_AT and BFLOAT16_AT are HALF_LOAD and BFLOAT16_LOAD at off(AX).
+#define HALF_AT(off, reg) HALF_LOAD(off(AX), reg)
+#define BFLOAT16_AT(off, reg) BFLOAT16_LOAD(off(AX), reg)
 
 // SCORES_STRIP is scoresStrip32Asm for a key block of 2-byte values that WIDEN (HALF_AT or
 // BFLOAT16_AT) makes float32 as they are loaded: each row's 64 slots (128 bytes), the next
@@ -480,13 +487,6 @@ done: \
 	LOAD(O2 ADDR, Z18); \
 	LOAD(O3 ADDR, Z19); \
 	FMA_EIGHT_BY(QA, QB)
-
-// HALF_LOAD, BFLOAT16_LOAD and FLOAT32_LOAD load 16 values at addr as float32 into reg.
-#define HALF_LOAD(addr, reg) VCVTPH2PS addr, reg
-#define BFLOAT16_LOAD(addr, reg) \
-	VPMOVZXWD addr, reg; \
-	VPSLLD $16, reg, reg
-#define FLOAT32_LOAD(addr, reg) VMOVUPS addr, reg
 
 // PREFETCH_AHEAD_256 prefetches the 256 bytes at R12 into the L2 and moves R12 past them (a
 // 2-byte block's 64 slots of two rows).
