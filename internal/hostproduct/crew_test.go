@@ -110,3 +110,27 @@ func TestProductsShareOutOverWorkers(t *testing.T) {
 		})
 	}
 }
+
+// TestSpinAfter checks the crew's waiting between the steps that run on it (products and
+// attentions alike): the time since the last such step is recorded as that step's gap, and a
+// step whose gap last time was longer than crewSpin lets the crew sleep at once.
+func TestSpinAfter(t *testing.T) {
+	e := &executable{gaps: make([]atomic.Int64, 4)}
+	if got := e.spinAfter(0, -1, time.Time{}); got != crewSpin {
+		t.Errorf("first step, no gap known: spin %v, want %v", got, crewSpin)
+	}
+	long := time.Now().Add(-time.Second)
+	if got := e.spinAfter(2, 0, long); got != crewSpin {
+		t.Errorf("step 2, no gap known: spin %v, want %v", got, crewSpin)
+	}
+	if gap := time.Duration(e.gaps[0].Load()); gap < time.Second {
+		t.Errorf("step 0's gap recorded as %v, want at least 1s", gap)
+	}
+	if got := e.spinAfter(0, -1, time.Time{}); got != 0 {
+		t.Errorf("step 0 after a gap of a second: spin %v, want 0", got)
+	}
+	e.gaps[2].Store(int64(crewSpin / 2))
+	if got := e.spinAfter(2, -1, time.Time{}); got != crewSpin {
+		t.Errorf("step 2 after a short gap: spin %v, want %v", got, crewSpin)
+	}
+}

@@ -24,9 +24,9 @@ type executable struct {
 	lastUse  []int   // the step that last reads each slot; −1 for none
 	isOutput []bool  // slot is one of the graph's outputs
 	free     [][]int // the slots whose buffers are finalized after each step
-	// gaps is, for each run of products, how long the parts after it took until the next run
-	// in the last call (nanoseconds; 0 unknown): the crew waits awake after the run only where
-	// that was at most crewSpin.
+	// gaps is, for each step that runs on the crew (a run of products or of attentions), how
+	// long the parts after it took until the next such step in the last call (nanoseconds; 0
+	// unknown): the crew waits awake after the step only where that was at most crewSpin.
 	gaps []atomic.Int64
 }
 
@@ -205,16 +205,17 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
 	}
-	lastRun, lastEnd := -1, time.Time{} // the last run of products and when it ended
+	lastRun, lastEnd := -1, time.Time{} // the last step that ran on the crew and when it ended
 	calls := callState{slots: slots, owned: owned, device: device}
 	for i, s := range e.steps {
 		begin := time.Now()
 		kind := pieceStep
 		if s.attentions != nil {
 			kind = attentionStep
-			if err := e.runAttentions(s.attentions, slots, owned, device); err != nil {
+			if err := e.runAttentions(s.attentions, slots, owned, device, e.spinAfter(i, lastRun, lastEnd)); err != nil {
 				return nil, err
 			}
+			lastRun, lastEnd = i, time.Now()
 		} else if s.call != nil {
 			calls.step = i
 			if err := s.call.run(e, &calls); err != nil {
@@ -250,14 +251,7 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 			}
 		} else {
 			kind = productStep
-			if lastRun >= 0 {
-				e.gaps[lastRun].Store(int64(time.Since(lastEnd)))
-			}
-			spin := crewSpin
-			if gap := time.Duration(e.gaps[i].Load()); gap > crewSpin {
-				spin = 0
-			}
-			if err := e.runProducts(s.products, slots, owned, device, spin); err != nil {
+			if err := e.runProducts(s.products, slots, owned, device, e.spinAfter(i, lastRun, lastEnd)); err != nil {
 				return nil, err
 			}
 			lastRun, lastEnd = i, time.Now()
@@ -289,6 +283,22 @@ func (e *executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 		_ = e.backend.release(buf, owned[i])
 	}
 	return outputs, nil
+}
+
+// spinAfter records how long the parts since the last step on the crew (lastRun, ended at
+// lastEnd) took, and says how long the crew should wait awake after step i: crewSpin where the
+// parts after it took at most that the last time, else 0. Attention steps count as well as
+// products: at depth an attention step takes milliseconds, and a crew that slept through the
+// parts before it woke 110–130 µs into each of its 28 calls a step, while the caller worked on
+// alone (docs/performance.md, "The crew awake for attention").
+func (e *executable) spinAfter(i, lastRun int, lastEnd time.Time) time.Duration {
+	if lastRun >= 0 {
+		e.gaps[lastRun].Store(int64(time.Since(lastEnd)))
+	}
+	if time.Duration(e.gaps[i].Load()) > crewSpin {
+		return 0
+	}
+	return crewSpin
 }
 
 // copyBuffer is a new buffer with buf's contents.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
@@ -353,8 +354,8 @@ type headScratch struct {
 // one call for them all), each result put in its slot, the kv heads of every sequence shared out
 // among the workers at once: a step of 8 sequences ran 1.03–1.07× as fast as with one call at a
 // time and a piece of the wrapped backend's between calls (docs/performance.md, "A batch's
-// attention in one step").
-func (e *executable) runAttentions(as []*attention, slots []compute.Buffer, owned []holding, device compute.DeviceNum) error {
+// attention in one step"). The crew then waits for its next job awake for up to spin.
+func (e *executable) runAttentions(as []*attention, slots []compute.Buffer, owned []holding, device compute.DeviceNum, spin time.Duration) error {
 	e.backend.attentionSteps.Add(1)
 	var runs []attendRun                         // one per sequence of every call
 	heads, rows, seq, width, hd := 0, 0, 0, 0, 0 // the most any call needs: a worker's scratch
@@ -391,7 +392,7 @@ func (e *executable) runAttentions(as []*attention, slots []compute.Buffer, owne
 			runs[run].head(h-first, scratch[w])
 		}
 	}
-	e.backend.shareOut(workers, work, crewSpin)
+	e.backend.shareOut(workers, work, spin)
 	return nil
 }
 
