@@ -7,7 +7,8 @@
 #
 # BEFORE and AFTER are `octlm` binaries (go build -o … ./cmd/octlm at each commit); MODEL is a
 # random Qwen3-0.6B (made with `octlm synth --like qwen3-0.6b` if absent); LLAMACPP_BENCH is
-# llama.cpp's llamacpp-bench peer script (skipped if unset); BACKENDS the engines (default "go onnx"). Prints one line per run and a table of decode ms/token, the depth-4096
+# llama.cpp's llamacpp-bench peer script (skipped if unset); BACKENDS the engines (default "go onnx");
+# DTYPE the weights' dtype for both octlm and llama.cpp (default f32; bf16 on go only). Prints one line per run and a table of decode ms/token, the depth-4096
 # step over the depth-0 step, and peak RSS, with the load average at each run. The raw JSON
 # lines go to $OUT (default /tmp/bench_depth.jsonl).
 set -euo pipefail
@@ -19,6 +20,7 @@ REPS=${REPS:-2}
 THREADS=${THREADS:-2}
 OUT=${OUT:-/tmp/bench_depth.jsonl}
 BACKENDS=${BACKENDS:-go onnx}
+DTYPE=${DTYPE:-f32}
 [ -f "$MODEL/model.safetensors" ] || "$AFTER" synth --like qwen3-0.6b --out "$MODEL"
 : > "$OUT"
 
@@ -33,9 +35,9 @@ octlm_run() { # label binary backend depth
 	fi
 	local l
 	l=$(load)
-	"$bin" bench --model "$MODEL" --backend "$backend" --json "${args[@]}" 2>/dev/null |
+	"$bin" bench --model "$MODEL" --backend "$backend" --dtype "$DTYPE" --json "${args[@]}" 2>/dev/null |
 		jq -c --arg lab "$label" --arg backend "$backend" --arg load "$l" \
-			'{"label": $lab, backend: $backend, depth: .depth, load: ($load|tonumber),
+			'{"label": $lab, backend: $backend, dtype: .dtype, depth: .depth, load: ($load|tonumber),
 			  decode_ms: .decode_ms_per_token, decode_tps: .decode_tokens_per_second,
 			  prefill_tps: .prefill_tokens_per_second, peak_rss_gib: (.peak_rss_bytes / 1073741824)}' | tee -a "$OUT"
 }
@@ -48,9 +50,9 @@ llama_run() { # depth
 		args=(--depth "$depth" --prompt 32 --decode 16)
 	fi
 	l=$(load)
-	"$LLAMA" "${args[@]}" --threads "$THREADS" --reps 1 2>/dev/null | tail -1 |
+	"$LLAMA" "${args[@]}" --dtype "$DTYPE" --threads "$THREADS" --reps 1 2>/dev/null | tail -1 |
 		jq -c --arg load "$l" --argjson depth "$depth" \
-			'{"label": "llama.cpp", backend: "llama.cpp", depth: $depth, load: ($load|tonumber),
+			'{"label": "llama.cpp", backend: "llama.cpp", dtype: .dtype, depth: $depth, load: ($load|tonumber),
 			  decode_ms: (1000 / .decode_tokens_per_second), decode_tps: .decode_tokens_per_second,
 			  prefill_tps: .prefill_tokens_per_second, peak_rss_gib: null}' | tee -a "$OUT"
 }

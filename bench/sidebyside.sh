@@ -7,7 +7,7 @@
 #                                    (+ batch 1,8,16), llama.cpp bf16, octlm go bf16
 #                                    (ROUNDS rounds, default 2)
 #   depth 4096, prompt 32, decode 16: llama.cpp f32, octlm onnx f32, octlm go f32, octlm go f32
-#                                    with a float32 cache (one round)
+#                                    with a float32 cache, llama.cpp bf16, octlm go bf16 (one round)
 #
 # KV caches: llama.cpp's float16 (its default), octlm's generation default (float16 under float32
 # weights on go since 2026-12-07, float32 on onnx; the bf16 runs bfloat16), and the last depth run
@@ -16,7 +16,7 @@
 #
 # The checkpoint (octlm synth: bfloat16 weights) is widened to float32 at load for the f32 runs.
 # With OLD_OCTLM=BINARY each round also runs that build's onnx f32, go f32 and go bf16 at depth 0,
-# and the sitting that build's go f32 at depth 4096.
+# and the sitting that build's go f32 and go bf16 at depth 4096.
 # Prints one JSON line per run (octlm's --json with the run's name and peak RSS; llama.cpp's line
 # with its peak RSS from /usr/bin/time) to stdout and the load average before each run to
 # stderr. A run that fails prints its name and error and the sitting goes on.
@@ -71,4 +71,9 @@ octlm_run "go f32 d4096" --model "$model" --backend go --depth 4096 --depth-fill
 octlm_run "go f32 d4096 f32cache" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16 --kv-dtype f32
 if [ -n "${OLD_OCTLM:-}" ]; then
 	octlm="$OLD_OCTLM" octlm_run "old go f32 d4096" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16
+fi
+llama_run "llama.cpp bf16 d4096" --dtype bf16 --depth 4096 --prompt 32 --decode 16
+octlm_run "go bf16 d4096" --model "$model" --backend go --dtype bf16 --depth 4096 --depth-fill zeros --prompt 32 --decode 16
+if [ -n "${OLD_OCTLM:-}" ]; then
+	octlm="$OLD_OCTLM" octlm_run "old go bf16 d4096" --model "$model" --backend go --dtype bf16 --depth 4096 --depth-fill zeros --prompt 32 --decode 16
 fi
