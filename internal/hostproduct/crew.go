@@ -13,8 +13,9 @@ import (
 // goroutine started for each run, its thread asleep, began 40–65 µs after the run did on a
 // 2-core Xeon VM, 5.2–7.4 ms of a 95–120 ms step (113 runs). A member waiting awake holds its
 // core, which the wrapped backend's own goroutines then cannot use (compute shares a product
-// out over its cores too): the executable tells the crew to wait awake only where the part
-// before its next product run took at most crewSpin the last time (executable.gaps).
+// out over its cores too): the executable tells the crew to wait awake only where the parts
+// before its next step on the crew (a run of products or of attentions) took at most crewSpin
+// the last time (executable.gaps, executable.spinAfter).
 const crewSpin = 250 * time.Microsecond
 
 // crew is the goroutines that share a product run with its caller, kept from one run to the
