@@ -4,10 +4,11 @@
 # Qwen3-0.6B, 2 threads each, engines alternated run by run:
 #
 #   depth 0, prompt 128, decode 32:  llama.cpp f32, octlm onnx f32 (+ batch 1,8,16), octlm go f32
-#                                    (+ batch 1,8,16), llama.cpp bf16, octlm go bf16
-#                                    (ROUNDS rounds, default 2)
-#   depth 4096, prompt 32, decode 16: llama.cpp f32, octlm onnx f32, octlm go f32, octlm go f32
-#                                    with a float32 cache, llama.cpp bf16, octlm go bf16 (one round)
+#                                    (+ batch 1,8,16), llama.cpp bf16, octlm go bf16 (+ batch
+#                                    1,8,16) (ROUNDS rounds, default 2)
+#   depth 4096, prompt 32, decode 16: llama.cpp f32, octlm onnx f32, octlm go f32 (+ batch 1,8),
+#                                    octlm go f32 with a float32 cache, llama.cpp bf16, octlm go
+#                                    bf16 (+ batch 1,8) (one round)
 #
 # KV caches: llama.cpp's float16 (its default), octlm's generation default (float16 under float32
 # weights on go since 2026-12-07, float32 on onnx; the bf16 runs bfloat16), and the last depth run
@@ -58,7 +59,7 @@ for round in $(seq "$rounds"); do
 	octlm_run "onnx f32 d0 r$round" --model "$model" --backend onnx --prompt 128 --decode 32 --batch 1,8,16
 	octlm_run "go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32 --batch 1,8,16
 	llama_run "llama.cpp bf16 d0 r$round" --dtype bf16 --prompt 128 --decode 32
-	octlm_run "go bf16 d0 r$round" --model "$model" --backend go --dtype bf16 --prompt 128 --decode 32
+	octlm_run "go bf16 d0 r$round" --model "$model" --backend go --dtype bf16 --prompt 128 --decode 32 --batch 1,8,16
 	if [ -n "${OLD_OCTLM:-}" ]; then # an earlier build, for a before/after beside the same runs
 		octlm="$OLD_OCTLM" octlm_run "old onnx f32 d0 r$round" --model "$model" --backend onnx --prompt 128 --decode 32
 		octlm="$OLD_OCTLM" octlm_run "old go f32 d0 r$round" --model "$model" --backend go --prompt 128 --decode 32 --batch 1,8,16
@@ -67,13 +68,13 @@ for round in $(seq "$rounds"); do
 done
 llama_run "llama.cpp f32 d4096" --dtype f32 --depth 4096 --prompt 32 --decode 16
 octlm_run "onnx f32 d4096" --model "$model" --backend onnx --depth 4096 --depth-fill zeros --prompt 32 --decode 16
-octlm_run "go f32 d4096" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16
+octlm_run "go f32 d4096" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16 --batch 1,8
 octlm_run "go f32 d4096 f32cache" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16 --kv-dtype f32
 if [ -n "${OLD_OCTLM:-}" ]; then
 	octlm="$OLD_OCTLM" octlm_run "old go f32 d4096" --model "$model" --backend go --depth 4096 --depth-fill zeros --prompt 32 --decode 16
 fi
 llama_run "llama.cpp bf16 d4096" --dtype bf16 --depth 4096 --prompt 32 --decode 16
-octlm_run "go bf16 d4096" --model "$model" --backend go --dtype bf16 --depth 4096 --depth-fill zeros --prompt 32 --decode 16
+octlm_run "go bf16 d4096" --model "$model" --backend go --dtype bf16 --depth 4096 --depth-fill zeros --prompt 32 --decode 16 --batch 1,8
 if [ -n "${OLD_OCTLM:-}" ]; then
 	octlm="$OLD_OCTLM" octlm_run "old go bf16 d4096" --model "$model" --backend go --dtype bf16 --depth 4096 --depth-fill zeros --prompt 32 --decode 16
 fi
