@@ -7,10 +7,11 @@
 #
 # BEFORE and AFTER are `octlm` binaries (go build -o … ./cmd/octlm at each commit); MODEL is a
 # random Qwen3-0.6B (made with `octlm synth --like qwen3-0.6b` if absent); LLAMACPP_BENCH is
-# llama.cpp's llamacpp-bench peer script (skipped if unset); BACKENDS the engines (default "go onnx");
-# DTYPE the weights' dtype for both octlm and llama.cpp (default f32; bf16 on go only). Prints one line per run and a table of decode ms/token, the depth-4096
-# step over the depth-0 step, and peak RSS, with the load average at each run. The raw JSON
-# lines go to $OUT (default /tmp/bench_depth.jsonl).
+# llama.cpp's llamacpp-bench peer script (skipped if unset); BACKENDS the engines (default
+# "go onnx"); DTYPE the weights' dtype for both octlm and llama.cpp (default f32; bf16 on go
+# only). Prints one line per run and a table of decode ms/token, the depth-4096 step over the
+# depth-0 step, and peak RSS, with the load average at each run. The raw JSON lines go to $OUT
+# (default /tmp/bench_depth.jsonl).
 set -euo pipefail
 BEFORE=${BEFORE:-/tmp/octlm-before}
 AFTER=${AFTER:-/tmp/octlm-after}
