@@ -63,9 +63,10 @@ func TestDotKernels(t *testing.T) {
 }
 
 // TestDotPanels runs bfloat16 products (11 rows: eight by VDPBF16PS, three left to the other
-// kernels; 37 rows, in place of the widened panels) through productRun.panels with and without
-// the VDPBF16PS kernel, on random values, and checks that the two agree within float32 sums'
-// rounding, and that the kernel runs only where the rows and panels allow it.
+// kernels; 37 rows, in place of the widened panels; all of them on AMX's tiles where those run)
+// through productRun.panels with and without the VDPBF16PS and tile kernels, on random values,
+// and checks that they agree within float32 sums' rounding, and that the kernels run only where
+// the rows and panels allow them.
 func TestDotPanels(t *testing.T) {
 	if !dotKernels() {
 		t.Skip("no VDPBF16PS kernels on this CPU or build")
@@ -95,19 +96,23 @@ func TestDotPanels(t *testing.T) {
 			r.panels(0, count)
 			return r.y
 		}
-		got, want := run(true), run(false)
-		for i := range want {
-			row, col := i/(count*kernelWidth), i%(count*kernelWidth)
-			q, j := col/kernelWidth, col%kernelWidth
-			var exact, size float64 // the sum in float64, to bound both float32 sums' rounding
-			for k := range in {
-				v := float64(widen16(w[(q*in+k)*kernelWidth+j])) * float64(x[row*in+k])
-				exact += v
-				size += math.Abs(v)
-			}
-			bound := 1e-6 * size
-			if math.Abs(float64(got[i])-exact) > bound || math.Abs(float64(want[i])-exact) > bound {
-				t.Fatalf("%d rows, value %d: VDPBF16PS %v, the other kernels %v, float64 %v", rows, i, got[i], want[i], exact)
+		defer func() { tilesOff = false }()
+		for _, off := range []bool{true, false} { // the VDPBF16PS kernel, then AMX's tiles where they run
+			tilesOff = off
+			got, want := run(true), run(false)
+			for i := range want {
+				row, col := i/(count*kernelWidth), i%(count*kernelWidth)
+				q, j := col/kernelWidth, col%kernelWidth
+				var exact, size float64 // the sum in float64, to bound both float32 sums' rounding
+				for k := range in {
+					v := float64(widen16(w[(q*in+k)*kernelWidth+j])) * float64(x[row*in+k])
+					exact += v
+					size += math.Abs(v)
+				}
+				bound := 1e-6 * size
+				if math.Abs(float64(got[i])-exact) > bound || math.Abs(float64(want[i])-exact) > bound {
+					t.Fatalf("%d rows, tiles off %v, value %d: VDPBF16PS or tiles %v, the other kernels %v, float64 %v", rows, off, i, got[i], want[i], exact)
+				}
 			}
 		}
 	}
@@ -118,6 +123,9 @@ func TestDotPanels(t *testing.T) {
 	few := &product{rows: 7, in: in, count: 1, width: kernelWidth}
 	if (productRun{p: few, x16: make([]uint16, few.rows*in), w16: w[:in*kernelWidth]}).dots() {
 		t.Error("VDPBF16PS would run on fewer than eight rows")
+	}
+	if (productRun{p: &product{rows: 8, in: in + 2, count: 1, width: kernelWidth}}).tiles() {
+		t.Error("the tiles would run on rows of a length not a multiple of 32")
 	}
 }
 

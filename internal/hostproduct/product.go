@@ -53,6 +53,14 @@ var widenedPanels = sync.Pool{New: func() any { return new([]float32) }}
 // compare them with the widening kernels.
 var dotOff bool
 
+// pairedPanels holds a bfloat16 panel paired for AMX's tiles (*[]uint16, pairPanel), one for
+// each worker multiplying on them at a time.
+var pairedPanels = sync.Pool{New: func() any { return new([]uint16) }}
+
+// tilesOff turns the AMX tile kernels off (productRun.tiles), for the benchmarks that compare
+// them with the VDPBF16PS kernels.
+var tilesOff bool
+
 // rowGroup is a kernel pair that multiplies a group of rows by one panel at once, each weight
 // loaded once for the group.
 type rowGroup struct {
@@ -152,6 +160,14 @@ func (r productRun) panels(q0, q1 int) {
 	}
 	panel := p.in * p.width
 	var widened *[]float32
+	var paired *[]uint16
+	if dots && r.tiles() {
+		paired = pairedPanels.Get().(*[]uint16)
+		defer pairedPanels.Put(paired)
+		if len(*paired) < panel+lineValues {
+			*paired = make([]uint16, panel+lineValues)
+		}
+	}
 	if r.w16 != nil && p.rows >= widenRows && !dots {
 		widened = widenedPanels.Get().(*[]float32)
 		defer widenedPanels.Put(widened)
@@ -176,7 +192,10 @@ func (r productRun) panels(q0, q1 int) {
 			w16 = r.w16[q*panel : end*panel]
 		}
 		first := 0 // the first row left to the one-row kernels
-		if dots {  // step is 1: w16 is panel q
+		switch {   // step is 1 in both: w16 is panel q
+		case paired != nil:
+			first = r.tileRows(w16, lineAligned(*paired)[:panel], q)
+		case dots:
 			first = r.dotRows(w16, q)
 		}
 		for _, g := range rowGroups {
@@ -243,6 +262,33 @@ func (r productRun) dotRows(w []uint16, q int) int {
 		panel8dp(w, &xs, &ys, p.in)
 	}
 	return first
+}
+
+// tiles says whether r's rows go to AMX's tile kernels (tileRows) instead of the VDPBF16PS ones:
+// where those run (dots), k a multiple of a tile's 32, on a CPU and Linux with the tiles. A tile
+// instruction does 16 rows' multiply-adds by 16 columns and 32 k, 256 times a VDPBF16PS's.
+func (r productRun) tiles() bool {
+	return r.p.in%tileDepth == 0 && tileKernels() && !tilesOff
+}
+
+// tileRows multiplies all of r's rows by panel q (w) on AMX's tiles, and returns how many it
+// multiplied: up to 16 rows pairing the panel 32 k at a time in the level-1 cache (tilesPairing,
+// paired its buffer), more 16 at a time by the panel paired for them once into paired
+// (pairPanel, tiles). Each product of two bfloat16 values is exact in float32; the sums differ
+// from the widening kernels' in their order, and denormals are flushed to zero, as with
+// VDPBF16PS (dotRows).
+func (r productRun) tileRows(w, paired []uint16, q int) int {
+	p := r.p
+	if p.rows <= tileRows {
+		tilesPairing(w, r.x16, p.rows, p.in, r.y[q*p.width:], r.yStride, paired)
+		return p.rows
+	}
+	pairPanel(w, paired, p.in)
+	for first := 0; first < p.rows; first += tileRows {
+		m := min(tileRows, p.rows-first)
+		tiles(paired, r.x16[first*p.in:], m, p.in, r.y[first*r.yStride+q*p.width:], r.yStride)
+	}
+	return p.rows
 }
 
 // scratch is float32 memory that a run of products borrows for its rows widened from bfloat16
