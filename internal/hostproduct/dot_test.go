@@ -19,16 +19,8 @@ func TestDotKernels(t *testing.T) {
 	for _, in := range []int{0, 2, 4, 30, 62, 64, 66, 130, 1024} {
 		for _, random := range []bool{false, true} {
 			t.Run(fmt.Sprintf("in%d/random=%v", in, random), func(t *testing.T) {
-				value := func(i, mod int) float32 {
-					if random {
-						return float32(rng.NormFloat64())
-					}
-					return float32(i%mod) - float32(mod/2)
-				}
-				w := make([]uint16, in*kernelWidth)
-				for i := range w {
-					w[i] = uint16(bfloat16.FromFloat32(value(i, 7)))
-				}
+				value := testValue(rng, random)
+				w := testPanel(in, value)
 				var xs [8][]uint16
 				var ys, plain [8][]float32
 				for r := range xs {
@@ -60,6 +52,26 @@ func TestDotKernels(t *testing.T) {
 			})
 		}
 	}
+}
+
+// testValue returns random normal values, or else small integers (i mod mod, centred on zero),
+// whose products' sums are exact in any order.
+func testValue(rng *rand.Rand, random bool) func(i, mod int) float32 {
+	return func(i, mod int) float32 {
+		if random {
+			return float32(rng.NormFloat64())
+		}
+		return float32(i%mod) - float32(mod/2)
+	}
+}
+
+// testPanel is a bfloat16 panel [in, 64] of value(i, 7) for its i-th value.
+func testPanel(in int, value func(i, mod int) float32) []uint16 {
+	w := make([]uint16, in*kernelWidth)
+	for i := range w {
+		w[i] = uint16(bfloat16.FromFloat32(value(i, 7)))
+	}
+	return w
 }
 
 // TestDotPanels runs bfloat16 products (11 rows: eight by VDPBF16PS, three left to the other
@@ -134,13 +146,23 @@ func TestDotPanels(t *testing.T) {
 // and up (1024 → 6144) and down (3072 → 1024) shapes on one core, by the VDPBF16PS kernel and by
 // the kernels it replaces (the eight-row bfloat16 kernel, or from 32 rows on a panel widened to
 // float32 once, then the float32 row kernels), alternated call by call, on panels the L3 holds,
-// and reports each one's GFLOP/s and x_dot/widen, the first's speed over the second's.
+// and reports each one's GFLOP/s and x_dot/widen, the first's speed over the second's. AMX's
+// tiles stay off (BenchmarkTilePanels compares them with VDPBF16PS).
 //
 //	GOEXPERIMENT=simd go test ./internal/hostproduct -run '^$' -bench DotPanels
 func BenchmarkDotPanels(b *testing.B) {
 	if !dotKernels() {
 		b.Skip("no VDPBF16PS kernels on this CPU or build")
 	}
+	tilesOff = true
+	defer func() { tilesOff = false }()
+	alternatePanels(b, &dotOff, "dot", "widen")
+}
+
+// alternatePanels runs productRun.panels for BenchmarkDotPanels' shapes, alternated call by call
+// with *off false (the kernels called on) and true (the kernels they replace, called without),
+// and reports each one's GFLOP/s and x_on/without, the first's speed over the second's.
+func alternatePanels(b *testing.B, off *bool, on, without string) {
 	for _, c := range []struct{ rows, in, out int }{
 		{8, 1024, 4096}, {8, 3072, 1024}, {16, 1024, 4096},
 		{128, 1024, 4096}, {128, 1024, 6144}, {128, 3072, 1024},
@@ -160,17 +182,17 @@ func BenchmarkDotPanels(b *testing.B) {
 			}
 			r := productRun{p: p, x: x, x16: x16, w16: w, y: make([]float32, rows*count*kernelWidth), yStride: count * kernelWidth}
 			var spent [2]time.Duration
-			defer func() { dotOff = false }()
+			defer func() { *off = false }()
 			for i := 0; b.Loop(); i++ {
-				dotOff = i%2 == 1
+				*off = i%2 == 1
 				begin := time.Now()
 				r.panels(0, count)
 				spent[i%2] += time.Since(begin)
 			}
 			flops := 2 * float64(rows*c.in*c.out) * float64(b.N/2)
-			b.ReportMetric(flops/spent[0].Seconds()/1e9, "GFLOP/s_dot")
-			b.ReportMetric(flops/spent[1].Seconds()/1e9, "GFLOP/s_widen")
-			b.ReportMetric(spent[1].Seconds()/spent[0].Seconds(), "x_dot/widen")
+			b.ReportMetric(flops/spent[0].Seconds()/1e9, "GFLOP/s_"+on)
+			b.ReportMetric(flops/spent[1].Seconds()/1e9, "GFLOP/s_"+without)
+			b.ReportMetric(spent[1].Seconds()/spent[0].Seconds(), "x_"+on+"/"+without)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 //go:build goexperiment.simd
 
 #include "textflag.h"
+#include "pairs_amd64.h"
 
 // The AVX-512 kernels that stream a weight's panels or a key block from memory, in assembly for
 // two reasons. They prefetch (PREFETCHT0; Go has no prefetch of its own): the hardware's
@@ -764,14 +765,7 @@ TEXT ·panel8x16Asm(SB), NOSPLIT, $0-32
 // ModRM: EVEX.512.F3.0F38.W0 52 /r, register operands only). The BYTE lines are, in order,
 // VDPBF16PS Z(24+c), Z(20+r), Z(4r+c) (Go's operand order) for row r and vector c, 0–3 each.
 #define FOUR_ROWS_DP(reg) \
-	VMOVDQU32 (reg), Z16; \
-	VMOVDQU32 64(reg), Z17; \
-	VMOVDQU32 128(reg), Z18; \
-	VMOVDQU32 192(reg), Z19; \
-	VPUNPCKLWD Z18, Z16, Z24; \
-	VPUNPCKHWD Z18, Z16, Z25; \
-	VPUNPCKLWD Z19, Z17, Z26; \
-	VPUNPCKHWD Z19, Z17, Z27; \
+	PAIR_PANEL_ROWS(reg, Z16, Z17, Z18, Z19, Z24, Z25, Z26, Z27); \
 	VPBROADCASTD (BX), Z20; \
 	VPBROADCASTD (SI), Z21; \
 	VPBROADCASTD (DI), Z22; \

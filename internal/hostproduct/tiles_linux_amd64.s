@@ -1,6 +1,7 @@
 //go:build goexperiment.simd
 
 #include "textflag.h"
+#include "pairs_amd64.h"
 
 // AMX's tile instructions, which Go's assembler does not know, as bytes (Intel SDM vol. 2,
 // "LDTILECFG", "TILELOADD", "TDPBF16PS"): each a three-byte VEX prefix (C4), map 0F38.
@@ -33,14 +34,7 @@ GLOBL tilePairs<>(SB), RODATA|NOPTR, $128
 	PREFETCHT1 16448(src); \
 	PREFETCHT1 16512(src); \
 	PREFETCHT1 16576(src); \
-	VMOVDQU64 (src), Z0; \
-	VMOVDQU64 64(src), Z1; \
-	VMOVDQU64 128(src), Z2; \
-	VMOVDQU64 192(src), Z3; \
-	VPUNPCKLWD Z2, Z0, Z4; \
-	VPUNPCKHWD Z2, Z0, Z5; \
-	VPUNPCKLWD Z3, Z1, Z6; \
-	VPUNPCKHWD Z3, Z1, Z7; \
+	PAIR_PANEL_ROWS(src, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7); \
 	VMOVDQA64 Z4, Z8; \
 	VPERMT2Q Z5, Z30, Z8; \
 	VMOVDQA64 Z4, Z9; \
@@ -54,15 +48,20 @@ GLOBL tilePairs<>(SB), RODATA|NOPTR, $128
 	VMOVDQU64 Z10, 2048(dst); \
 	VMOVDQU64 Z11, 3072(dst)
 
-// TILE_START configures the tiles (LDTILECFG from the arguments' cfg) and zeroes the sums
-// (TILEZERO tmm0 to tmm3).
+// TILE_START configures the tiles (LDTILECFG from the arguments' cfg), zeroes the sums
+// (TILEZERO tmm0 to tmm3) and takes the arguments TILE_BLOCK steps through: x (AX), xStride
+// (BX), blocks (CX), and DI 64, the panel's tile rows apart.
 #define TILE_START \
 	MOVQ cfg+0(FP), AX; \
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0x00; \
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC0; \
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC8; \
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xD0; \
-	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xD8
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xD8; \
+	MOVQ x+8(FP), AX; \
+	MOVQ xStride+16(FP), BX; \
+	MOVQ blocks+32(FP), CX; \
+	MOVQ $64, DI
 
 // TILE_BLOCK multiplies a block of 32 k: tmm4 ← x's (AX, rows BX apart), then each tile of 16
 // columns of the paired panel (SI, rows 64 bytes apart: DI) into tmm5–tmm7, and TDPBF16PS adds
@@ -129,11 +128,7 @@ pairRow:
 // runs on them: Go does not preempt assembly, and Linux keeps them across signals.
 TEXT ·tilesAsm(SB), NOSPLIT, $0-56
 	TILE_START
-	MOVQ x+8(FP), AX
-	MOVQ xStride+16(FP), BX
 	MOVQ paired+24(FP), SI
-	MOVQ blocks+32(FP), CX
-	MOVQ $64, DI
 tileBlock:
 	TILE_BLOCK
 	ADDQ $64, AX
@@ -151,12 +146,8 @@ tileBlock:
 // first would write it to the L2 and read it back once.
 TEXT ·tilesPairingAsm(SB), NOSPLIT, $0-64
 	TILE_START
-	MOVQ x+8(FP), AX
-	MOVQ xStride+16(FP), BX
 	MOVQ w+24(FP), R8
-	MOVQ blocks+32(FP), CX
 	MOVQ buf+56(FP), SI
-	MOVQ $64, DI
 	VMOVDQU64 tilePairs<>+0(SB), Z30
 	VMOVDQU64 tilePairs<>+64(SB), Z31
 pairingBlock:

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/gomlx/compute/dtypes/bfloat16"
 )
@@ -24,16 +23,8 @@ func TestTileKernels(t *testing.T) {
 		for _, m := range []int{1, 7, 8, 13, 16} {
 			for _, random := range []bool{false, true} {
 				t.Run(fmt.Sprintf("in%d/rows%d/random=%v", in, m, random), func(t *testing.T) {
-					value := func(i, mod int) float32 {
-						if random {
-							return float32(rng.NormFloat64())
-						}
-						return float32(i%mod) - float32(mod/2)
-					}
-					w := make([]uint16, in*kernelWidth)
-					for i := range w {
-						w[i] = uint16(bfloat16.FromFloat32(value(i, 7)))
-					}
+					value := testValue(rng, random)
+					w := testPanel(in, value)
 					x := make([]uint16, m*in)
 					for i := range x {
 						x[i] = uint16(bfloat16.FromFloat32(value(i, 5)))
@@ -83,46 +74,14 @@ func TestTileKernels(t *testing.T) {
 	}
 }
 
-// BenchmarkTilePanels multiplies 8, 16 and 128 bfloat16 rows (eight and sixteen sequences'
-// decode step, a long prompt) by bfloat16 weights of Qwen3-0.6B's shapes on one core, on AMX's
-// tiles and by the VDPBF16PS kernel, alternated call by call, on panels the L3 holds, and
-// reports each one's GFLOP/s and x_tiles/dot, the first's speed over the second's.
+// BenchmarkTilePanels multiplies BenchmarkDotPanels' rows by its weights on one core, on AMX's
+// tiles and by the VDPBF16PS kernel, alternated call by call, on panels the L3 holds, and reports
+// each one's GFLOP/s and x_tiles/dot, the first's speed over the second's.
 //
 //	GOEXPERIMENT=simd go test ./internal/hostproduct -run '^$' -bench TilePanels
 func BenchmarkTilePanels(b *testing.B) {
 	if !dotKernels() || !tileKernels() {
 		b.Skip("no AMX tile kernels on this CPU, Linux or build")
 	}
-	for _, c := range []struct{ rows, in, out int }{
-		{8, 1024, 4096}, {8, 3072, 1024}, {16, 1024, 4096},
-		{128, 1024, 4096}, {128, 1024, 6144}, {128, 3072, 1024},
-	} {
-		b.Run(fmt.Sprintf("rows%d/%dx%d", c.rows, c.in, c.out), func(b *testing.B) {
-			rows, count := c.rows, c.out/kernelWidth
-			p := &product{rows: rows, in: c.in, count: count, width: kernelWidth}
-			w := make([]uint16, count*c.in*kernelWidth)
-			for i := range w {
-				w[i] = uint16(bfloat16.FromFloat32(float32(i%7) * 0.01))
-			}
-			x16 := make([]uint16, rows*c.in)
-			x := make([]float32, len(x16))
-			for i := range x16 {
-				x16[i] = uint16(bfloat16.FromFloat32(float32(i%13) * 0.1))
-				x[i] = widen16(x16[i])
-			}
-			r := productRun{p: p, x: x, x16: x16, w16: w, y: make([]float32, rows*count*kernelWidth), yStride: count * kernelWidth}
-			var spent [2]time.Duration
-			defer func() { tilesOff = false }()
-			for i := 0; b.Loop(); i++ {
-				tilesOff = i%2 == 1
-				begin := time.Now()
-				r.panels(0, count)
-				spent[i%2] += time.Since(begin)
-			}
-			flops := 2 * float64(rows*c.in*c.out) * float64(b.N/2)
-			b.ReportMetric(flops/spent[0].Seconds()/1e9, "GFLOP/s_tiles")
-			b.ReportMetric(flops/spent[1].Seconds()/1e9, "GFLOP/s_dot")
-			b.ReportMetric(spent[1].Seconds()/spent[0].Seconds(), "x_tiles/dot")
-		})
-	}
+	alternatePanels(b, &tilesOff, "tiles", "dot")
 }
