@@ -3,7 +3,7 @@
 package hostproduct
 
 // tileKernels says whether bfloat16 rows are multiplied on AMX's tiles: not in this build.
-func tileKernels() bool { return false }
+var tileKernels = func() bool { return false }
 
 // pairPanel writes a bfloat16 panel in the tiles' pairs (plain Go here).
 func pairPanel(w, dst []uint16, in int) { pairPanelPlain(w, dst, in) }

@@ -11,18 +11,31 @@ import (
 
 // TestTileKernels pairs bfloat16 panels for the tiles (pairPanel against pairPanelPlain, to the
 // bit) and multiplies 1 to 16 rows by them (tiles: TDPBF16PS where this CPU and Linux allow it;
-// tilesPairing, pairing as it goes, to the bit the same),
-// with the outputs' rows further apart than a panel: on small integers, where every order of the
-// sums is exact, each column against the plain sum; on random values against the sum in float64,
-// within float32 sums' rounding; and the columns beside the panel's untouched.
+// tilesPairing, pairing as it goes, to the bit the same), with the outputs' rows further apart
+// than a panel: on small integers, where every order of the sums is exact, each column against
+// the plain sum; on random values against the sum in float64, within float32 sums' rounding; and
+// the columns beside the panel's untouched. Then the same with the tiles refused, through the
+// plain Go the kernels fall back to.
 func TestTileKernels(t *testing.T) {
 	t.Logf("tile kernels: %v", tileKernels())
+	granted := tileKernels
+	defer func() { tileKernels = granted }()
+	for _, plain := range []bool{false, true} { // the tiles where they run, then plain Go
+		if plain {
+			tileKernels = func() bool { return false }
+		}
+		testTiles(t, plain)
+	}
+}
+
+// testTiles is TestTileKernels' cases, run through the tiles or, where plain, their plain Go.
+func testTiles(t *testing.T, plain bool) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const yStride = 3 * kernelWidth
 	for _, in := range []int{32, 64, 96, 1024} {
 		for _, m := range []int{1, 7, 8, 13, 16} {
 			for _, random := range []bool{false, true} {
-				t.Run(fmt.Sprintf("in%d/rows%d/random=%v", in, m, random), func(t *testing.T) {
+				t.Run(fmt.Sprintf("plain=%v/in%d/rows%d/random=%v", plain, in, m, random), func(t *testing.T) {
 					value := testValue(rng, random)
 					w := testPanel(in, value)
 					x := make([]uint16, m*in)
