@@ -74,6 +74,17 @@ func testPanel(in int, value func(i, mod int) float32) []uint16 {
 	return w
 }
 
+// sumFloat64 is the sum of term(k) for k < n in float64, and the sum of their magnitudes, which
+// bounds a float32 sum's rounding.
+func sumFloat64(n int, term func(k int) float64) (sum, size float64) {
+	for k := range n {
+		v := term(k)
+		sum += v
+		size += math.Abs(v)
+	}
+	return sum, size
+}
+
 // TestDotPanels runs bfloat16 products (11 rows: eight by VDPBF16PS, three left to the other
 // kernels; 37 rows, in place of the widened panels; all of them on AMX's tiles where those run)
 // through productRun.panels with and without the VDPBF16PS and tile kernels, on random values,
@@ -84,6 +95,7 @@ func TestDotPanels(t *testing.T) {
 		t.Skip("no VDPBF16PS kernels on this CPU or build")
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
+	defer func() { tilesOff = false }()
 	const in, count = 96, 3
 	w := make([]uint16, count*in*kernelWidth)
 	for i := range w {
@@ -108,19 +120,15 @@ func TestDotPanels(t *testing.T) {
 			r.panels(0, count)
 			return r.y
 		}
-		defer func() { tilesOff = false }()
 		for _, off := range []bool{true, false} { // the VDPBF16PS kernel, then AMX's tiles where they run
 			tilesOff = off
 			got, want := run(true), run(false)
 			for i := range want {
 				row, col := i/(count*kernelWidth), i%(count*kernelWidth)
 				q, j := col/kernelWidth, col%kernelWidth
-				var exact, size float64 // the sum in float64, to bound both float32 sums' rounding
-				for k := range in {
-					v := float64(widen16(w[(q*in+k)*kernelWidth+j])) * float64(x[row*in+k])
-					exact += v
-					size += math.Abs(v)
-				}
+				exact, size := sumFloat64(in, func(k int) float64 { // to bound both float32 sums' rounding
+					return float64(widen16(w[(q*in+k)*kernelWidth+j])) * float64(x[row*in+k])
+				})
 				bound := 1e-6 * size
 				if math.Abs(float64(got[i])-exact) > bound || math.Abs(float64(want[i])-exact) > bound {
 					t.Fatalf("%d rows, tiles off %v, value %d: VDPBF16PS or tiles %v, the other kernels %v, float64 %v", rows, off, i, got[i], want[i], exact)

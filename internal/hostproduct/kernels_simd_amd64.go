@@ -564,7 +564,7 @@ func roundAll(x []float32) {
 }
 
 // panels32Prefetched is panels32's AVX-512 kernel: each panel's 64 columns in four accumulators,
-// the panels prefetched 4 KiB ahead (kernels_amd64.s).
+// the panels prefetched 8 KiB ahead (kernels_amd64.s).
 func panels32Prefetched(w, x, y []float32, in int) {
 	count := len(y) / kernelWidth
 	if count == 0 || in == 0 {

@@ -9,12 +9,18 @@ import "unsafe"
 // with the pair's two values side by side for each column (dst [in/32][4][16][16][2]).
 func pairPanelPlain(w, dst []uint16, in int) {
 	for k := 0; k < in; k += 2 {
-		block, pair := k/tileDepth, (k%tileDepth)/2
 		for j := range kernelWidth {
-			at := ((block*tilesWide+j/tileWidth)*tileRows+pair)*2*tileWidth + 2*(j%tileWidth)
+			at := pairedAt(k, j)
 			dst[at], dst[at+1] = w[k*kernelWidth+j], w[(k+1)*kernelWidth+j]
 		}
 	}
+}
+
+// pairedAt is where pairPanelPlain puts the panel's value at even k and column j (the value at
+// k+1 beside it).
+func pairedAt(k, j int) int {
+	block, pair := k/tileDepth, (k%tileDepth)/2
+	return ((block*tilesWide+j/tileWidth)*tileRows+pair)*2*tileWidth + 2*(j%tileWidth)
 }
 
 // tilesPlain writes into y (rows yStride apart) the products of m (≤ 16) bfloat16 rows x (in
@@ -28,14 +34,21 @@ func tilesPlain(paired, x []uint16, m, in int, y []float32, yStride int) {
 		for j := range out {
 			var sum float32
 			for k := 0; k < in; k += 2 {
-				block, pair := k/tileDepth, (k%tileDepth)/2
-				at := ((block*tilesWide+j/tileWidth)*tileRows+pair)*2*tileWidth + 2*(j%tileWidth)
+				at := pairedAt(k, j)
 				sum += widen16(row[k]) * widen16(paired[at])
 				sum += widen16(row[k+1]) * widen16(paired[at+1])
 			}
 			out[j] = sum
 		}
 	}
+}
+
+// tilesPairingPlain is tilesPlain's products by the panel w [in, 64] as it is stored: the plain
+// Go that tilesPairing falls back to.
+func tilesPairingPlain(w, x []uint16, m, in int, y []float32, yStride int) {
+	paired := make([]uint16, in*kernelWidth)
+	pairPanelPlain(w, paired, in)
+	tilesPlain(paired, x, m, in, y, yStride)
 }
 
 // lineAligned is s from its first value on a 64-byte line (s has lineValues more than it needs):

@@ -81,9 +81,7 @@ func tiles(paired, x []uint16, m, in int, y []float32, yStride int) {
 func tilesPairing(w, x []uint16, m, in int, y []float32, yStride int, buf []uint16) {
 	_, _, _, _ = w[in*kernelWidth-1], x[m*in-1], y[(m-1)*yStride+kernelWidth-1], buf[tileDepth*kernelWidth-1]
 	if !tileKernels() {
-		paired := make([]uint16, in*kernelWidth)
-		pairPanelPlain(w, paired, in)
-		tilesPlain(paired, x, m, in, y, yStride)
+		tilesPairingPlain(w, x, m, in, y, yStride)
 		return
 	}
 	tilesPairingAsm(&tileConfigs[m], unsafe.Pointer(&x[0]), 2*in, unsafe.Pointer(&w[0]), in/tileDepth, unsafe.Pointer(&y[0]), 4*yStride, unsafe.Pointer(&buf[0]))

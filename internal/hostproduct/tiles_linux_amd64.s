@@ -28,7 +28,8 @@ GLOBL tilePairs<>(SB), RODATA|NOPTR, $128
 
 // PAIR_ROWS(src, dst) pairs one pair of a bfloat16 panel's rows (src, 256 bytes) into the four
 // tiles of their block (dst, 1,024 bytes apart; the 16 column pairs of each tile's row), the
-// panel read 16 KiB ahead into the L2, as the one-row kernels read it (Z30 and Z31: tilePairs).
+// panel read 16 KiB ahead into the L2, as the eight-row kernels read theirs (Z30 and Z31:
+// tilePairs).
 #define PAIR_ROWS(src, dst) \
 	PREFETCHT1 16384(src); \
 	PREFETCHT1 16448(src); \

@@ -16,7 +16,5 @@ func tiles(paired, x []uint16, m, in int, y []float32, yStride int) {
 // tilesPairing multiplies bfloat16 rows by a panel as it is stored, as TDPBF16PS sums (plain Go
 // here).
 func tilesPairing(w, x []uint16, m, in int, y []float32, yStride int, buf []uint16) {
-	paired := make([]uint16, in*kernelWidth)
-	pairPanelPlain(w, paired, in)
-	tilesPlain(paired, x, m, in, y, yStride)
+	tilesPairingPlain(w, x, m, in, y, yStride)
 }

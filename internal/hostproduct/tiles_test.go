@@ -42,12 +42,12 @@ func testTiles(t *testing.T, plain bool) {
 					for i := range x {
 						x[i] = uint16(bfloat16.FromFloat32(value(i, 5)))
 					}
-					paired, plain := make([]uint16, len(w)), make([]uint16, len(w))
+					paired, want := make([]uint16, len(w)), make([]uint16, len(w))
 					pairPanel(w, paired, in)
-					pairPanelPlain(w, plain, in)
-					for i := range plain {
-						if paired[i] != plain[i] {
-							t.Fatalf("paired panel, value %d: %#04x, want %#04x", i, paired[i], plain[i])
+					pairPanelPlain(w, want, in)
+					for i := range want {
+						if paired[i] != want[i] {
+							t.Fatalf("paired panel, value %d: %#04x, want %#04x", i, paired[i], want[i])
 						}
 					}
 					y := make([]float32, (m-1)*yStride+2*kernelWidth)
@@ -64,12 +64,9 @@ func testTiles(t *testing.T, plain bool) {
 					}
 					for r := range m {
 						for j := range kernelWidth {
-							var exact, size float64
-							for k := range in {
-								v := float64(widen16(w[k*kernelWidth+j])) * float64(widen16(x[r*in+k]))
-								exact += v
-								size += math.Abs(v)
-							}
+							exact, size := sumFloat64(in, func(k int) float64 {
+								return float64(widen16(w[k*kernelWidth+j])) * float64(widen16(x[r*in+k]))
+							})
 							got := float64(y[r*yStride+kernelWidth/2+j])
 							if random && math.Abs(got-exact) > 1e-6*size || !random && got != exact {
 								t.Fatalf("row %d, column %d: %v, want %v", r, j, got, exact)
